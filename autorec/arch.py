@@ -1,0 +1,390 @@
+"""ArchSpec: the one frozen, JSON-serialisable description of a complete model.
+
+Every part of autorec meets at an :class:`ArchSpec`: search strategies produce one,
+``build_model`` turns one into an ``nn.Module``, cost models and sharding planners read one,
+and export writes one as ``arch.json``.
+
+A model described by an ArchSpec is::
+
+    dense [B, n_dense] --dense_arch MLP--> [B, 1, D] --+
+    sparse KJT --EmbeddingBagCollection--> [B, F, D] --+--> X0 [B, F0, D]
+    X0 --layers[0]--> [B, F1, D] --layers[1]--> ... --> flatten --over_arch--> logit [B]
+
+Every interaction layer maps ``[B, F_in, D] -> [B, F_out, D]``, so block kinds mix freely.
+
+Example:
+    >>> spec = ArchSpec(
+    ...     dim=16, n_dense=2, dense_arch=(32,),
+    ...     tables=(TableSpec(name="t_user", features=("user",), num_embeddings=100, dim=16),),
+    ...     layers=(WukongConfig(n_fm=4, n_lcb=4, rank=4, mlp=(64,)),), over_arch=(64,))
+    >>> ArchSpec.from_json(spec.to_json()) == spec
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+FORMAT_VERSION = 1
+
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "mxfp8_e4m3", "mxfp8_e5m2",
+              "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1", "mxint8", "int8")
+EMBEDDING_PRECISIONS = ("fp32", "fp16", "int8")
+DHEN_MODULES = ("dot", "attention", "dcn", "linear", "conv")
+DHEN_ENSEMBLES = ("concat", "sum", "weighted_sum")
+
+
+class ArchSpecError(ValueError):
+    """An ArchSpec (or arch.json) is invalid; the message names the field at fault."""
+
+
+def _fail(path: str, message: str) -> None:
+    raise ArchSpecError(f"{path}: {message}")
+
+
+def _check_int(path: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(path, f"expected an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        _fail(path, f"expected an integer >= {minimum}, got {value}")
+
+
+def _check_sizes(path: str, value: Any, *, allow_empty: bool = True) -> None:
+    if not isinstance(value, tuple):
+        _fail(path, f"expected a list of layer sizes, got {value!r}")
+    if not allow_empty and not value:
+        _fail(path, "expected at least one layer size")
+    for i, size in enumerate(value):
+        _check_int(f"{path}[{i}]", size, 1)
+
+
+def _check_choice(path: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        _fail(path, f"expected one of {', '.join(choices)}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockConfig:
+    """Base of every interaction-layer config. ``kind`` names the block in JSON."""
+
+    kind: ClassVar[str] = ""
+    precision: str = "fp32"
+
+    def validate(self, path: str) -> None:
+        _check_choice(f"{path}.precision", self.precision, PRECISIONS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkipConfig(BlockConfig):
+    """Identity layer: lets a search drop a layer without changing the stack's length."""
+
+    kind: ClassVar[str] = "skip"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DotConfig(BlockConfig):
+    """DLRM pairwise dot-product interaction.
+
+    The output holds the first ``n_passthrough`` input vectors (DLRM keeps the dense vector),
+    then the F(F-1)/2 pairwise dots (plus F self-dots with ``self_interaction``), packed into
+    D-wide rows, the last row zero-padded.
+    """
+
+    kind: ClassVar[str] = "dlrm"
+    n_passthrough: int = 1
+    self_interaction: bool = False
+
+    def validate(self, path: str) -> None:
+        super().validate(path)
+        _check_int(f"{path}.n_passthrough", self.n_passthrough, 0)
+        if not isinstance(self.self_interaction, bool):
+            _fail(f"{path}.self_interaction", f"expected true or false, got {self.self_interaction!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossConfig(BlockConfig):
+    """DCNv2 cross network on the flattened input; ``rank`` 0 is full rank, else low rank."""
+
+    kind: ClassVar[str] = "dcnv2"
+    num_layers: int = 2
+    rank: int = 0
+
+    def validate(self, path: str) -> None:
+        super().validate(path)
+        _check_int(f"{path}.num_layers", self.num_layers, 1)
+        _check_int(f"{path}.rank", self.rank, 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WukongConfig(BlockConfig):
+    """One Wukong layer: factorization-machine block (n_fm outputs, rank-k optimised FM,
+    MLP sizes ``mlp``) beside a linear compress block (n_lcb outputs)."""
+
+    kind: ClassVar[str] = "wukong"
+    n_fm: int = 8
+    n_lcb: int = 8
+    rank: int = 8
+    mlp: tuple[int, ...] = (256,)
+
+    def validate(self, path: str) -> None:
+        super().validate(path)
+        _check_int(f"{path}.n_fm", self.n_fm, 1)
+        _check_int(f"{path}.n_lcb", self.n_lcb, 0)
+        _check_int(f"{path}.rank", self.rank, 1)
+        _check_sizes(f"{path}.mlp", self.mlp)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DhenConfig(BlockConfig):
+    """One DHEN layer: an ensemble of interaction modules plus a shortcut, layer-normed.
+
+    Each module maps [B, F, D] -> [B, n_out, D]; ``concat`` stacks them (F' = n_out * len),
+    ``sum`` and ``weighted_sum`` add them (F' = n_out).
+    """
+
+    kind: ClassVar[str] = "dhen"
+    modules: tuple[str, ...] = ("dot", "attention")
+    ensemble: str = "concat"
+    n_out: int = 8
+    num_heads: int = 2
+    dcn_layers: int = 1
+
+    def validate(self, path: str) -> None:
+        super().validate(path)
+        if not isinstance(self.modules, tuple) or not self.modules:
+            _fail(f"{path}.modules", f"expected a non-empty list from {', '.join(DHEN_MODULES)}")
+        for i, name in enumerate(self.modules):
+            _check_choice(f"{path}.modules[{i}]", name, DHEN_MODULES)
+        if len(set(self.modules)) != len(self.modules):
+            _fail(f"{path}.modules", f"modules repeat: {list(self.modules)}")
+        _check_choice(f"{path}.ensemble", self.ensemble, DHEN_ENSEMBLES)
+        _check_int(f"{path}.n_out", self.n_out, 1)
+        _check_int(f"{path}.num_heads", self.num_heads, 1)
+        _check_int(f"{path}.dcn_layers", self.dcn_layers, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MLPConfig(BlockConfig):
+    """An MLP on the flattened input whose output is reshaped to [B, n_out, D]."""
+
+    kind: ClassVar[str] = "mlp"
+    hidden: tuple[int, ...] = (256,)
+    n_out: int = 8
+
+    def validate(self, path: str) -> None:
+        super().validate(path)
+        _check_sizes(f"{path}.hidden", self.hidden)
+        _check_int(f"{path}.n_out", self.n_out, 1)
+
+
+BLOCK_CONFIGS: dict[str, type[BlockConfig]] = {
+    cls.kind: cls
+    for cls in (SkipConfig, DotConfig, CrossConfig, WukongConfig, DhenConfig, MLPConfig)
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableSpec:
+    """One embedding table, shared by ``features`` (pooled by sum)."""
+
+    name: str
+    features: tuple[str, ...]
+    num_embeddings: int
+    dim: int
+    precision: str = "fp32"
+
+    def validate(self, path: str) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            _fail(f"{path}.name", f"expected a non-empty string, got {self.name!r}")
+        if not isinstance(self.features, tuple) or not self.features:
+            _fail(f"{path}.features", "expected a non-empty list of feature names")
+        for i, name in enumerate(self.features):
+            if not isinstance(name, str) or not name:
+                _fail(f"{path}.features[{i}]", f"expected a feature name, got {name!r}")
+        _check_int(f"{path}.num_embeddings", self.num_embeddings, 1)
+        _check_int(f"{path}.dim", self.dim, 1)
+        _check_choice(f"{path}.precision", self.precision, EMBEDDING_PRECISIONS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchSpec:
+    """A complete model. See the module docstring for the data flow and shapes."""
+
+    name: str = "custom"
+    dim: int
+    tables: tuple[TableSpec, ...]
+    n_dense: int = 0
+    dense_arch: tuple[int, ...] = ()
+    layers: tuple[BlockConfig, ...] = ()
+    over_arch: tuple[int, ...] = (256,)
+    metadata: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ---- validation -------------------------------------------------------------------
+    def validate(self) -> None:
+        if not isinstance(self.name, str):
+            _fail("name", f"expected a string, got {self.name!r}")
+        _check_int("dim", self.dim, 1)
+        if not isinstance(self.tables, tuple) or not self.tables:
+            _fail("tables", "expected at least one embedding table")
+        seen_tables: set[str] = set()
+        seen_features: set[str] = set()
+        for i, table in enumerate(self.tables):
+            if not isinstance(table, TableSpec):
+                _fail(f"tables[{i}]", f"expected a TableSpec, got {type(table).__name__}")
+            table.validate(f"tables[{i}]")
+            if table.name in seen_tables:
+                _fail(f"tables[{i}].name", f"table name {table.name!r} repeats")
+            seen_tables.add(table.name)
+            for feature in table.features:
+                if feature in seen_features:
+                    _fail(f"tables[{i}].features", f"feature {feature!r} is in two tables")
+                seen_features.add(feature)
+        _check_int("n_dense", self.n_dense, 0)
+        _check_sizes("dense_arch", self.dense_arch)
+        if not isinstance(self.layers, tuple):
+            _fail("layers", "expected a list of layers")
+        for i, layer in enumerate(self.layers):
+            if not isinstance(layer, BlockConfig) or type(layer) is BlockConfig:
+                _fail(f"layers[{i}]", f"expected a block config, got {type(layer).__name__}")
+            layer.validate(f"layers[{i}]")
+        _check_sizes("over_arch", self.over_arch)
+
+    # ---- derived sizes ----------------------------------------------------------------
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """Sparse feature names in embedding order (the F axis of X0 after the dense vector)."""
+        return tuple(f for t in self.tables for f in t.features)
+
+    @property
+    def num_inputs(self) -> int:
+        """F0: vectors entering the first interaction layer (dense vector + one per feature)."""
+        return len(self.feature_names) + (1 if self.n_dense else 0)
+
+    def replace(self, **changes: Any) -> ArchSpec:
+        """A copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    # ---- JSON -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "name": self.name,
+            "dim": self.dim,
+            "tables": [_plain(dataclasses.asdict(t)) for t in self.tables],
+            "n_dense": self.n_dense,
+            "dense_arch": list(self.dense_arch),
+            "layers": [{"kind": layer.kind, **_plain(dataclasses.asdict(layer))}
+                       for layer in self.layers],
+            "over_arch": list(self.over_arch),
+            "metadata": dict(self.metadata),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "arch") -> ArchSpec:
+        """Parse a dict as written by :meth:`to_dict`; errors name ``source`` and the key."""
+        try:
+            return _parse_arch(data)
+        except ArchSpecError as exc:
+            raise ArchSpecError(f"{source}: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "arch.json") -> ArchSpec:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ArchSpecError(f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        return cls.from_dict(data, source)
+
+    @classmethod
+    def load(cls, path: str | Path) -> ArchSpec:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ArchSpecError(f"{path}: cannot read: {exc.strerror}") from None
+        return cls.from_json(text, str(path))
+
+
+def _plain(value: Any) -> Any:
+    """Tuples to lists, recursively, for JSON."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _frozen(value: Any) -> Any:
+    """Lists to tuples, recursively, so parsed specs compare equal and hash."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _take(data: Any, path: str, cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        _fail(path, f"expected an object, got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - names - set(skip))
+    if unknown:
+        _fail(f"{path}.{unknown[0]}", f"unknown key; expected one of {', '.join(sorted(names))}")
+    required = {f.name for f in dataclasses.fields(cls)
+                if f.init and f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING}
+    missing = sorted(required - set(data))
+    if missing:
+        _fail(f"{path}.{missing[0]}", "required key is missing")
+    return {k: _frozen(v) for k, v in data.items() if k in names}
+
+
+def _parse_arch(data: Any) -> ArchSpec:
+    kwargs = _take(data, "arch", ArchSpec, skip=("format",))
+    version = data.get("format", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        _fail("format", f"expected {FORMAT_VERSION}, got {version!r}")
+    tables = data.get("tables")
+    if not isinstance(tables, list):
+        _fail("tables", f"expected a list of tables, got {type(tables).__name__}")
+    kwargs["tables"] = tuple(
+        _build(TableSpec, _take(t, f"tables[{i}]", TableSpec), f"tables[{i}]")
+        for i, t in enumerate(tables))
+    layers = data.get("layers", [])
+    if not isinstance(layers, list):
+        _fail("layers", f"expected a list of layers, got {type(layers).__name__}")
+    parsed = []
+    for i, layer in enumerate(layers):
+        path = f"layers[{i}]"
+        if not isinstance(layer, Mapping):
+            _fail(path, f"expected an object, got {type(layer).__name__}")
+        kind = layer.get("kind")
+        if kind not in BLOCK_CONFIGS:
+            _fail(f"{path}.kind", f"expected one of {', '.join(BLOCK_CONFIGS)}, got {kind!r}")
+        cls = BLOCK_CONFIGS[kind]
+        parsed.append(_build(cls, _take(layer, path, cls, skip=("kind",)), path))
+    kwargs["layers"] = tuple(parsed)
+    metadata = data.get("metadata", {})
+    if not isinstance(metadata, Mapping):
+        _fail("metadata", "expected an object of string values")
+    kwargs["metadata"] = tuple((str(k), str(v)) for k, v in metadata.items())
+    return ArchSpec(**kwargs)
+
+
+def _build(cls: type, kwargs: dict[str, Any], path: str) -> Any:
+    obj = cls(**kwargs)
+    if hasattr(obj, "validate") and cls is not ArchSpec:
+        obj.validate(path)
+    return obj

@@ -1,0 +1,63 @@
+"""The contract every interaction block meets, and the registry that builds them.
+
+A block is built from its config (autorec.arch), the number of input vectors F_in and the
+shared width D, and maps ``[B, F_in, D] -> [B, F_out, D]`` where ``F_out`` is known before
+building (``out_features``), so cost models and search spaces size a stack without torch work.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from autorec.arch import BlockConfig
+
+
+class InteractionBlock(nn.Module):
+    """Base class: subclasses set ``config_type`` and implement ``out_features`` and ``forward``."""
+
+    config_type: ClassVar[type[BlockConfig]]
+
+    def __init__(self, config: BlockConfig, num_in: int, dim: int) -> None:
+        super().__init__()
+        if not isinstance(config, self.config_type):
+            raise TypeError(f"{type(self).__name__} takes {self.config_type.__name__}, got {type(config).__name__}")
+        self.config, self.num_in, self.dim = config, num_in, dim
+        self.num_out = self.out_features(config, num_in, dim)
+
+    @classmethod
+    def out_features(cls, config: BlockConfig, num_in: int, dim: int) -> int:
+        """F_out for input ``[B, num_in, dim]``."""
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+BLOCKS: dict[str, type[InteractionBlock]] = {}
+
+
+def register(cls: type[InteractionBlock]) -> type[InteractionBlock]:
+    """Class decorator: make ``cls`` the builder of its config's kind."""
+    BLOCKS[cls.config_type.kind] = cls
+    return cls
+
+
+def block_class(config: BlockConfig) -> type[InteractionBlock]:
+    import autorec.blocks  # noqa: F401  (registers every block)
+
+    try:
+        return BLOCKS[config.kind]
+    except KeyError:
+        raise KeyError(f"no block registered for kind {config.kind!r}; known: {', '.join(BLOCKS)}") from None
+
+
+def build_block(config: BlockConfig, num_in: int, dim: int) -> InteractionBlock:
+    """The block for ``config`` taking ``[B, num_in, dim]``."""
+    return block_class(config)(config, num_in, dim)
+
+
+def out_features(config: BlockConfig, num_in: int, dim: int) -> int:
+    return block_class(config).out_features(config, num_in, dim)

@@ -1,0 +1,27 @@
+"""Skip: the identity layer a search uses to drop a layer."""
+
+from __future__ import annotations
+
+import torch
+
+from autorec.arch import SkipConfig
+from autorec.blocks.base import InteractionBlock, register
+
+
+@register
+class SkipBlock(InteractionBlock):
+    """Identity. Shapes: [B, F, D] -> [B, F, D].
+
+    Example:
+        >>> SkipBlock(SkipConfig(), num_in=3, dim=4)(torch.ones(2, 3, 4)).shape
+        torch.Size([2, 3, 4])
+    """
+
+    config_type = SkipConfig
+
+    @classmethod
+    def out_features(cls, config: SkipConfig, num_in: int, dim: int) -> int:
+        return num_in
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
