@@ -256,6 +256,24 @@ class ArchSpec:
                 _fail(f"layers[{i}]", f"expected a block config, got {type(layer).__name__}")
             layer.validate(f"layers[{i}]")
         _check_sizes("over_arch", self.over_arch)
+        self.layer_widths()
+
+    def layer_widths(self) -> tuple[int, ...]:
+        """(F0, F1, ..., F_L): vectors entering each layer, then leaving the last.
+
+        Checks what only the stack knows (a layer's sizes against its input's), naming the layer.
+        """
+        from autorec.blocks import out_features
+
+        widths = [self.num_inputs]
+        for i, layer in enumerate(self.layers):
+            try:
+                widths.append(out_features(layer, widths[-1], self.dim))
+            except ValueError as exc:
+                head, _, rest = str(exc).partition(": ")
+                where = head[len(layer.kind):] if head.startswith(layer.kind) else ""
+                _fail(f"layers[{i}]{where}", rest or str(exc))
+        return tuple(widths)
 
     # ---- derived sizes ----------------------------------------------------------------
     @property

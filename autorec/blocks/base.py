@@ -23,7 +23,8 @@ class InteractionBlock(nn.Module):
     def __init__(self, config: BlockConfig, num_in: int, dim: int) -> None:
         super().__init__()
         if not isinstance(config, self.config_type):
-            raise TypeError(f"{type(self).__name__} takes {self.config_type.__name__}, got {type(config).__name__}")
+            raise TypeError(f"{type(self).__name__} takes {self.config_type.__name__}, "
+                            f"got {type(config).__name__}")
         self.config, self.num_in, self.dim = config, num_in, dim
         self.num_out = self.out_features(config, num_in, dim)
 

@@ -6,8 +6,10 @@ Every dataset that fits in memory (movielens100k, synthetic, libfm, csv/parquet)
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torchrec.datasets.utils import Batch
@@ -23,6 +25,12 @@ class Jagged:
     values: torch.Tensor  # [nnz] int64
     offsets: torch.Tensor  # [N + 1] int64
 
+    @cached_property
+    def one_per_row(self) -> bool:
+        """Every sample holds exactly one id (then batching is a plain gather)."""
+        n = self.offsets.numel() - 1
+        return self.values.numel() == n and bool(torch.equal(self.offsets, torch.arange(n + 1)))
+
     @staticmethod
     def single(ids: torch.Tensor) -> Jagged:
         """One id per sample."""
@@ -37,6 +45,8 @@ class Jagged:
 
     def take(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Values and lengths of samples ``idx`` (in that order)."""
+        if self.one_per_row:
+            return self.values[idx], torch.ones(idx.numel(), dtype=torch.int64)
         starts = self.offsets[idx]
         lengths = self.offsets[idx + 1] - starts
         total = int(lengths.sum())
@@ -71,7 +81,8 @@ class TabularData:
             raise DataError(f"{len(self.sparse)} sparse columns for {len(self.schema.sparse)} features")
         for feature, column in zip(self.schema.sparse, self.sparse, strict=True):
             if column.offsets.numel() != n + 1:
-                raise DataError(f"feature {feature.name!r} has {column.offsets.numel() - 1} rows, expected {n}")
+                raise DataError(f"feature {feature.name!r} has {column.offsets.numel() - 1} rows, "
+                                f"expected {n}")
             if column.values.numel() and (int(column.values.min()) < 0
                                           or int(column.values.max()) >= feature.num_embeddings):
                 raise DataError(f"feature {feature.name!r} has ids outside [0, {feature.num_embeddings})")
@@ -106,7 +117,7 @@ class TabularData:
         for f in fractions[:-1]:
             bounds.append(bounds[-1] + round(f * len(self)))
         bounds.append(len(self))
-        return tuple(self.subset(perm[a:b].sort().values) for a, b in zip(bounds, bounds[1:], strict=False))
+        return tuple(self.subset(perm[a:b].sort().values) for a, b in itertools.pairwise(bounds))
 
 
 class TabularBatches(torch.utils.data.IterableDataset):

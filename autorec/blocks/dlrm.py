@@ -1,0 +1,96 @@
+"""DLRM pairwise dot-product interaction, packed back into D-wide rows."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autorec.arch import DotConfig
+from autorec.blocks.base import InteractionBlock, register
+
+
+def num_dots(num_in: int, self_interaction: bool = False) -> int:
+    """How many pairwise dots ``num_in`` vectors give (i < j, or i <= j with self-interaction)."""
+    return num_in * (num_in + 1) // 2 if self_interaction else num_in * (num_in - 1) // 2
+
+
+class PairwiseDots(nn.Module):
+    """The upper triangle of X X^T, in torchrec's ``triu_indices`` order.
+
+    Shapes: [B, F, D] -> [B, F(F-1)/2] (or [B, F(F+1)/2] with ``self_interaction``).
+
+    Args:
+        num_in: F, the number of input vectors.
+        self_interaction: also keep each vector's dot with itself (the diagonal).
+
+    Example:
+        >>> PairwiseDots(3)(torch.ones(2, 3, 4))
+        tensor([[4., 4., 4.],
+                [4., 4., 4.]])
+    """
+
+    def __init__(self, num_in: int, self_interaction: bool = False) -> None:
+        super().__init__()
+        offset = 0 if self_interaction else 1
+        # Not persistent: derived from the config, so checkpoints stay free of it (as in torchrec).
+        self.register_buffer("triu", torch.triu_indices(num_in, num_in, offset=offset), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gram = torch.bmm(x, x.transpose(1, 2))
+        return gram[:, self.triu[0], self.triu[1]]
+
+
+@register
+class DotInteraction(InteractionBlock):
+    """DLRM interaction: the first ``n_passthrough`` vectors, then all pairwise dots.
+
+    Computes what ``torchrec.models.dlrm.InteractionArch`` computes, for any F: the flattened
+    passthrough vectors followed by the strict upper triangle of X X^T (diagonal included with
+    ``self_interaction``), zero-padded at the end to a multiple of D so it packs into rows.
+    With the dense vector first and ``n_passthrough=1``, the first ``D + F(F-1)/2`` values of
+    the flattened output equal torchrec's ``InteractionArch(dense=X[:, 0], sparse=X[:, 1:])``.
+    No parameters.
+
+    Shapes: [B, F, D] -> [B, ceil((n_passthrough * D + dots) / D), D].
+
+    Args:
+        config: ``DotConfig`` (``n_passthrough``, ``self_interaction``).
+        num_in: F, the number of input vectors.
+        dim: D, the width of every vector.
+
+    Example:
+        >>> block = DotInteraction(DotConfig(n_passthrough=1), num_in=4, dim=4)
+        >>> block.num_out  # 4 passthrough values + 6 dots = 10 -> 3 rows of 4
+        3
+        >>> block(torch.ones(2, 4, 4)).flatten(1)[0]
+        tensor([1., 1., 1., 1., 4., 4., 4., 4., 4., 4., 0., 0.])
+    """
+
+    config_type = DotConfig
+
+    def __init__(self, config: DotConfig, num_in: int, dim: int) -> None:
+        super().__init__(config, num_in, dim)
+        self.n_passthrough = config.n_passthrough
+        self.dots = PairwiseDots(num_in, config.self_interaction)
+        values = config.n_passthrough * dim + num_dots(num_in, config.self_interaction)
+        self.pad = self.num_out * dim - values
+
+    @classmethod
+    def out_features(cls, config: DotConfig, num_in: int, dim: int) -> int:
+        config.validate(config.kind)
+        if config.n_passthrough > num_in:
+            raise ValueError(f"{config.kind}.n_passthrough: {config.n_passthrough} exceeds the "
+                             f"{num_in} input vectors")
+        values = config.n_passthrough * dim + num_dots(num_in, config.self_interaction)
+        if values == 0:
+            raise ValueError(f"{config.kind}: {num_in} input vector(s) give no dots and nothing to pass "
+                             "through; set n_passthrough or self_interaction")
+        return math.ceil(values / dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        passthrough = x[:, : self.n_passthrough].flatten(1)
+        out = F.pad(torch.cat((passthrough, self.dots(x)), dim=1), (0, self.pad))
+        return out.view(-1, self.num_out, self.dim)

@@ -1,0 +1,174 @@
+"""The ``autorec`` command line: train, data describe (search, export, ... join here)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from autorec.arch import ArchSpecError
+from autorec.data.schema import DataError
+
+
+class UsageError(ValueError):
+    """A command-line value is wrong; the message names the flag."""
+
+
+def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``key=value`` pairs; values parsed as JSON when they parse, else kept as strings."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--data-opt: expected key=value, got {pair!r}")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def _load_data(args: argparse.Namespace) -> Any:
+    from autorec.data import load_dataset
+
+    return load_dataset(args.data, path=args.data_path, seed=args.seed, **_parse_options(args.data_opt))
+
+
+def _resolve_arch(value: str, schema: Any) -> Any:
+    from autorec.arch import ArchSpec
+    from autorec.presets import PRESETS, preset
+
+    if value in PRESETS:
+        return preset(value, schema)
+    path = Path(value)
+    if path.suffix == ".json" or path.exists():
+        return ArchSpec.load(path)
+    raise UsageError(f"--arch: {value!r} is neither a preset ({', '.join(PRESETS)}) "
+                     "nor an arch.json file")
+
+
+def _add_data_args(parser: argparse.ArgumentParser) -> None:
+    from autorec.data import DATASETS
+
+    parser.add_argument("--data", default="movielens100k", choices=sorted(DATASETS),
+                        help="dataset (default: movielens100k)")
+    parser.add_argument("--data-path",
+                        help="the file a file-based dataset (criteo, libfm, csv, parquet) reads")
+    parser.add_argument("--data-opt", action="append", default=[], metavar="KEY=VALUE",
+                        help="a dataset option, e.g. hash_size=1000000 (repeatable)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the split, init and shuffling")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from autorec.train.trainer import TrainConfig, Trainer
+
+    dataset = _load_data(args)
+    spec = _resolve_arch(args.arch, dataset.schema)
+    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+                         dense_lr=args.lr, embedding_lr=args.embedding_lr,
+                         dense_optimizer=args.optimizer, patience=args.patience,
+                         checkpoint_dir=args.checkpoint_dir, num_workers=args.num_workers,
+                         progress=not args.json and sys.stderr.isatty())
+    result = Trainer(spec, dataset, config).fit()
+    summary = {"data": dataset.name, "arch": spec.name, "best_epoch": result.best_epoch,
+               "val": result.val, "test": result.test,
+               "train_samples_per_s": round(result.samples_per_s, 1), "seconds": round(result.seconds, 1)}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        _print_metrics(summary)
+    return 0
+
+
+def _print_metrics(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{summary['arch']} on {summary['data']} (best epoch {summary['best_epoch']})")
+    for column in ("split", "AUC", "logloss", "NE", "rows"):
+        table.add_column(column, justify="right")
+    for split in ("val", "test"):
+        m = summary[split]
+        table.add_row(split, f"{m['auc']:.4f}", f"{m['logloss']:.4f}", f"{m['ne']:.4f}", str(m["n"]))
+    console = Console()
+    console.print(table)
+    console.print(f"{summary['train_samples_per_s']:,.0f} training samples/s, {summary['seconds']:.1f} s")
+
+
+def cmd_data_describe(args: argparse.Namespace) -> int:
+    info = _load_data(args).describe()
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{info['name']}: {len(info['dense'])} dense, {len(info['sparse'])} sparse")
+    table.add_column("feature")
+    table.add_column("kind")
+    table.add_column("ids", justify="right")
+    for name in info["dense"]:
+        table.add_row(name, "dense", "")
+    for f in info["sparse"]:
+        table.add_row(f["name"], "multi-hot" if f["multi_hot"] else "sparse", f"{f['num_embeddings']:,}")
+    console = Console()
+    console.print(table)
+    rows = ", ".join(f"{k} {v:,}" if v is not None else f"{k} (streamed)" for k, v in info["rows"].items())
+    console.print(f"rows: {rows}")
+    for key, value in info.items():
+        if key not in ("name", "dense", "sparse", "rows"):
+            console.print(f"{key}: {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autorec", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a preset or an arch.json on a dataset")
+    _add_data_args(train)
+    train.add_argument("--arch", default="dlrm", help="a preset (dlrm, dcnv2, wukong, dhen) or an arch.json")
+    train.add_argument("--epochs", type=int, default=10)
+    train.add_argument("--batch-size", type=int, default=1024)
+    train.add_argument("--lr", type=float, default=1e-3, help="dense learning rate")
+    train.add_argument("--embedding-lr", type=float, default=0.05, help="row-wise Adagrad learning rate")
+    train.add_argument("--optimizer", default="adam", choices=["adam", "adagrad"], help="dense optimizer")
+    train.add_argument("--patience", type=int, default=2, help="epochs without val AUC gain before stopping")
+    train.add_argument("--checkpoint-dir", help="keep checkpoints here (default: a temporary folder)")
+    train.add_argument("--num-workers", type=int, default=0, help="DataLoader prefetch workers")
+    train.add_argument("--json", action="store_true", help="print the final metrics as one JSON object")
+    train.set_defaults(func=cmd_train)
+
+    data = commands.add_parser("data", help="inspect datasets").add_subparsers(
+        dest="data_command", required=True)
+    describe = data.add_parser("describe", help="print a dataset's schema and sizes")
+    describe.add_argument("data", metavar="DATASET")
+    describe.add_argument("--data-path")
+    describe.add_argument("--data-opt", action="append", default=[], metavar="KEY=VALUE")
+    describe.add_argument("--seed", type=int, default=0)
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(func=cmd_data_describe)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    warnings.filterwarnings("ignore", message="is_fx_tracing will return true")
+    # torchrec logs a warning per data-parallel table at every state_dict; keep errors only.
+    logging.getLogger().setLevel(logging.ERROR)
+    logging.getLogger("torchrec").setLevel(logging.ERROR)
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ArchSpecError, DataError, UsageError, KeyError, ValueError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"autorec: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""build_model(ArchSpec) -> nn.Module: embeddings, dense arch, interaction stack, over-arch."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torchrec.modules.embedding_configs import DataType, EmbeddingBagConfig, PoolingType
+from torchrec.modules.embedding_modules import EmbeddingBagCollection
+from torchrec.modules.mlp import MLP
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from autorec.arch import ArchSpec
+from autorec.blocks import build_block
+
+_EMBEDDING_TYPES = {"fp32": DataType.FP32, "fp16": DataType.FP16, "int8": DataType.INT8}
+
+
+def embedding_configs(spec: ArchSpec) -> list[EmbeddingBagConfig]:
+    """torchrec table configs for ``spec.tables`` (sum pooling)."""
+    return [
+        EmbeddingBagConfig(name=t.name, embedding_dim=t.dim, num_embeddings=t.num_embeddings,
+                           feature_names=list(t.features), pooling=PoolingType.SUM,
+                           data_type=_EMBEDDING_TYPES[t.precision])
+        for t in spec.tables
+    ]
+
+
+class RecModel(nn.Module):
+    """The model an ArchSpec describes.
+
+    Shapes: dense [B, n_dense] and a KeyedJaggedTensor holding (at least) every feature of
+    ``spec.tables`` -> logits [B]. Inside: X0 [B, F0, D] with the dense vector first, then the
+    interaction layers [B, F_i, D], then flatten -> over-arch MLP -> Linear(., 1).
+
+    Args:
+        spec: the architecture.
+        device: where to allocate parameters; ``torch.device("meta")`` defers allocation of
+            the embedding tables to a sharder (DistributedModelParallel).
+
+    Example:
+        >>> from autorec.arch import ArchSpec, TableSpec, DotConfig
+        >>> spec = ArchSpec(dim=4, n_dense=2, dense_arch=(8,), over_arch=(8,),
+        ...     tables=(TableSpec(name="t", features=("f",), num_embeddings=10, dim=4),),
+        ...     layers=(DotConfig(),))
+        >>> kjt = KeyedJaggedTensor.from_lengths_sync(["f"], torch.tensor([1, 2, 3]), torch.tensor([1, 2]))
+        >>> RecModel(spec)(torch.randn(2, 2), kjt).shape
+        torch.Size([2])
+    """
+
+    def __init__(self, spec: ArchSpec, device: torch.device | None = None) -> None:
+        super().__init__()
+        self.spec = spec
+        dim = spec.dim
+        self.sparse_arch = EmbeddingBagCollection(tables=embedding_configs(spec), device=device)
+        self.feature_dims = [t.dim for t in spec.tables for _ in t.features]
+        # Tables narrower or wider than D are projected to D, one linear map per feature.
+        self.projections = nn.ModuleDict({
+            f: nn.Linear(t.dim, dim, bias=False)
+            for t in spec.tables if t.dim != dim for f in t.features
+        })
+        self.dense_arch = MLP(spec.n_dense, [*spec.dense_arch, dim]) if spec.n_dense else None
+        num = spec.num_inputs
+        layers = []
+        for config in spec.layers:
+            block = build_block(config, num, dim)
+            layers.append(block)
+            num = block.num_out
+        self.layers = nn.Sequential(*layers)
+        self.num_final = num
+        self.over_arch = nn.Sequential(MLP(num * dim, list(spec.over_arch)),
+                                       nn.Linear(spec.over_arch[-1], 1))
+
+    def embed(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
+        """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature."""
+        pooled = self.sparse_arch(sparse)
+        names = self.spec.feature_names
+        if not self.projections:
+            flat = pooled.values()
+            x = flat.reshape(flat.shape[0], len(names), self.spec.dim)
+        else:
+            by_name = pooled.to_dict()
+            x = torch.stack([self.projections[f](by_name[f]) if f in self.projections else by_name[f]
+                             for f in names], dim=1)
+        if self.dense_arch is not None:
+            x = torch.cat([self.dense_arch(dense).unsqueeze(1), x], dim=1)
+        return x
+
+    def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
+        x = self.layers(self.embed(dense, sparse))
+        return self.over_arch(x.flatten(1)).squeeze(-1)
+
+
+def build_model(spec: ArchSpec, device: torch.device | None = None) -> RecModel:
+    """The nn.Module for ``spec`` (see :class:`RecModel`)."""
+    return RecModel(spec, device=device)

@@ -1,0 +1,1 @@
+"""Training: the trainer, metrics and distributed setup."""

@@ -1,0 +1,42 @@
+"""Binary CTR metrics: AUC, logloss and normalized entropy (NE)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+_EPS = 1e-7
+
+
+def logloss(labels: np.ndarray, probs: np.ndarray) -> float:
+    """Mean binary cross-entropy of ``probs`` [N] against ``labels`` [N] in {0, 1}."""
+    p = np.clip(probs.astype(np.float64), _EPS, 1 - _EPS)
+    y = labels.astype(np.float64)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+
+
+def normalized_entropy(labels: np.ndarray, probs: np.ndarray) -> float:
+    """Logloss divided by the entropy of always predicting the base rate (He et al., 2014).
+
+    Below 1.0 means better than knowing only the average click rate.
+    """
+    ctr = float(np.clip(labels.mean(), _EPS, 1 - _EPS))
+    base = -(ctr * math.log(ctr) + (1 - ctr) * math.log(1 - ctr))
+    return logloss(labels, probs) / base
+
+
+def binary_metrics(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
+    """``{"auc", "logloss", "ne", "ctr", "n"}`` for one split; AUC is NaN with one class only."""
+    labels, probs = np.asarray(labels), np.asarray(probs)
+    if labels.shape != probs.shape or labels.ndim != 1:
+        raise ValueError(f"labels {labels.shape} and probs {probs.shape} must be equal 1-d shapes")
+    both = 0 < labels.sum() < labels.size
+    return {
+        "auc": float(roc_auc_score(labels, probs)) if both else float("nan"),
+        "logloss": logloss(labels, probs),
+        "ne": normalized_entropy(labels, probs),
+        "ctr": float(labels.mean()),
+        "n": int(labels.size),
+    }

@@ -1,0 +1,96 @@
+"""WukongLayer: FMB and LCB as the Wukong paper defines them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autorec.arch import WukongConfig
+from autorec.blocks.mlp import FeatureLinear
+from autorec.blocks.wukong import WukongLayer
+
+
+def _layer(num_in: int, n_fm: int, n_lcb: int, rank: int = 2, mlp: tuple[int, ...] = (6,),
+           dim: int = 3) -> WukongLayer:
+    torch.manual_seed(0)
+    return WukongLayer(WukongConfig(n_fm=n_fm, n_lcb=n_lcb, rank=rank, mlp=mlp), num_in, dim)
+
+
+def _linears(module: nn.Module) -> list[nn.Linear]:
+    return [m for m in module.modules() if isinstance(m, nn.Linear)]
+
+
+def test_fmb_equals_a_direct_einsum() -> None:
+    layer = _layer(num_in=4, n_fm=2, n_lcb=1)
+    fmb = layer.fmb
+    with torch.no_grad():  # LayerNorm's affine parameters away from 1 and 0, so they count
+        fmb.norm.weight.normal_()
+        fmb.norm.bias.normal_()
+    x = torch.randn(5, 4, 3)
+    # The naive FM: all pairwise dots X X^T [B, F, F], projected by Y [F, k].
+    fm = torch.einsum("bfd,bgd,gk->bfk", x, x, fmb.proj)
+    torch.testing.assert_close(fmb.interactions(x), fm)
+    hidden, final = _linears(fmb.mlp)
+    h = F.layer_norm(fm.flatten(1), (8,), fmb.norm.weight, fmb.norm.bias)
+    h = torch.relu(h @ hidden.weight.T + hidden.bias)
+    expected = (h @ final.weight.T + final.bias).view(5, 2, 3)
+    torch.testing.assert_close(fmb(x), expected)
+
+
+def test_layer_equals_the_paper_formula() -> None:
+    layer = _layer(num_in=4, n_fm=2, n_lcb=3)
+    x = torch.randn(5, 4, 3)
+    w_lcb = layer.lcb.linear.weight  # [n_lcb, F_in]
+    w_res = layer.residual.linear.weight  # [n_fm + n_lcb, F_in]
+    assert w_lcb.shape == (3, 4) and w_res.shape == (5, 4)
+    lcb = torch.einsum("lf,bfd->bld", w_lcb, x)
+    residual = torch.einsum("of,bfd->bod", w_res, x)
+    expected = F.layer_norm(torch.cat((layer.fmb(x), lcb), dim=1) + residual, (3,),
+                            layer.norm.weight, layer.norm.bias)
+    torch.testing.assert_close(layer(x), expected)
+
+
+@pytest.mark.parametrize(("num_in", "n_fm", "n_lcb", "projected"),
+                         [(5, 3, 2, False), (4, 3, 2, True), (6, 3, 2, True), (3, 3, 0, False)])
+def test_residual_projection_exactly_when_sizes_differ(num_in: int, n_fm: int, n_lcb: int,
+                                                       projected: bool) -> None:
+    layer = _layer(num_in, n_fm, n_lcb)
+    assert layer.num_out == n_fm + n_lcb
+    assert isinstance(layer.residual, FeatureLinear) == projected
+    assert isinstance(layer.residual, nn.Identity) == (not projected)
+    residual_params = sum(p.numel() for p in layer.residual.parameters())
+    assert residual_params == (num_in * (n_fm + n_lcb) if projected else 0)
+    if not projected:
+        x = torch.randn(2, num_in, 3)
+        fmb_and_lcb = torch.cat([layer.fmb(x)] + ([layer.lcb(x)] if n_lcb else []), dim=1)
+        torch.testing.assert_close(layer(x), layer.norm(fmb_and_lcb + x))
+
+
+def test_no_lcb_means_no_lcb_parameters() -> None:
+    layer = _layer(num_in=3, n_fm=4, n_lcb=0)
+    assert layer.lcb is None
+    assert layer(torch.randn(2, 3, 3)).shape == (2, 4, 3)
+
+
+def test_output_rows_are_layer_normed_over_d() -> None:
+    out = _layer(num_in=4, n_fm=3, n_lcb=2, dim=8)(torch.randn(6, 4, 8))
+    torch.testing.assert_close(out.mean(-1), torch.zeros(6, 5), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.var(-1, unbiased=False), torch.ones(6, 5), atol=1e-3, rtol=0)
+
+
+def test_parameter_count() -> None:
+    # Y: 4*2; LN(F*k): 2*8; MLP 8->6 and 6->2*3; LCB 3*4; residual 5*4; LN(D): 2*3.
+    layer = _layer(num_in=4, n_fm=2, n_lcb=3)
+    expected = 8 + 16 + (8 * 6 + 6) + (6 * 6 + 6) + 12 + 20 + 6
+    assert sum(p.numel() for p in layer.parameters()) == expected
+
+
+@pytest.mark.parametrize(("field", "change"), [("n_fm", {"n_fm": 0}), ("rank", {"rank": 0}),
+                                               ("mlp[0]", {"mlp": (0,)})])
+def test_bad_config_names_the_field(field: str, change: dict) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"wukong.{field}:")):
+        WukongLayer(WukongConfig(**change), num_in=3, dim=4)

@@ -1,0 +1,74 @@
+import pytest
+import torch
+from torchrec.models.dlrm import DLRM
+from torchrec.modules.embedding_modules import EmbeddingBagCollection
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from autorec.arch import ArchSpec, DotConfig, TableSpec, WukongConfig
+from autorec.data import Schema, SparseFeature
+from autorec.models import build_model, embedding_configs
+from autorec.presets import PRESETS, preset
+
+SCHEMA = Schema(dense=("x", "y", "z"), sparse=(SparseFeature("u", 50), SparseFeature("i", 30),
+                                                SparseFeature("g", 10, multi_hot=True)))
+
+
+def kjt(batch: int, seed: int = 0) -> KeyedJaggedTensor:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.cat([torch.ones(2 * batch, dtype=torch.int64),
+                         torch.randint(0, 4, (batch,), generator=g)])
+    values = torch.cat([torch.randint(0, 30, (2 * batch,), generator=g),
+                        torch.randint(0, 10, (int(lengths[2 * batch:].sum()),), generator=g)])
+    return KeyedJaggedTensor.from_lengths_sync(["u", "i", "g"], values, lengths)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_build_and_give_one_logit_per_sample(name):
+    torch.manual_seed(0)
+    spec = preset(name, SCHEMA)
+    assert spec.name == name and ArchSpec.from_json(spec.to_json()) == spec
+    logits = build_model(spec)(torch.randn(5, 3), kjt(5))
+    assert logits.shape == (5,) and torch.isfinite(logits).all()
+
+
+def test_dlrm_matches_torchrec_dlrm_with_the_same_weights():
+    torch.manual_seed(0)
+    dim = 8
+    spec = preset("dlrm", SCHEMA, dim=dim).replace(dense_arch=(16,), over_arch=(32, 16))
+    ours = build_model(spec)
+    ref = DLRM(embedding_bag_collection=EmbeddingBagCollection(tables=embedding_configs(spec)),
+               dense_in_features=3, dense_arch_layer_sizes=[16, dim], over_arch_layer_sizes=[32, 16, 1])
+    ref.sparse_arch.embedding_bag_collection.load_state_dict(ours.sparse_arch.state_dict())
+    ref.dense_arch.model.load_state_dict(ours.dense_arch.state_dict())
+    # Our dot block packs its output into D-wide rows and zero-pads the last: the reference's
+    # first over-arch layer takes the unpadded width, so it gets the matching columns.
+    ref_first = ref.over_arch.model[0]._mlp[0]._linear
+    ours_first = ours.over_arch[0]._mlp[0]._linear
+    width = ref_first.in_features
+    assert width == dim + 4 * 3 // 2 and ours_first.in_features >= width
+    with torch.no_grad():
+        ref_first.weight.copy_(ours_first.weight[:, :width])
+        ref_first.bias.copy_(ours_first.bias)
+        for p_ref, p_ours in zip(list(ref.over_arch.model.parameters())[2:],
+                                 list(ours.over_arch.parameters())[2:], strict=True):
+            p_ref.copy_(p_ours)
+    dense, sparse = torch.randn(6, 3), kjt(6)
+    torch.testing.assert_close(ours(dense, sparse), ref(dense, sparse).squeeze(-1), rtol=1e-5, atol=1e-6)
+
+
+def test_narrow_tables_are_projected_to_the_model_width():
+    spec = ArchSpec(dim=8, n_dense=3, dense_arch=(8,), over_arch=(8,), layers=(WukongConfig(),),
+                    tables=(TableSpec(name="a", features=("u", "i"), num_embeddings=50, dim=8),
+                            TableSpec(name="b", features=("g",), num_embeddings=10, dim=3)))
+    model = build_model(spec)
+    assert set(model.projections) == {"g"}
+    x0 = model.embed(torch.randn(4, 3), kjt(4))
+    assert x0.shape == (4, 4, 8)
+    assert model(torch.randn(4, 3), kjt(4)).shape == (4,)
+
+
+def test_model_without_dense_features():
+    spec = preset("dlrm", Schema(dense=(), sparse=SCHEMA.sparse))
+    assert spec.n_dense == 0 and spec.num_inputs == 3
+    model = build_model(spec.replace(layers=(DotConfig(n_passthrough=0),)))
+    assert model(torch.empty(4, 0), kjt(4)).shape == (4,)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Create or update the virtualenv with autorec and its pinned stack (constraints.txt).
+# Idempotent: a stamp records what was installed; a second run with nothing changed is instant.
+# Usage: tools/install.sh [EXTRAS]   (default extras: search,test)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${VENV:-.venv}
+python=${PYTHON:-python3}
+extras=${1:-search,test}
+stamp="$venv/.autorec-installed"
+want="$(cat constraints.txt pyproject.toml tools/install.sh | sha256sum | cut -d' ' -f1) $extras"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+pin() {  # the pinned requirement for a distribution, from the one place pins live
+  grep -iE "^$1==" constraints.txt | head -n 1 || { echo "install: $1 is not pinned in constraints.txt" >&2; exit 1; }
+}
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+echo "install: torch, fbgemm, torchrec into $venv"
+"${pip[@]}" "$(pin torch)"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  # A GPU: the CUDA fbgemm-gpu of the release that matches the pinned torch and torchrec.
+  fbgemm_version=$(pin fbgemm-gpu-cpu | cut -d= -f3)
+  "${pip[@]}" -c constraints.txt "fbgemm-gpu==$fbgemm_version"
+else
+  "${pip[@]}" -c constraints.txt "$(pin fbgemm-gpu-cpu)"
+fi
+# torchrec's metadata asks for the CUDA fbgemm-gpu, and recbole's for a whole training stack we
+# never import (we only read the MovieLens files it ships): both go in without their deps.
+"${pip[@]}" --no-deps "$(pin torchrec)" "$(pin recbole)"
+echo "install: autorec[$extras]"
+"${pip[@]}" -c constraints.txt -e ".[$extras]"
+"$venv/bin/python" -c "import torchrec, fbgemm_gpu, autorec.data.movielens as m; m.locate()"
+echo "$want" > "$stamp"
+echo "install: done"
