@@ -73,6 +73,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                          dense_lr=args.lr, embedding_lr=args.embedding_lr,
                          dense_optimizer=args.optimizer, patience=args.patience,
                          checkpoint_dir=args.checkpoint_dir, num_workers=args.num_workers,
+                         max_steps_per_epoch=args.max_steps_per_epoch,
                          progress=not args.json and sys.stderr.isatty())
     result = Trainer(spec, dataset, config).fit()
     summary = {"data": dataset.name, "arch": spec.name, "best_epoch": result.best_epoch,
@@ -139,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--embedding-lr", type=float, default=0.05, help="row-wise Adagrad learning rate")
     train.add_argument("--optimizer", default="adam", choices=["adam", "adagrad"], help="dense optimizer")
     train.add_argument("--patience", type=int, default=2, help="epochs without val AUC gain before stopping")
+    train.add_argument("--max-steps-per-epoch", type=int, help="cap on training steps per epoch")
     train.add_argument("--checkpoint-dir", help="keep checkpoints here (default: a temporary folder)")
     train.add_argument("--num-workers", type=int, default=0, help="DataLoader prefetch workers")
     train.add_argument("--json", action="store_true", help="print the final metrics as one JSON object")

@@ -140,5 +140,9 @@ class TabularBatches(torch.utils.data.IterableDataset):
             order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + self.epoch))
         else:
             order = torch.arange(n)
-        for b in range(len(self)):
+        # Under DataLoader workers, worker k makes batches k, k + W, ...; the DataLoader takes
+        # them round-robin, so the order is the same as with no workers.
+        info = torch.utils.data.get_worker_info()
+        first, step = (info.id, info.num_workers) if info else (0, 1)
+        for b in range(first, len(self), step):
             yield self.data.batch(order[b * self.batch_size:(b + 1) * self.batch_size])

@@ -187,7 +187,7 @@ class Trainer:
     def save_checkpoint(self, path: str | Path) -> None:
         """A torch.distributed.checkpoint (sharded) of the model and optimizer states."""
         dcp.save({"model": self.model.state_dict(), "optim": self.optimizer.state_dict()},
-                 checkpoint_id=str(path))
+                 storage_writer=dcp.FileSystemWriter(str(path), overwrite=True))
 
     def load_checkpoint(self, path: str | Path, optimizer: bool = True) -> None:
         state: dict[str, Any] = {"model": self.model.state_dict()}

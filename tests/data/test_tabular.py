@@ -60,3 +60,12 @@ def test_out_of_range_ids_are_rejected():
     with pytest.raises(DataError, match=r"'u' has ids outside \[0, 10\)"):
         TabularData(SCHEMA, torch.zeros(2, 1), (Jagged.single(torch.tensor([3, 10])),
                                                 Jagged.single(torch.tensor([1, 1]))), torch.zeros(2))
+
+
+def test_dataloader_workers_split_batches_without_duplicates():
+    from autorec.data import InMemoryDataset
+
+    ds = InMemoryDataset("t", {"train": table(50), "val": table(10), "test": table(10)})
+    plain = [b.dense_features[:, 0].tolist() for b in ds.loader("train", 8, shuffle=True, num_workers=0)]
+    loaded = [b.dense_features[:, 0].tolist() for b in ds.loader("train", 8, shuffle=True, num_workers=2)]
+    assert loaded == plain and sorted(x for b in loaded for x in b) == list(range(50))
