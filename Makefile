@@ -11,11 +11,15 @@ install:
 demo: install
 	$(BIN)/autorec train --data movielens100k --arch dlrm --epochs 10
 
+# The PostgreSQL storage tests use a real server on loopback (tools/start_postgres.sh); where it
+# cannot be started (no root to install it), those tests are skipped unless CI requires them.
+PG_URL = $${AUTOREC_TEST_POSTGRES_URL:-$$(bash tools/start_postgres.sh 2>/dev/null || true)}
+
 test: install
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	AUTOREC_TEST_POSTGRES_URL=$(PG_URL) $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-all: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	AUTOREC_TEST_POSTGRES_URL=$(PG_URL) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check autorec tests benchmarks

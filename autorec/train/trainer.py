@@ -181,7 +181,10 @@ class Trainer:
         return torch.cat(labels).numpy(), torch.cat(probs).double().numpy()
 
     def evaluate(self, split: str) -> dict[str, float]:
-        return binary_metrics(*self.predict(split))
+        labels, probs = self.predict(split)
+        if not np.isfinite(probs).all():
+            raise TrainingDiverged(f"the model predicts NaN or infinity on the {split} split")
+        return binary_metrics(labels, probs)
 
     # ---- checkpoints ------------------------------------------------------------------
     def save_checkpoint(self, path: str | Path) -> None:
@@ -215,7 +218,7 @@ class Trainer:
                     record = self._epoch(epoch, steps, progress)
                     result.history.append(record)
                     auc = record.val["auc"]
-                    if auc > best_auc:
+                    if result.best_epoch < 0 or auc > best_auc:  # NaN AUC never improves
                         best_auc, stale, result.best_epoch, result.val = auc, 0, epoch, record.val
                         self.save_checkpoint(root / "best")
                     else:

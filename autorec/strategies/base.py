@@ -1,0 +1,43 @@
+"""The one base class every search strategy implements.
+
+A strategy turns an Optuna trial into an ArchSpec. Most strategies differ only in the Optuna
+sampler that picks the space's parameters; DNAS (a supernet run per trial) overrides
+:meth:`Strategy.propose` and returns its derived ArchSpec the same way.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import optuna
+
+    from autorec.arch import ArchSpec
+    from autorec.data.schema import Schema
+    from autorec.space import SearchSpace
+
+
+class Strategy(ABC):
+    """Proposes architectures from a SearchSpace, one per Optuna trial.
+
+    Args:
+        seed: makes the sampler's choices reproducible.
+        options: strategy-specific settings from the study file (unknown ones are errors).
+    """
+
+    name: ClassVar[str]
+    multi_objective: ClassVar[bool] = True  # whether it can optimise several objectives
+
+    def __init__(self, seed: int = 0, **options: Any) -> None:
+        if options:
+            raise ValueError(f"strategy {self.name!r}: unknown options {sorted(options)}")
+        self.seed = seed
+
+    @abstractmethod
+    def sampler(self, num_objectives: int) -> optuna.samplers.BaseSampler:
+        """The Optuna sampler this strategy searches with."""
+
+    def propose(self, trial: optuna.Trial, space: SearchSpace, schema: Schema) -> ArchSpec:
+        """The architecture to evaluate in ``trial``."""
+        return space.suggest(trial, schema)

@@ -1,0 +1,558 @@
+"""Multi-trial architecture studies on Optuna storages: config, trials, recovery, summary.
+
+A study file (YAML) names the dataset, the search space, the strategy, the objectives, the
+budget and the storage. Every trial trains its candidate on the short budget, reports
+validation AUC per epoch (single-objective studies prune on it), and stores its ArchSpec (as
+an Optuna artifact and a user attribute), metrics and costs in the study.
+
+Example:
+    >>> config = StudyConfig.load("studies/quickstart.yaml")    # doctest: +SKIP
+    >>> summary = run_study(config)                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import multiprocessing
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.trial import FrozenTrial, TrialState
+
+from autorec.arch import ArchSpec
+
+# objective name -> direction; quality from validation, cost from the analytic model or a probe.
+OBJECTIVES: dict[str, str] = {
+    "val_auc": "maximize",
+    "val_logloss": "minimize",
+    "flops": "minimize",
+    "params_bytes": "minimize",
+    "embedding_bytes": "minimize",
+    "latency_ms": "minimize",
+}
+PRUNERS = ("median", "hyperband", "none")
+WORKER_ATTR = "autorec:worker"
+INTERRUPTED_ATTR = "autorec:interrupted"
+
+
+class StudyConfigError(ValueError):
+    """A study file is invalid; the message names the file and the key path at fault."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    name: str = "movielens100k"
+    path: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one trial may spend, and how many trials the study runs."""
+
+    trials: int = 10
+    timeout_s: float | None = None
+    epochs: int = 3
+    batch_size: int = 1024
+    max_steps_per_epoch: int | None = None
+    patience: int = 1
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """A study as its YAML file declares it (see studies/quickstart.yaml)."""
+
+    name: str
+    source: Path
+    data: DataConfig
+    space: Path
+    strategy: str = "tpe"
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    objectives: tuple[str, ...] = ("val_auc",)
+    budget: Budget = Budget()
+    pruner: str = "median"
+    storage: str | None = None
+    workers: int = 1
+    baselines: tuple[str, ...] = ()
+    seed: int = 0
+
+    @property
+    def directory(self) -> Path:
+        """studies/<name>/ beside the study file: the default storage, artifacts, checkpoints."""
+        return self.source.parent / self.name
+
+    @property
+    def storage_url(self) -> str:
+        if self.storage in (None, "sqlite"):
+            return f"sqlite:///{(self.directory / 'study.db').resolve()}"
+        if self.storage == "journal":
+            return f"journal:{(self.directory / 'journal.log').resolve()}"
+        return self.storage
+
+    @property
+    def directions(self) -> list[str]:
+        return [OBJECTIVES[o] for o in self.objectives]
+
+    @classmethod
+    def load(cls, path: str | Path) -> StudyConfig:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise StudyConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f":{mark.line + 1}" if mark is not None else ""
+            raise StudyConfigError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        return cls.from_dict(data, path)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: Path) -> StudyConfig:
+        return _parse_study(data, Path(source))
+
+
+def _parse_study(data: Any, source: Path) -> StudyConfig:
+    from autorec.data import DATASETS
+    from autorec.presets import PRESETS
+    from autorec.strategies import STRATEGIES
+
+    def fail(key: str, message: str) -> None:
+        raise StudyConfigError(f"{source}: {key}: {message}")
+
+    def mapping(value: Any, key: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            fail(key, f"expected a mapping, got {type(value).__name__}")
+        for k in value:
+            if k not in allowed:
+                fail(f"{key}.{k}" if key else k, f"unknown key; expected one of {', '.join(allowed)}")
+        return dict(value)
+
+    def integer(value: Any, key: str, minimum: int, optional: bool = False) -> int | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            fail(key, f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    top = mapping(data, "", ("name", "data", "space", "strategy", "objectives", "budget", "pruner",
+                             "storage", "workers", "baselines", "seed"))
+    for key in ("name", "data", "space"):
+        if key not in top:
+            fail(key, "required key is missing")
+    name = top["name"]
+    if not isinstance(name, str) or not name or "/" in name:
+        fail("name", f"expected a non-empty name without '/', got {name!r}")
+
+    raw_data = mapping(top["data"], "data", ("name", "path", "options", "seed"))
+    if raw_data.get("name", "movielens100k") not in DATASETS:
+        fail("data.name", f"expected one of {', '.join(DATASETS)}, got {raw_data.get('name')!r}")
+    if not isinstance(raw_data.get("options", {}), Mapping):
+        fail("data.options", "expected a mapping of dataset options")
+    data_path = raw_data.get("path")
+    if data_path is not None:
+        data_path = str((source.parent / data_path) if not Path(data_path).is_absolute() else data_path)
+    data = DataConfig(name=raw_data.get("name", "movielens100k"), path=data_path,
+                      options=dict(raw_data.get("options", {})),
+                      seed=integer(raw_data.get("seed", 0), "data.seed", 0))
+
+    if not isinstance(top["space"], str):
+        fail("space", f"expected the path of a search space YAML, got {top['space']!r}")
+    space = (source.parent / top["space"]).resolve()
+    if not space.is_file():
+        fail("space", f"no such file: {space}")
+
+    strategy, strategy_options = top.get("strategy", "tpe"), {}
+    if isinstance(strategy, Mapping):
+        raw = mapping(strategy, "strategy", ("name", "options"))
+        strategy, strategy_options = raw.get("name"), dict(raw.get("options") or {})
+    if strategy not in STRATEGIES:
+        fail("strategy", f"expected one of {', '.join(STRATEGIES)}, got {strategy!r}")
+
+    objectives = top.get("objectives", ["val_auc"])
+    if isinstance(objectives, str):
+        objectives = [objectives]
+    if not isinstance(objectives, list) or not objectives:
+        fail("objectives", "expected a non-empty list")
+    for i, objective in enumerate(objectives):
+        if objective not in OBJECTIVES:
+            fail(f"objectives[{i}]", f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if len(set(objectives)) != len(objectives):
+        fail("objectives", f"objectives repeat: {objectives}")
+
+    raw_budget = mapping(top.get("budget", {}), "budget", tuple(f.name for f in dataclasses.fields(Budget)))
+    timeout = raw_budget.get("timeout_s")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or timeout <= 0):
+        fail("budget.timeout_s", f"expected a positive number of seconds, got {timeout!r}")
+    budget = Budget(
+        trials=integer(raw_budget.get("trials", 10), "budget.trials", 1),
+        timeout_s=timeout,
+        epochs=integer(raw_budget.get("epochs", 3), "budget.epochs", 1),
+        batch_size=integer(raw_budget.get("batch_size", 1024), "budget.batch_size", 1),
+        max_steps_per_epoch=integer(raw_budget.get("max_steps_per_epoch"), "budget.max_steps_per_epoch",
+                                    1, optional=True),
+        patience=integer(raw_budget.get("patience", 1), "budget.patience", 1))
+
+    pruner = top.get("pruner", "median")
+    if pruner not in PRUNERS:
+        fail("pruner", f"expected one of {', '.join(PRUNERS)}, got {pruner!r}")
+    storage = top.get("storage")
+    if storage is not None and (not isinstance(storage, str) or not (
+            storage in ("sqlite", "journal") or "://" in storage)):
+        fail("storage", f"expected sqlite, journal or a database URL, got {storage!r}")
+    baselines = top.get("baselines", [])
+    if not isinstance(baselines, list):
+        fail("baselines", "expected a list of preset names")
+    for i, b in enumerate(baselines):
+        if b not in PRESETS:
+            fail(f"baselines[{i}]", f"expected one of {', '.join(PRESETS)}, got {b!r}")
+    return StudyConfig(
+        name=name, source=source.resolve(), data=data, space=space, strategy=strategy,
+        strategy_options=strategy_options, objectives=tuple(objectives), budget=budget, pruner=pruner,
+        storage=storage, workers=integer(top.get("workers", 1), "workers", 1),
+        baselines=tuple(baselines), seed=integer(top.get("seed", 0), "seed", 0))
+
+
+# ---- storage -----------------------------------------------------------------------------
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """An Optuna storage for ``url``: ``sqlite:///…`` (with a busy timeout), ``journal:PATH`` for
+    several local processes, or any SQLAlchemy URL (PostgreSQL, MySQL). RDB storages keep a
+    heartbeat, so trials of a worker that died are failed and retried by the next worker."""
+    if url.startswith("journal:"):
+        path = Path(url.removeprefix("journal:"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        backend = optuna.storages.journal.JournalFileBackend(str(path))
+        return optuna.storages.JournalStorage(backend)
+    engine_kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        engine_kwargs = {"connect_args": {"timeout": 60}}
+    else:
+        engine_kwargs = {"pool_pre_ping": True}
+    return optuna.storages.RDBStorage(
+        url, engine_kwargs=engine_kwargs, heartbeat_interval=10, grace_period=60,
+        failed_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2))
+
+
+def _pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
+    if len(config.objectives) > 1 or config.pruner == "none":
+        return optuna.pruners.NopPruner()
+    if config.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=config.budget.epochs)
+    return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
+
+
+def create_study(config: StudyConfig, storage: optuna.storages.BaseStorage | None = None) -> optuna.Study:
+    from autorec.strategies import make_strategy
+
+    strategy = make_strategy(config.strategy, config.seed, **config.strategy_options)
+    study = optuna.create_study(
+        study_name=config.name, storage=storage or open_storage(config.storage_url),
+        sampler=strategy.sampler(len(config.objectives)), pruner=_pruner(config),
+        directions=config.directions, load_if_exists=True)
+    stored = study.user_attrs.get("objectives")
+    if stored is None:
+        study.set_user_attr("objectives", list(config.objectives))
+        study.set_metric_names(list(config.objectives))
+    elif stored != list(config.objectives):
+        raise StudyConfigError(f"{config.source}: objectives: the stored study {config.name!r} has "
+                               f"{stored}; use another name for other objectives")
+    return study
+
+
+# ---- crash safety ------------------------------------------------------------------------
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_interrupted(study: optuna.Study) -> list[int]:
+    """Fail the RUNNING trials whose worker process on this host is gone, and queue a retry of
+    each with the same parameters. Returns the numbers of the trials failed.
+
+    (Workers on other hosts are covered by the RDB heartbeat: their trials go stale and
+    Optuna's retry callback requeues them.)
+    """
+    storage, host, failed = study._storage, socket.gethostname(), []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = trial.system_attrs.get(WORKER_ATTR)
+        if not worker or worker.get("host") != host or _alive(int(worker.get("pid", -1))):
+            continue
+        storage.set_trial_system_attr(trial._trial_id, INTERRUPTED_ATTR, True)
+        storage.set_trial_user_attr(trial._trial_id, "fail_reason",
+                                    f"interrupted: worker pid {worker.get('pid')} on {host} died")
+        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+        failed.append(trial.number)
+    return failed
+
+
+def finished_count(study: optuna.Study) -> int:
+    """Trials that used the budget: complete, pruned, or failed for a reason of their own
+    (interrupted trials are retried, so they do not count)."""
+    count = 0
+    for t in study.get_trials(deepcopy=False):
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
+            count += 1
+        elif t.state == TrialState.FAIL and not t.system_attrs.get(INTERRUPTED_ATTR):
+            count += 1
+    return count
+
+
+# ---- one trial ---------------------------------------------------------------------------
+def cost_summary(spec: ArchSpec) -> dict[str, float]:
+    """The analytic costs a study records and optimises (per-sample FLOPs; bytes)."""
+    from autorec.costs import arch_cost
+
+    cost = arch_cost(spec)
+    return {"flops": cost.forward_flops, "train_flops": cost.train_flops,
+            "params_bytes": cost.dense_bytes, "embedding_bytes": cost.embedding_bytes,
+            "dense_params": cost.dense_params, "embedding_params": cost.embedding_params,
+            "embedding_lookup_bytes": cost.embedding_lookup_bytes}
+
+
+class TrialRunner:
+    """The objective one worker process runs: propose, cost, train, record."""
+
+    def __init__(self, config: StudyConfig) -> None:
+        from autorec.data import load_dataset
+        from autorec.space import SearchSpace
+        from autorec.strategies import make_strategy
+
+        self.config = config
+        self.space = SearchSpace.load(config.space)
+        self.strategy = make_strategy(config.strategy, config.seed, **config.strategy_options)
+        self.dataset = load_dataset(config.data.name, path=config.data.path, seed=config.data.seed,
+                                    **config.data.options)
+        self.artifacts = optuna.artifacts.FileSystemArtifactStore(str(self._artifact_dir()))
+
+    def _artifact_dir(self) -> Path:
+        path = self.config.directory / "artifacts"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _latency(self, trainer: Any) -> float:
+        """Median seconds of one inference batch (the study's batch size) of the trained model."""
+        from autorec.costs import measure_latency
+
+        batch = next(iter(self.dataset.batches("val", self.config.budget.batch_size, shuffle=False)))
+        return measure_latency(trainer.model, batch, repeats=10)
+
+    def train_config(self, checkpoint_dir: Path | None) -> Any:
+        from autorec.train.trainer import TrainConfig
+
+        b = self.config.budget
+        return TrainConfig(epochs=b.epochs, batch_size=b.batch_size, seed=self.config.seed,
+                           patience=b.patience, max_steps_per_epoch=b.max_steps_per_epoch,
+                           checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
+                           progress=False)
+
+    def __call__(self, trial: optuna.Trial) -> float | list[float]:
+        from autorec.train.trainer import Trainer
+
+        trial.storage.set_trial_system_attr(trial._trial_id, WORKER_ATTR,
+                                            {"host": socket.gethostname(), "pid": os.getpid()})
+        spec = self.strategy.propose(trial, self.space, self.dataset.schema)
+        spec = spec.replace(name=f"{self.config.name}-trial{trial.number}")
+        trial.set_user_attr("arch", spec.to_dict())
+        with tempfile.TemporaryDirectory() as tmp:
+            arch_path = Path(tmp) / "arch.json"
+            spec.save(arch_path)
+            optuna.artifacts.upload_artifact(artifact_store=self.artifacts, file_path=str(arch_path),
+                                             study_or_trial=trial, mimetype="application/json")
+        costs = cost_summary(spec)
+        trial.set_user_attr("costs", costs)
+        single = len(self.config.objectives) == 1
+
+        def report(record: Any) -> None:
+            trial.report(record.val["auc"], record.epoch)
+            if single and trial.should_prune():
+                trial.set_user_attr("pruned_at_epoch", record.epoch)
+                raise optuna.TrialPruned(f"val AUC {record.val['auc']:.4f} at epoch {record.epoch}")
+
+        checkpoint = self.config.directory / "trials" / str(trial.number)
+        try:
+            trainer = Trainer(spec, self.dataset, self.train_config(checkpoint), on_epoch=report)
+            result = trainer.fit()
+            if "latency_ms" in self.config.objectives:
+                costs["latency_ms"] = 1e3 * self._latency(trainer)
+                trial.set_user_attr("costs", costs)
+        except optuna.TrialPruned:
+            raise
+        except Exception as exc:
+            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")
+            raise
+        trial.set_user_attr("metrics", {"val": result.val, "test": result.test,
+                                        "best_epoch": result.best_epoch,
+                                        "train_samples_per_s": result.samples_per_s,
+                                        "seconds": result.seconds})
+        trial.set_user_attr("checkpoint", str(checkpoint / "best"))
+        values = {"val_auc": result.val["auc"], "val_logloss": result.val["logloss"], **costs}
+        out = [float(values[o]) for o in self.config.objectives]
+        return out[0] if single else out
+
+
+# ---- running -----------------------------------------------------------------------------
+def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> None:
+    """One worker: run trials until the study's budget is used (shared with other workers)."""
+    runner = TrialRunner(config)
+    study = create_study(config)
+    budget, deadline = config.budget.trials, config.budget.timeout_s
+    start = time.monotonic()
+    while deadline is None or time.monotonic() - start < deadline:
+        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+        if finished_count(study) + running >= budget:
+            break
+        study.optimize(runner, n_trials=1, catch=(Exception,),
+                       callbacks=[on_trial] if on_trial else None)
+
+
+def _spawned_worker(config: StudyConfig) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    _work(config)
+
+
+def train_baselines(config: StudyConfig, study: optuna.Study,
+                    log: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
+    """Train each baseline preset with the trials' budget, once per study (kept in the study)."""
+    from autorec.presets import preset
+    from autorec.train.trainer import Trainer
+
+    done: dict[str, dict[str, Any]] = dict(study.user_attrs.get("baselines", {}))
+    todo = [b for b in config.baselines if b not in done]
+    if not todo:
+        return done
+    runner = TrialRunner(config)
+    for name in todo:
+        log(f"baseline {name}: training with the trials' budget")
+        spec = preset(name, runner.dataset.schema)
+        result = Trainer(spec, runner.dataset, runner.train_config(None)).fit()
+        done[name] = {"val": result.val, "test": result.test, "costs": cost_summary(spec),
+                      "arch": spec.to_dict()}
+        study.set_user_attr("baselines", done)
+    return done
+
+
+def run_study(config: StudyConfig, workers: int | None = None,
+              on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+              log: Callable[[str], None] = print) -> StudySummary:
+    """Run (or resume) the study to its budget with ``workers`` local processes."""
+    workers = workers or config.workers
+    study = create_study(config)
+    recovered = recover_interrupted(study)
+    if recovered:
+        log(f"resumed: trials {recovered} were interrupted; marked failed and queued again")
+    train_baselines(config, study, log)
+    if workers == 1:
+        _work(config, on_trial)
+    else:
+        context = multiprocessing.get_context("spawn")
+        processes = [context.Process(target=_spawned_worker, args=(config,)) for _ in range(workers)]
+        for p in processes:
+            p.start()
+        for p in processes:
+            p.join()
+        bad = [p.exitcode for p in processes if p.exitcode]
+        if bad:
+            raise RuntimeError(f"{len(bad)} of {workers} workers exited with codes {bad}")
+    return summarize(create_study(config), config)
+
+
+# ---- results -----------------------------------------------------------------------------
+@dataclass
+class StudySummary:
+    """The study's results: the best trials by validation AUC, the Pareto front, baselines."""
+
+    name: str
+    objectives: tuple[str, ...]
+    trials: list[dict[str, Any]]
+    pareto: list[int]
+    baselines: dict[str, dict[str, Any]]
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The completed trial with the highest validation AUC."""
+        done = [t for t in self.trials if t["state"] == "COMPLETE" and t.get("val_auc") is not None]
+        return max(done, key=lambda t: t["val_auc"]) if done else None
+
+    def verdict(self) -> str:
+        best = self.best
+        if best is None:
+            return "no trial completed"
+        line = (f"best architecture: trial {best['number']} with validation AUC {best['val_auc']:.4f}, "
+                f"test AUC {best['test_auc']:.4f}")
+        if not self.baselines:
+            return line
+        top_name, top = max(self.baselines.items(), key=lambda kv: kv[1]["test"]["auc"])
+        if best["test_auc"] > top["test"]["auc"]:
+            return (f"{line}: beats every preset trained with the same budget "
+                    f"(best preset {top_name}: test AUC {top['test']['auc']:.4f})")
+        return (f"{line}: does NOT beat the best preset trained with the same budget "
+                f"({top_name}: test AUC {top['test']['auc']:.4f})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "objectives": list(self.objectives), "best": self.best,
+                "pareto": self.pareto, "baselines": {k: {"val_auc": v["val"]["auc"], "test_auc": v["test"]["auc"]}
+                                                     for k, v in self.baselines.items()},
+                "trials": self.trials, "verdict": self.verdict()}
+
+
+def trial_row(t: FrozenTrial) -> dict[str, Any]:
+    metrics = t.user_attrs.get("metrics", {})
+    costs = t.user_attrs.get("costs", {})
+    return {
+        "number": t.number, "state": t.state.name,
+        "val_auc": metrics.get("val", {}).get("auc"), "test_auc": metrics.get("test", {}).get("auc"),
+        "values": t.values, "costs": costs, "fail_reason": t.user_attrs.get("fail_reason"),
+        "seconds": (t.duration.total_seconds() if t.duration else None),
+    }
+
+
+def summarize(study: optuna.Study, config: StudyConfig | None = None) -> StudySummary:
+    objectives = tuple(study.user_attrs.get("objectives", ["val_auc"]))
+    trials = [trial_row(t) for t in study.get_trials(deepcopy=False)]
+    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    pareto = [t.number for t in study.best_trials] if complete else []
+    return StudySummary(study.study_name, objectives, trials, pareto,
+                        dict(study.user_attrs.get("baselines", {})))
+
+
+def trial_arch(trial: FrozenTrial) -> ArchSpec:
+    """The ArchSpec a trial evaluated."""
+    data = trial.user_attrs.get("arch")
+    if data is None:
+        raise KeyError(f"trial {trial.number} has no architecture recorded")
+    return ArchSpec.from_dict(data, f"trial {trial.number}")
+
+
+def dumps(summary: StudySummary) -> str:
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(summary.to_dict()))

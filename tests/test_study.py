@@ -1,0 +1,203 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from autorec.study import (INTERRUPTED_ATTR, StudyConfig, StudyConfigError, create_study,
+                           finished_count, open_storage, run_study, summarize, trial_arch)
+
+ROOT = Path(__file__).resolve().parents[1]
+SPACE = ROOT / "search_spaces" / "zoo.yaml"
+
+
+def write_study(tmp_path: Path, **changes) -> Path:
+    config = {
+        "name": "t",
+        "data": {"name": "synthetic", "options": {"preset": "tiny", "num_samples": 3000}, "seed": 0},
+        "space": str(SPACE),
+        "strategy": "random",
+        "objectives": ["val_auc"],
+        "budget": {"trials": 3, "epochs": 1, "batch_size": 256, "max_steps_per_epoch": 3},
+        "pruner": "none",
+        "seed": 0,
+    }
+    config.update(changes)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def quiet(*_: object) -> None:
+    pass
+
+
+def test_shipped_studies_load():
+    for name in ("quickstart", "movielens", "pareto"):
+        config = StudyConfig.load(ROOT / "studies" / f"{name}.yaml")
+        assert config.name == name and config.space.is_file()
+    quick = StudyConfig.load(ROOT / "studies" / "quickstart.yaml")
+    assert quick.storage_url.endswith("studies/quickstart/study.db")
+    assert quick.baselines == ("dlrm", "dcnv2", "wukong", "dhen")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"strategy": "bayes"}, "strategy: expected one of random, tpe, nsga2"),
+    ({"objectives": ["val_auc", "speed"]}, "objectives[1]: expected one of val_auc"),
+    ({"objectives": ["val_auc", "val_auc"]}, "objectives: objectives repeat"),
+    ({"budget": {"trials": 0}}, "budget.trials: expected an integer >= 1, got 0"),
+    ({"budget": {"trails": 3}}, "budget.trails: unknown key"),
+    ({"space": "nowhere.yaml"}, "space: no such file"),
+    ({"data": {"name": "imagenet"}}, "data.name: expected one of movielens100k"),
+    ({"pruner": "asha"}, "pruner: expected one of median, hyperband, none"),
+    ({"storage": "redis"}, "storage: expected sqlite, journal or a database URL"),
+    ({"baselines": ["dlrm", "bert"]}, "baselines[1]: expected one of dlrm"),
+    ({"colour": "red"}, "colour: unknown key"),
+])
+def test_malformed_study_files_name_the_key(tmp_path, changes, message):
+    path = write_study(tmp_path, **changes)
+    with pytest.raises(StudyConfigError) as info:
+        StudyConfig.load(path)
+    assert str(info.value).startswith(f"{path}: ") and message in str(info.value)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: x\ndata:\n  name: [movielens100k\nspace: a.yaml\n")
+    with pytest.raises(StudyConfigError, match=r"broken.yaml:\d+: invalid YAML"):
+        StudyConfig.load(path)
+
+
+def test_search_records_arch_metrics_costs_and_baselines(tmp_path):
+    config = StudyConfig.load(write_study(tmp_path, baselines=["dlrm"]))
+    summary = run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(trials) == 3 == finished_count(study)
+    store = optuna.artifacts.FileSystemArtifactStore(str(config.directory / "artifacts"))
+    for t in trials:
+        spec = trial_arch(t)
+        assert spec.feature_names and t.user_attrs["costs"]["flops"] > 0
+        assert 0 < t.user_attrs["metrics"]["test"]["auc"] < 1
+        assert t.value == t.user_attrs["metrics"]["val"]["auc"]
+        (meta,) = optuna.artifacts.get_all_artifact_meta(t, storage=study._storage)
+        with store.open_reader(meta.artifact_id) as f:
+            assert f.read().decode().strip() == spec.to_json()
+    assert set(summary.baselines) == {"dlrm"}
+    assert summary.best["number"] in {t.number for t in trials}
+    assert "preset dlrm" in summary.verdict() or "best preset dlrm" in summary.verdict()
+    # Rerunning the finished study does no more trials and keeps the baselines.
+    again = run_study(config, log=quiet)
+    assert len(again.trials) == 3 and again.baselines == summary.baselines
+
+
+def test_failing_trials_are_recorded_with_their_reason_and_the_study_goes_on(tmp_path, monkeypatch):
+    from autorec.train import trainer as trainer_module
+
+    real_fit, calls = trainer_module.Trainer.fit, []
+
+    def flaky_fit(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise trainer_module.TrainingDiverged("loss is nan at epoch 0 step 2")
+        if len(calls) == 2:
+            raise MemoryError("out of memory allocating the tables")
+        return real_fit(self)
+
+    monkeypatch.setattr(trainer_module.Trainer, "fit", flaky_fit)
+    config = StudyConfig.load(write_study(tmp_path, budget={"trials": 3, "epochs": 1, "batch_size": 256,
+                                                             "max_steps_per_epoch": 2}))
+    summary = run_study(config, log=quiet)
+    states = [t["state"] for t in summary.trials]
+    assert states == ["FAIL", "FAIL", "COMPLETE"]
+    assert summary.trials[0]["fail_reason"] == "TrainingDiverged: loss is nan at epoch 0 step 2"
+    assert summary.trials[1]["fail_reason"].startswith("MemoryError: out of memory")
+
+
+def test_kill_minus_nine_and_resume(tmp_path):
+    path = write_study(tmp_path, budget={"trials": 3, "epochs": 2, "batch_size": 64})
+    config = StudyConfig.load(path)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen([sys.executable, "-m", "autorec.cli", "search", str(path), "--json"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    storage = open_storage(config.storage_url)
+    deadline = time.monotonic() + 300
+    # Kill once one trial has finished and the next one is running.
+    while time.monotonic() < deadline:
+        try:
+            study = optuna.load_study(study_name="t", storage=storage)
+            states = [t.state for t in study.get_trials(deepcopy=False)]
+        except KeyError:
+            states = []
+        if states.count(TrialState.COMPLETE) >= 1 and states[-1] == TrialState.RUNNING:
+            break
+        assert proc.poll() is None, "the search ended before it could be killed"
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {t.number: t for t in study.get_trials() if t.state == TrialState.COMPLETE}
+    interrupted = study.get_trials(states=(TrialState.RUNNING,))[0]
+
+    summary = run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=storage)
+    trials = study.get_trials()
+    failed = trials[interrupted.number]
+    assert failed.state == TrialState.FAIL and failed.system_attrs[INTERRUPTED_ATTR]
+    assert "interrupted" in failed.user_attrs["fail_reason"]
+    retry = [t for t in trials if t.user_attrs.get("retry_of") == interrupted.number]
+    assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE
+    assert retry[0].params == interrupted.params
+    for number, t in before.items():  # nothing finished was lost or redone
+        assert trials[number].state == TrialState.COMPLETE and trials[number].values == t.values
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 3 == finished_count(study)
+    assert summary.best is not None
+
+
+def test_two_workers_share_one_journal_storage(tmp_path):
+    config = StudyConfig.load(write_study(tmp_path, storage="journal",
+                                          budget={"trials": 4, "epochs": 1, "batch_size": 256,
+                                                  "max_steps_per_epoch": 2}))
+    run_study(config, workers=2, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    trials = study.get_trials()
+    assert [t.state for t in trials].count(TrialState.COMPLETE) == 4
+    assert sorted(t.number for t in trials) == list(range(len(trials)))
+    workers = {t.system_attrs["autorec:worker"]["pid"] for t in trials}
+    assert len(workers) == 2  # both processes ran trials
+    assert all("metrics" in t.user_attrs for t in trials)
+
+
+@pytest.fixture
+def postgres_url():
+    url = os.environ.get("AUTOREC_TEST_POSTGRES_URL")
+    if not url:
+        if os.environ.get("AUTOREC_REQUIRE_POSTGRES"):
+            pytest.fail("AUTOREC_REQUIRE_POSTGRES is set but no server URL was given")
+        pytest.skip("no PostgreSQL server (tools/start_postgres.sh starts one)")
+    return url
+
+
+def test_postgresql_storage(tmp_path, postgres_url):
+    name = f"pg{os.getpid()}_{int(time.time() * 1000)}"
+    config = StudyConfig.load(write_study(tmp_path, name=name, storage=postgres_url))
+    summary = run_study(config, log=quiet)
+    study = optuna.load_study(study_name=name, storage=open_storage(postgres_url))
+    assert [t.state for t in study.get_trials()].count(TrialState.COMPLETE) == 3
+    assert summary.best is not None
+    optuna.delete_study(study_name=name, storage=open_storage(postgres_url))
+
+
+def test_changing_objectives_of_a_stored_study_is_refused(tmp_path):
+    config = StudyConfig.load(write_study(tmp_path))
+    create_study(config)
+    other = StudyConfig.load(write_study(tmp_path, objectives=["val_auc", "flops"]))
+    with pytest.raises(StudyConfigError, match="objectives: the stored study 't' has"):
+        create_study(other)
+    assert summarize(create_study(config)).trials == []
