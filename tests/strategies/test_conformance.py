@@ -1,0 +1,75 @@
+"""One conformance suite that every search strategy passes (in the manner of Optuna's sampler tests).
+
+The objective here is analytic (no training), so the suite is fast and exact.
+"""
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autorec.arch import ArchSpec
+from autorec.costs import arch_cost
+from autorec.data import Schema, SparseFeature
+from autorec.space import SearchSpace
+from autorec.strategies import STRATEGIES, Strategy, make_strategy
+
+SPACE = SearchSpace.load(Path(__file__).resolve().parents[2] / "search_spaces" / "zoo.yaml")
+SCHEMA = Schema(dense=("a", "b"), sparse=(SparseFeature("user", 100), SparseFeature("item", 50),
+                                           SparseFeature("tags", 20, multi_hot=True)))
+
+
+@pytest.fixture(params=sorted(STRATEGIES))
+def name(request) -> str:
+    return request.param
+
+
+def run(strategy: Strategy, n: int, objectives: int = 1) -> tuple[optuna.Study, list[ArchSpec]]:
+    study = optuna.create_study(directions=["minimize"] * objectives,
+                                sampler=strategy.sampler(objectives))
+    specs: list[ArchSpec] = []
+
+    def objective(trial: optuna.Trial):
+        spec = strategy.propose(trial, SPACE, SCHEMA)
+        specs.append(spec)
+        cost = arch_cost(spec)
+        values = [float(cost.forward_flops), float(cost.dense_params)]
+        return values[0] if objectives == 1 else values[:objectives]
+
+    study.optimize(objective, n_trials=n)
+    return study, specs
+
+
+def test_proposals_are_valid_specs_of_the_space(name):
+    _, specs = run(make_strategy(name, seed=0), 12)
+    for spec in specs:
+        assert SPACE.contains(spec)
+        assert ArchSpec.from_json(spec.to_json()) == spec
+        assert set(spec.feature_names) == {"user", "item", "tags"} and spec.n_dense == 2
+
+
+def test_same_seed_same_proposals_other_seed_differs(name):
+    _, a = run(make_strategy(name, seed=3), 8)
+    _, b = run(make_strategy(name, seed=3), 8)
+    _, c = run(make_strategy(name, seed=4), 8)
+    assert a == b
+    assert a != c
+
+
+def test_multi_objective(name):
+    study, specs = run(make_strategy(name, seed=0), 10, objectives=2)
+    assert len(specs) == 10 and study.best_trials
+    for t in study.best_trials:  # the front is non-dominated
+        for other in study.trials:
+            assert not (other.values[0] < t.values[0] and other.values[1] < t.values[1])
+
+
+def test_unknown_options_are_rejected(name):
+    with pytest.raises(ValueError, match=f"strategy '{name}': unknown options"):
+        make_strategy(name, seed=0, temperature=2.0)
+
+
+def test_unknown_strategy():
+    with pytest.raises(ValueError, match="unknown strategy 'bayes'; expected one of"):
+        make_strategy("bayes")
+
