@@ -74,10 +74,12 @@ class RecModel(nn.Module):
         """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature."""
         pooled = self.sparse_arch(sparse)
         names = self.spec.feature_names
-        if not self.projections:
+        if not self.projections and tuple(pooled.keys()) == names:
             flat = pooled.values()
             x = flat.reshape(flat.shape[0], len(names), self.spec.dim)
         else:
+            # A sharded collection (DistributedModelParallel) returns its features grouped by
+            # sharding type, so they are placed by name, never by position.
             by_name = pooled.to_dict()
             x = torch.stack([self.projections[f](by_name[f]) if f in self.projections else by_name[f]
                              for f in names], dim=1)

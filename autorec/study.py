@@ -511,10 +511,11 @@ class StudySummary:
                 f"({top_name}: test AUC {top['test']['auc']:.4f})")
 
     def to_dict(self) -> dict[str, Any]:
+        baselines = {k: {"val_auc": v["val"]["auc"], "test_auc": v["test"]["auc"]}
+                     for k, v in self.baselines.items()}
         return {"name": self.name, "objectives": list(self.objectives), "best": self.best,
-                "pareto": self.pareto, "baselines": {k: {"val_auc": v["val"]["auc"], "test_auc": v["test"]["auc"]}
-                                                     for k, v in self.baselines.items()},
-                "trials": self.trials, "verdict": self.verdict()}
+                "pareto": self.pareto, "baselines": baselines, "trials": self.trials,
+                "verdict": self.verdict()}
 
 
 def trial_row(t: FrozenTrial) -> dict[str, Any]:

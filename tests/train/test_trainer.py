@@ -68,3 +68,31 @@ def test_architecture_must_match_the_dataset(planted_data):
         Trainer(other, planted_data, FAST)
     with pytest.raises(ValueError, match="dense_optimizer: expected one of adam, adagrad"):
         TrainConfig(dense_optimizer="sgd")
+
+
+def test_sharded_model_places_features_like_the_plain_model():
+    """Under DistributedModelParallel the embeddings come back grouped by sharding type (on
+    MovieLens the planner mixes table-wise and data-parallel tables); the model must still
+    place each feature where build_model(spec) does."""
+    from autorec.data import load_dataset
+    from autorec.models import build_model
+
+    data = load_dataset("movielens100k")
+    spec = preset("dlrm", data.schema, dim=8)
+    trainer = Trainer(spec, data, dataclasses.replace(FAST, epochs=1))
+    keys = trainer.model.module.sparse_arch(next(iter(data.batches("test", 4, shuffle=False)))
+                                            .sparse_features).keys()
+    assert tuple(keys) != spec.feature_names  # the case this test is about
+    plain = build_model(spec)
+    state = {}
+    for key, value in trainer.model.state_dict().items():
+        key = key.removeprefix("_dmp_wrapped_module.").removeprefix("module.")
+        if hasattr(value, "local_shards"):
+            value = value.local_shards()[0].tensor
+        state[key] = value
+    plain.load_state_dict(state)
+    batch = next(iter(data.batches("test", 64, shuffle=False)))
+    trainer.model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(trainer.model(batch.dense_features, batch.sparse_features),
+                                   plain(batch.dense_features, batch.sparse_features), rtol=0, atol=1e-6)
