@@ -10,8 +10,17 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from autorec.study import (INTERRUPTED_ATTR, StudyConfig, StudyConfigError, create_study,
-                           finished_count, open_storage, run_study, summarize, trial_arch)
+from autorec.study import (
+    INTERRUPTED_ATTR,
+    StudyConfig,
+    StudyConfigError,
+    create_study,
+    finished_count,
+    open_storage,
+    run_study,
+    summarize,
+    trial_arch,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ROOT / "search_spaces" / "zoo.yaml"
