@@ -190,6 +190,17 @@ def _print_summary(summary: Any) -> None:
     console.print(summary.verdict())
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from autorec.study import StudyConfig, export_trials
+
+    config = StudyConfig.load(args.study)
+    if args.trial is not None and args.best is not None:
+        raise UsageError("--trial and --best exclude each other")
+    export_trials(config, Path(args.output), trial=args.trial, best=args.best or 1,
+                  log=lambda m: print(m, file=sys.stderr))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autorec", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -216,6 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
     search.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     search.set_defaults(func=cmd_search)
+
+    export = commands.add_parser("export", help="export trained architectures of a study")
+    export.add_argument("study", help="the study file")
+    export.add_argument("--trial", type=int, help="this trial number")
+    export.add_argument("--best", type=int, help="the K best trials by validation AUC (default 1)")
+    export.add_argument("-o", "--output", required=True, help="output folder")
+    export.set_defaults(func=cmd_export)
 
     data = commands.add_parser("data", help="inspect datasets").add_subparsers(
         dest="data_command", required=True)

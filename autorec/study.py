@@ -244,7 +244,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         engine_kwargs = {"pool_pre_ping": True}
     return optuna.storages.RDBStorage(
         url, engine_kwargs=engine_kwargs, heartbeat_interval=10, grace_period=60,
-        failed_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2))
+        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2))
 
 
 def _pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
@@ -536,6 +536,71 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> StudySu
     pareto = [t.number for t in study.best_trials] if complete else []
     return StudySummary(study.study_name, objectives, trials, pareto,
                         dict(study.user_attrs.get("baselines", {})))
+
+
+def load_study(config: StudyConfig) -> optuna.Study:
+    """The stored study of ``config``, which must exist (run ``autorec search`` first)."""
+    storage = open_storage(config.storage_url)
+    try:
+        return optuna.load_study(study_name=config.name, storage=storage)
+    except KeyError:
+        raise StudyConfigError(f"{config.source}: no study {config.name!r} in {config.storage_url}; "
+                               f"run `autorec search {config.source}` first") from None
+
+
+def select_trials(study: optuna.Study, trial: int | None = None, best: int = 1) -> list[FrozenTrial]:
+    """Trial number ``trial``, or the ``best`` completed trials by validation AUC."""
+    trials = study.get_trials(deepcopy=False)
+    if trial is not None:
+        found = [t for t in trials if t.number == trial]
+        if not found:
+            raise ValueError(f"--trial: study {study.study_name!r} has no trial {trial} "
+                             f"(it has 0..{len(trials) - 1})")
+        if found[0].state != TrialState.COMPLETE:
+            raise ValueError(f"--trial: trial {trial} is {found[0].state.name}, not COMPLETE")
+        return found
+    done = [t for t in trials if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs]
+    if not done:
+        raise ValueError(f"study {study.study_name!r} has no completed trial yet")
+    return sorted(done, key=lambda t: -t.user_attrs["metrics"]["val"]["auc"])[:best]
+
+
+def retrain_command(config: StudyConfig, arch_path: Path, epochs: int | None = None) -> str:
+    """The `autorec train` command line that retrains ``arch_path`` on the study's data."""
+    parts = ["autorec", "train", "--data", config.data.name, "--arch", str(arch_path),
+             "--seed", str(config.seed), "--epochs", str(epochs or max(10, config.budget.epochs)),
+             "--batch-size", str(config.budget.batch_size)]
+    if config.data.path:
+        parts += ["--data-path", config.data.path]
+    for key, value in config.data.options.items():
+        parts += ["--data-opt", f"{key}={json.dumps(value) if not isinstance(value, str) else value}"]
+    return " ".join(parts)
+
+
+def export_trials(config: StudyConfig, out_dir: Path, trial: int | None = None, best: int = 1,
+                  log: Callable[[str], None] = print) -> list[Path]:
+    """Export trials of the study (weights from their best checkpoint) into ``out_dir``.
+
+    One trial goes to ``out_dir`` itself; several go to ``out_dir/trial-<N>``.
+    """
+    from autorec.export import export_trained
+    from autorec.train.trainer import Trainer
+
+    chosen = select_trials(load_study(config), trial, best)
+    runner = TrialRunner(config)
+    written = []
+    for t in chosen:
+        target = out_dir if len(chosen) == 1 else out_dir / f"trial-{t.number}"
+        checkpoint = t.user_attrs.get("checkpoint")
+        if not checkpoint or not Path(checkpoint).is_dir():
+            raise ValueError(f"trial {t.number}: its checkpoint {checkpoint} is missing")
+        trainer = Trainer(trial_arch(t), runner.dataset, runner.train_config(None))
+        trainer.load_checkpoint(checkpoint, optimizer=False)
+        export_trained(trainer, target, metrics=t.user_attrs["metrics"], costs=t.user_attrs.get("costs"),
+                       retrain_command=retrain_command(config, target / "arch.json"))
+        log(f"trial {t.number} -> {target}")
+        written.append(target)
+    return written
 
 
 def trial_arch(trial: FrozenTrial) -> ArchSpec:

@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -210,3 +211,56 @@ def test_changing_objectives_of_a_stored_study_is_refused(tmp_path):
     with pytest.raises(StudyConfigError, match="objectives: the stored study 't' has"):
         create_study(other)
     assert summarize(create_study(config)).trials == []
+
+
+@pytest.fixture(scope="module")
+def finished_study(tmp_path_factory):
+    path = write_study(tmp_path_factory.mktemp("done"), budget={"trials": 3, "epochs": 1, "batch_size": 256,
+                                                                "max_steps_per_epoch": 4})
+    run_study(StudyConfig.load(path), log=quiet)
+    return path
+
+
+def test_export_best_trials_and_retrain_from_the_model_card(finished_study, tmp_path):
+    import shlex
+
+    from autorec.cli import main
+    from autorec.export import load_arch, load_model
+
+    assert main(["export", str(finished_study), "--best", "2", "-o", str(tmp_path / "out")]) == 0
+    dirs = sorted((tmp_path / "out").iterdir())
+    assert len(dirs) == 2 and all(d.name.startswith("trial-") for d in dirs)
+    for d in dirs:
+        for name in ("arch.json", "weights.safetensors", "model.pt2", "MODEL_CARD.md"):
+            assert (d / name).is_file(), name
+        load_model(d)
+    study = optuna.load_study(study_name="t", storage=open_storage(StudyConfig.load(finished_study).storage_url))
+    best = max((t for t in study.get_trials() if t.state == TrialState.COMPLETE),
+               key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
+    assert load_arch(tmp_path / "out" / f"trial-{best.number}") == trial_arch(best)
+    card = (dirs[0] / "MODEL_CARD.md").read_text()
+    command = next(line for line in card.splitlines() if "autorec train" in line).strip().strip("`")
+    args = shlex.split(command[command.index("autorec train"):])[1:]
+    proc = subprocess.run([sys.executable, "-m", "autorec.cli", *args, "--epochs", "1",
+                           "--max-steps-per-epoch", "2", "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["data"] == "synthetic"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--trial", "99"], "--trial: study 't' has no trial 99"),
+    (["--trial", "0", "--best", "2"], "--trial and --best exclude each other"),
+])
+def test_export_bad_requests(finished_study, tmp_path, capsys, args, message):
+    from autorec.cli import main
+
+    assert main(["export", str(finished_study), *args, "-o", str(tmp_path / "x")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_export_before_search_says_to_run_it(tmp_path, capsys):
+    from autorec.cli import main
+
+    path = write_study(tmp_path, name="never")
+    assert main(["export", str(path), "-o", str(tmp_path / "x")]) == 2
+    assert "no study 'never'" in capsys.readouterr().err
