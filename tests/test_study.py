@@ -215,8 +215,8 @@ def test_changing_objectives_of_a_stored_study_is_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def finished_study(tmp_path_factory):
-    path = write_study(tmp_path_factory.mktemp("done"), budget={"trials": 3, "epochs": 1, "batch_size": 256,
-                                                                "max_steps_per_epoch": 4})
+    budget = {"trials": 3, "epochs": 1, "batch_size": 256, "max_steps_per_epoch": 4}
+    path = write_study(tmp_path_factory.mktemp("done"), budget=budget)
     run_study(StudyConfig.load(path), log=quiet)
     return path
 
@@ -234,7 +234,8 @@ def test_export_best_trials_and_retrain_from_the_model_card(finished_study, tmp_
         for name in ("arch.json", "weights.safetensors", "model.pt2", "MODEL_CARD.md"):
             assert (d / name).is_file(), name
         load_model(d)
-    study = optuna.load_study(study_name="t", storage=open_storage(StudyConfig.load(finished_study).storage_url))
+    storage = open_storage(StudyConfig.load(finished_study).storage_url)
+    study = optuna.load_study(study_name="t", storage=storage)
     best = max((t for t in study.get_trials() if t.state == TrialState.COMPLETE),
                key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
     assert load_arch(tmp_path / "out" / f"trial-{best.number}") == trial_arch(best)
