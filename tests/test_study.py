@@ -243,7 +243,8 @@ def test_export_best_trials_and_retrain_from_the_model_card(finished_study, tmp_
     command = next(line for line in card.splitlines() if "autorec train" in line).strip().strip("`")
     args = shlex.split(command[command.index("autorec train"):])[1:]
     proc = subprocess.run([sys.executable, "-m", "autorec.cli", *args, "--epochs", "1",
-                           "--max-steps-per-epoch", "2", "--json"], capture_output=True, text=True, timeout=300)
+                           "--max-steps-per-epoch", "2", "--json"],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1])["data"] == "synthetic"
 
