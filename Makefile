@@ -9,7 +9,7 @@ install:
 	@bash tools/install.sh
 
 demo: install
-	$(BIN)/autorec train --data movielens100k --arch dlrm --epochs 10
+	$(BIN)/autorec search studies/quickstart.yaml
 
 # The PostgreSQL storage tests use a real server on loopback (tools/start_postgres.sh); where it
 # cannot be started (no root to install it), those tests are skipped unless CI requires them.

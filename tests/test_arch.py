@@ -98,3 +98,12 @@ def test_bad_json_names_file_line_and_key(tmp_path):
         ArchSpec.from_dict(data)
     with pytest.raises(ArchSpecError, match="cannot read"):
         ArchSpec.load(tmp_path / "missing.json")
+
+
+def test_public_names_resolve():
+    import autorec
+
+    for name in autorec.__all__:
+        assert getattr(autorec, name) is not None
+    with pytest.raises(AttributeError):
+        autorec.no_such_name  # noqa: B018

@@ -1,0 +1,1 @@
+"""Benchmark scripts; results are recorded in BENCHMARKS.md."""
