@@ -201,6 +201,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from autorec.report import write_report
+    from autorec.study import StudyConfig, load_study
+
+    path = write_report(load_study(StudyConfig.load(args.study)), args.output, top_k=args.top_k)
+    print(f"report written to {path}", file=sys.stderr)
+    return 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from autorec.dashboard import prepare_dashboard, serve_dashboard
+    from autorec.study import StudyConfig, load_study
+
+    config = StudyConfig.load(args.study)
+    saved = prepare_dashboard(load_study(config))
+    print(f"saved {len(saved)} figures into study {config.name!r}; serving optuna-dashboard on "
+          f"http://{args.host}:{args.port}/ (Ctrl-C stops it)", file=sys.stderr)
+    serve_dashboard(config.storage_url, host=args.host, port=args.port,
+                    artifact_dir=config.directory / "artifacts")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autorec", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -234,6 +256,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--best", type=int, help="the K best trials by validation AUC (default 1)")
     export.add_argument("-o", "--output", required=True, help="output folder")
     export.set_defaults(func=cmd_export)
+
+    report = commands.add_parser("report", help="write a self-contained HTML report of a study")
+    report.add_argument("study", help="the study file")
+    report.add_argument("-o", "--output", default="report.html")
+    report.add_argument("--top-k", type=int, default=3, help="architectures drawn")
+    report.set_defaults(func=cmd_report)
+
+    dashboard = commands.add_parser("dashboard", help="serve the study in optuna-dashboard")
+    dashboard.add_argument("study", help="the study file")
+    dashboard.add_argument("--host", default="127.0.0.1")
+    dashboard.add_argument("--port", type=int, default=8080)
+    dashboard.set_defaults(func=cmd_dashboard)
 
     data = commands.add_parser("data", help="inspect datasets").add_subparsers(
         dest="data_command", required=True)

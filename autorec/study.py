@@ -383,8 +383,10 @@ class TrialRunner:
         single = len(self.config.objectives) == 1
 
         def report(record: Any) -> None:
+            if not single:  # Optuna reports (and prunes) single-objective trials only
+                return
             trial.report(record.val["auc"], record.epoch)
-            if single and trial.should_prune():
+            if trial.should_prune():
                 trial.set_user_attr("pruned_at_epoch", record.epoch)
                 raise optuna.TrialPruned(f"val AUC {record.val['auc']:.4f} at epoch {record.epoch}")
 

@@ -266,3 +266,16 @@ def test_export_before_search_says_to_run_it(tmp_path, capsys):
     path = write_study(tmp_path, name="never")
     assert main(["export", str(path), "-o", str(tmp_path / "x")]) == 2
     assert "no study 'never'" in capsys.readouterr().err
+
+
+def test_multi_objective_study_traces_a_pareto_front(tmp_path):
+    nsga2 = {"name": "nsga2", "options": {"population_size": 4}}
+    config = StudyConfig.load(write_study(tmp_path, strategy=nsga2, objectives=["val_auc", "flops"]))
+    summary = run_study(config, log=quiet)
+    assert [t["state"] for t in summary.trials] == ["COMPLETE"] * 3
+    for t in summary.trials:
+        assert t["values"] == [t["val_auc"], t["costs"]["flops"]]
+    front = [t for t in summary.trials if t["number"] in summary.pareto]
+    for t in front:  # nobody dominates a front member
+        assert not any(o["val_auc"] > t["val_auc"] and o["costs"]["flops"] < t["costs"]["flops"]
+                       for o in summary.trials)
