@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ArchSpecError, DataError, UsageError, KeyError, ValueError) as exc:
+    except (ArchSpecError, DataError, UsageError, KeyError, ValueError, ImportError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"autorec: error: {message}", file=sys.stderr)
         return 2

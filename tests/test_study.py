@@ -279,3 +279,13 @@ def test_multi_objective_study_traces_a_pareto_front(tmp_path):
     for t in front:  # nobody dominates a front member
         assert not any(o["val_auc"] > t["val_auc"] and o["costs"]["flops"] < t["costs"]["flops"]
                        for o in summary.trials)
+
+
+def test_measured_latency_objective(tmp_path):
+    config = StudyConfig.load(write_study(tmp_path, strategy="random", objectives=["val_auc", "latency_ms"],
+                                          budget={"trials": 2, "epochs": 1, "batch_size": 256,
+                                                  "max_steps_per_epoch": 2}))
+    summary = run_study(config, log=quiet)
+    for t in summary.trials:
+        assert t["state"] == "COMPLETE", t["fail_reason"]
+        assert 0 < t["costs"]["latency_ms"] < 10_000 and t["values"][1] == t["costs"]["latency_ms"]

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Create or update the virtualenv with autorec and its pinned stack (constraints.txt).
 # Idempotent: a stamp records what was installed; a second run with nothing changed is instant.
-# Usage: tools/install.sh [EXTRAS]   (default extras: search,test)
+# Usage: tools/install.sh [EXTRAS]   (default extras: search,ray,test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${VENV:-.venv}
 python=${PYTHON:-python3}
-extras=${1:-search,test}
+extras=${1:-search,ray,test}
 stamp="$venv/.autorec-installed"
 want="$(cat constraints.txt pyproject.toml tools/install.sh | sha256sum | cut -d' ' -f1) $extras"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then

@@ -245,7 +245,7 @@ def measure_latency(model_or_spec: nn.Module | ArchSpec, batch: Any, repeats: in
     model.eval()
     times = []
     try:
-        with torch.inference_mode():
+        with torch.no_grad():
             for i in range(warmup + repeats):
                 sync()
                 start = time.perf_counter()
