@@ -282,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    warnings.filterwarnings("ignore", message="is_fx_tracing will return true")
+    if not sys.warnoptions:  # torch/torchrec deprecation chatter drowns the output; -W brings it back
+        warnings.simplefilter("ignore")
     # torchrec logs a warning per data-parallel table at every state_dict; keep errors only.
     logging.getLogger().setLevel(logging.ERROR)
     logging.getLogger("torchrec").setLevel(logging.ERROR)
