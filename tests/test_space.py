@@ -24,9 +24,10 @@ from autorec.space import SPACES_DIR, SearchSpace, SpaceError
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ["zoo", "wukong", "dhen", "dlrm"]
+SHIPPED = ["zoo", "wukong", "dhen", "dlrm", "quickstart"]
 # Which presets each shipped space must hold, so a search over it can match them.
-PRESETS_IN = {"zoo": ["dlrm", "dcnv2", "wukong", "dhen"], "wukong": ["wukong"], "dhen": ["dhen"],
+PRESETS_IN = {"zoo": ["dlrm", "dcnv2", "wukong", "dhen"], "quickstart": ["dlrm", "dcnv2", "wukong", "dhen"],
+              "wukong": ["wukong"], "dhen": ["dhen"],
               "dlrm": ["dlrm", "dcnv2"]}
 
 SMALL = Schema(dense=("d0", "d1", "d2"),
@@ -165,7 +166,7 @@ def test_shipped_spaces_load_and_hold_the_presets(name, movielens):
 
 def test_shipped_sizes(movielens):
     sizes = {name: shipped(name).size(movielens) for name in SHIPPED}
-    assert sizes["zoo"] > max(sizes["wukong"], sizes["dhen"], sizes["dlrm"])
+    assert sizes["zoo"] > max(sizes["wukong"], sizes["dhen"], sizes["dlrm"], sizes["quickstart"])
     # 5 dense x 6 over x 3 dims x (20 + 20 * 20) stacks of 1 or 2 layers (4 dlrm, 16 dcnv2 layers)
     assert sizes["dlrm"] == 5 * 6 * 3 * (20 + 20 * 20)
     assert all(isinstance(size, int) for size in sizes.values())
