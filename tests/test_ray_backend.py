@@ -9,7 +9,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-import yaml
 from optuna.trial import TrialState
 
 from autorec.ray_backend import RayNotInstalledError, run_study_ray
@@ -21,26 +20,16 @@ from autorec.study import (
     summarize,
     trial_arch,
 )
+from tests import studyfiles
 
 ROOT = Path(__file__).resolve().parents[1]
-SPACE = ROOT / "search_spaces" / "zoo.yaml"
 
 
 def write_study(tmp_path: Path, **changes) -> Path:
-    config = {
-        "name": "t",
-        "data": {"name": "synthetic", "options": {"preset": "tiny", "num_samples": 3000}, "seed": 0},
-        "space": str(SPACE),
-        "strategy": "random",
-        "objectives": ["val_auc"],
-        "budget": {"trials": 3, "epochs": 2, "batch_size": 256, "max_steps_per_epoch": 3},
-        "pruner": "median",  # ASHA on Ray
-        "seed": 0,
-    }
-    config.update(changes)
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    """The shared tiny study, with 2 epochs so ASHA (Ray's pruner) has a rung to act on."""
+    changes = {"budget": {"trials": 3, "epochs": 2, "batch_size": 256, "max_steps_per_epoch": 3},
+               "pruner": "median", **changes}
+    return studyfiles.write_study(tmp_path, **changes)
 
 
 def quiet(*_: object) -> None:

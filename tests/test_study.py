@@ -8,7 +8,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-import yaml
 from optuna.trial import TrialState
 
 from autorec.study import (
@@ -22,26 +21,11 @@ from autorec.study import (
     summarize,
     trial_arch,
 )
+from tests.studyfiles import write_study
 
 ROOT = Path(__file__).resolve().parents[1]
-SPACE = ROOT / "search_spaces" / "zoo.yaml"
 
 
-def write_study(tmp_path: Path, **changes) -> Path:
-    config = {
-        "name": "t",
-        "data": {"name": "synthetic", "options": {"preset": "tiny", "num_samples": 3000}, "seed": 0},
-        "space": str(SPACE),
-        "strategy": "random",
-        "objectives": ["val_auc"],
-        "budget": {"trials": 3, "epochs": 1, "batch_size": 256, "max_steps_per_epoch": 3},
-        "pruner": "none",
-        "seed": 0,
-    }
-    config.update(changes)
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def quiet(*_: object) -> None:

@@ -41,6 +41,7 @@ from torchrec.datasets.utils import Batch
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from autorec.data.base import SPLITS, RecDataset
+from autorec.data.hashing import mix64
 from autorec.data.schema import DataError, Schema, SparseFeature
 
 N_DENSE, N_SPARSE = 13, 26
@@ -341,21 +342,9 @@ def _parse_block(data: bytes) -> _Rows:
 # Hashing, splits and ids
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a bijection of uint64 that spreads every input bit."""
-    x = x.astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
-    return x
-
-
 def hashed_ids(values: np.ndarray, missing: np.ndarray, hash_size: int) -> np.ndarray:
     """Ids in [0, hash_size) of raw categorical values: 0 for missing, else 1 + mix64 % (size-1)."""
-    ids = (_mix64(values) % np.uint64(hash_size - 1)).astype(np.int64) + 1
+    ids = (mix64(values) % np.uint64(hash_size - 1)).astype(np.int64) + 1
     ids[missing] = MISSING_ID
     return ids
 
@@ -363,8 +352,8 @@ def hashed_ids(values: np.ndarray, missing: np.ndarray, hash_size: int) -> np.nd
 def split_of_lines(offsets: np.ndarray, file_index: int, seed: int,
                    fractions: tuple[float, float, float]) -> np.ndarray:
     """Split index (0 train, 1 val, 2 test) of the lines at byte ``offsets`` of file ``file_index``."""
-    salt = _mix64(np.array([(seed * 1_000_003 + file_index) % 2**64], dtype=np.uint64))
-    u = (_mix64(offsets.astype(np.int64).view(np.uint64) ^ salt) >> np.uint64(11)).astype(np.float64)
+    salt = mix64(np.array([(seed * 1_000_003 + file_index) % 2**64], dtype=np.uint64))
+    u = (mix64(offsets.astype(np.int64).view(np.uint64) ^ salt) >> np.uint64(11)).astype(np.float64)
     u *= 2.0 ** -53
     bounds = np.cumsum(fractions[:-1])
     return np.searchsorted(bounds, u, side="right").astype(np.int8)

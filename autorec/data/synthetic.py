@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from autorec.data.base import SPLITS, InMemoryDataset
+from autorec.data.hashing import mix64
 from autorec.data.schema import DataError, Schema, SparseFeature
 from autorec.data.tabular import Jagged, TabularData
 
@@ -195,16 +196,6 @@ def _salt(*parts: int) -> np.uint64:
     return np.uint64(h)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser on a uint64 array (wraps modulo 2^64), in place."""
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
-
-
 def _permute(x: np.ndarray, rows: int, key: np.uint64) -> np.ndarray:
     """A keyed bijection of ``[0, rows)``: a 4-round Feistel network on the smallest even-bit power
     of two >= rows, re-applied to values that land outside (cycle-walking; < 4 rounds on average)."""
@@ -214,7 +205,7 @@ def _permute(x: np.ndarray, rows: int, key: np.uint64) -> np.ndarray:
     def feistel(v: np.ndarray) -> np.ndarray:
         left, right = v >> np.uint64(half), v & mask
         for r in range(4):
-            left, right = right, left ^ (_mix(right ^ (key + np.uint64(r))) & mask)
+            left, right = right, left ^ (mix64(right ^ (key + np.uint64(r))) & mask)
         return (left << np.uint64(half)) | right
 
     out = feistel(x)
@@ -228,7 +219,7 @@ def _permute(x: np.ndarray, rows: int, key: np.uint64) -> np.ndarray:
 def _id_uniforms(ids: torch.Tensor, seed: int, table: int, n: int) -> torch.Tensor:
     """[len(ids), n] float32, uniform on [-√3, √3]: a fixed function of (seed, table, id)."""
     words = ids.contiguous().numpy().view(np.uint64)
-    lanes = [_mix(words ^ _salt(seed, _VECTORS, table, k)).astype("<u8", copy=False).view("<u2")
+    lanes = [mix64(words ^ _salt(seed, _VECTORS, table, k)).astype("<u8", copy=False).view("<u2")
              .reshape(-1, 4) for k in range(-(-n // 4))]
     out = np.concatenate(lanes, axis=1)[:, :n].astype(np.float32)
     out *= 2 * _SQRT3 / 65536
