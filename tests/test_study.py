@@ -273,3 +273,19 @@ def test_measured_latency_objective(tmp_path):
     for t in summary.trials:
         assert t["state"] == "COMPLETE", t["fail_reason"]
         assert 0 < t["costs"]["latency_ms"] < 10_000 and t["values"][1] == t["costs"]["latency_ms"]
+
+
+@pytest.mark.parametrize("pruner", ["median", "hyperband"])
+def test_single_objective_pruners_run_and_record_intermediate_aucs(tmp_path, pruner):
+    config = StudyConfig.load(write_study(tmp_path, pruner=pruner,
+                                          budget={"trials": 4, "epochs": 2, "batch_size": 256,
+                                                  "max_steps_per_epoch": 2}))
+    run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    expected = optuna.pruners.HyperbandPruner if pruner == "hyperband" else optuna.pruners.MedianPruner
+    assert isinstance(create_study(config).pruner, expected)
+    for t in study.get_trials():
+        assert t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+        assert 0 in t.intermediate_values  # validation AUC reported after the first epoch
+        if t.state == TrialState.PRUNED:
+            assert t.user_attrs["pruned_at_epoch"] in t.intermediate_values
