@@ -19,7 +19,7 @@ class UsageError(ValueError):
     """A command-line value is wrong; the message names the flag."""
 
 
-def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
     """``key=value`` pairs; values parsed as JSON when they parse, else kept as strings."""
     options: dict[str, Any] = {}
     for pair in pairs:
@@ -36,7 +36,7 @@ def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
 def _load_data(args: argparse.Namespace) -> Any:
     from autorec.data import load_dataset
 
-    return load_dataset(args.data, path=args.data_path, seed=args.seed, **_parse_options(args.data_opt))
+    return load_dataset(args.data, path=args.data_path, seed=args.seed, **parse_options(args.data_opt))
 
 
 def _resolve_arch(value: str, schema: Any) -> Any:

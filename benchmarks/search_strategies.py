@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from autorec.cli import _parse_options
+from autorec.cli import parse_options
 from autorec.study import StudyConfig, run_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def run_strategy(strategy: str, args: argparse.Namespace, out: Path) -> dict:
     folder.mkdir(parents=True)
     study = {
         "name": strategy,
-        "data": {"name": args.data, "options": _parse_options(args.data_opt), "seed": 0},
+        "data": {"name": args.data, "options": parse_options(args.data_opt), "seed": 0},
         "space": str(ROOT / "search_spaces" / f"{args.space}.yaml"),
         "strategy": strategy if strategy != "nsga2" else {"name": "nsga2", "options": {"population_size": 4}},
         "objectives": ["val_auc", "flops"],
