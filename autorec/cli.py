@@ -128,10 +128,12 @@ def cmd_data_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    import optuna
     from rich.console import Console
 
     from autorec.study import StudyConfig, dumps, finished_count, run_study
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     config = StudyConfig.load(args.study)
     console = Console(stderr=True)
     log = console.print if not args.json else (lambda *_: None)
@@ -287,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # torchrec logs a warning per data-parallel table at every state_dict; keep errors only.
     logging.getLogger().setLevel(logging.ERROR)
     logging.getLogger("torchrec").setLevel(logging.ERROR)
+    logging.getLogger("torch").setLevel(logging.ERROR)
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
