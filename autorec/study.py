@@ -413,9 +413,10 @@ class TrialRunner:
 
 
 # ---- running -----------------------------------------------------------------------------
-def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> None:
+def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+          runner: TrialRunner | None = None) -> None:
     """One worker: run trials until the study's budget is used (shared with other workers)."""
-    runner = TrialRunner(config)
+    runner = runner or TrialRunner(config)
     study = create_study(config)
     budget, deadline = config.budget.trials, config.budget.timeout_s
     start = time.monotonic()
@@ -434,8 +435,8 @@ def _spawned_worker(config: StudyConfig) -> None:
     _work(config)
 
 
-def train_baselines(config: StudyConfig, study: optuna.Study,
-                    log: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
+def train_baselines(config: StudyConfig, study: optuna.Study, log: Callable[[str], None] = print,
+                    runner: TrialRunner | None = None) -> dict[str, dict[str, Any]]:
     """Train each baseline preset with the trials' budget, once per study (kept in the study)."""
     from autorec.presets import preset
     from autorec.train.trainer import Trainer
@@ -444,7 +445,7 @@ def train_baselines(config: StudyConfig, study: optuna.Study,
     todo = [b for b in config.baselines if b not in done]
     if not todo:
         return done
-    runner = TrialRunner(config)
+    runner = runner or TrialRunner(config)
     for name in todo:
         log(f"baseline {name}: training with the trials' budget")
         spec = preset(name, runner.dataset.schema)
@@ -464,9 +465,10 @@ def run_study(config: StudyConfig, workers: int | None = None,
     recovered = recover_interrupted(study)
     if recovered:
         log(f"resumed: trials {recovered} were interrupted; marked failed and queued again")
-    train_baselines(config, study, log)
+    runner = TrialRunner(config) if workers == 1 else None  # loads the data once for both
+    train_baselines(config, study, log, runner)
     if workers == 1:
-        _work(config, on_trial)
+        _work(config, on_trial, runner)
     else:
         context = multiprocessing.get_context("spawn")
         processes = [context.Process(target=_spawned_worker, args=(config,)) for _ in range(workers)]

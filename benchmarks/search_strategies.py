@@ -59,7 +59,7 @@ def run_strategy(strategy: str, args: argparse.Namespace, out: Path) -> dict:
 
     run_study(StudyConfig.load(folder / "study.yaml"), on_trial=on_trial, log=lambda *_: None)
     best = max(timeline, key=lambda r: r["val_auc"])
-    front = pareto([(r["val_auc"], r["flops"]) for r in timeline])
+    front = pareto(sorted({(r["val_auc"], r["flops"]) for r in timeline}))
     return {"strategy": strategy, "timeline": timeline, "best": best, "front": sorted(front),
             "seconds": time.perf_counter() - start}
 
