@@ -415,7 +415,11 @@ class TrialRunner:
 # ---- running -----------------------------------------------------------------------------
 def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
           runner: TrialRunner | None = None) -> None:
-    """One worker: run trials until the study's budget is used (shared with other workers)."""
+    """One worker: run trials until the study's budget is used (shared with other workers).
+
+    Workers claim the budget without a lock, so several workers can overshoot it by up to
+    (workers - 1) trials; no trial is ever recorded twice.
+    """
     runner = runner or TrialRunner(config)
     study = create_study(config)
     budget, deadline = config.budget.trials, config.budget.timeout_s
