@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from autorec.textfiles import read_text
+
 FORMAT_VERSION = 1
 
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "mxfp8_e4m3", "mxfp8_e5m2",
@@ -329,12 +331,7 @@ class ArchSpec:
 
     @classmethod
     def load(cls, path: str | Path) -> ArchSpec:
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ArchSpecError(f"{path}: cannot read: {exc.strerror}") from None
-        return cls.from_json(text, str(path))
+        return cls.from_json(read_text(path, ArchSpecError), str(path))
 
 
 def _plain(value: Any) -> Any:

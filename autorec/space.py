@@ -63,13 +63,11 @@ import itertools
 import random
 import typing
 import warnings
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import yaml
 
 from autorec.arch import (
     BLOCK_CONFIGS,
@@ -81,6 +79,7 @@ from autorec.arch import (
     TableSpec,
 )
 from autorec.data.schema import Schema, SparseFeature
+from autorec.textfiles import parse_yaml, read_text
 
 if TYPE_CHECKING:
     import optuna
@@ -164,11 +163,7 @@ class SearchSpace:
         path = Path(path)
         if not path.exists() and (SPACES_DIR / f"{path}.yaml").is_file():
             path = SPACES_DIR / f"{path}.yaml"
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise SpaceError(f"{path}: cannot read: {exc.strerror}") from None
-        return cls.from_yaml(text, str(path))
+        return cls.from_yaml(read_text(path, SpaceError), str(path))
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "<space>") -> SearchSpace:
@@ -178,14 +173,7 @@ class SearchSpace:
             >>> SearchSpace.from_yaml("dim: [8, 16]").dim
             (8, 16)
         """
-        try:
-            data = yaml.load(text, Loader=_StrictLoader)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-            raise SpaceError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
-        except yaml.YAMLError as exc:
-            raise SpaceError(f"{source}: invalid YAML: {exc}") from None
+        data = parse_yaml(text, source, SpaceError)
         return cls.from_dict({} if data is None else data, source)
 
     @classmethod
@@ -669,22 +657,6 @@ class _Matcher(_Chooser):
 
 
 # ---- parsing ------------------------------------------------------------------------------
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
-                                                        f"found duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
 def _join(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"

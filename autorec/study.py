@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from autorec.arch import ArchSpec
+from autorec.textfiles import parse_yaml, read_text
 
 # objective name -> direction; quality from validation, cost from the analytic model or a probe.
 OBJECTIVES: dict[str, str] = {
@@ -107,16 +107,7 @@ class StudyConfig:
     @classmethod
     def load(cls, path: str | Path) -> StudyConfig:
         path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise StudyConfigError(f"{path}: cannot read: {exc.strerror}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f":{mark.line + 1}" if mark is not None else ""
-            raise StudyConfigError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        data = parse_yaml(read_text(path, StudyConfigError), str(path), StudyConfigError)
         return cls.from_dict(data, path)
 
     @classmethod

@@ -64,7 +64,10 @@ def test_malformed_study_files_name_the_key(tmp_path, changes, message):
 def test_yaml_syntax_error_names_the_line(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("name: x\ndata:\n  name: [movielens100k\nspace: a.yaml\n")
-    with pytest.raises(StudyConfigError, match=r"broken.yaml:\d+: invalid YAML"):
+    with pytest.raises(StudyConfigError, match=r"broken.yaml:\d+:\d+: invalid YAML"):
+        StudyConfig.load(path)
+    path.write_text("name: x\nname: y\n")
+    with pytest.raises(StudyConfigError, match=r"broken.yaml:2:1: invalid YAML: found duplicate key 'name'"):
         StudyConfig.load(path)
 
 
