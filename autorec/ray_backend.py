@@ -37,7 +37,6 @@ from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
 from autorec.study import (
-    INTERRUPTED_ATTR,
     OBJECTIVES,
     WORKER_ATTR,
     StudyConfig,
@@ -46,6 +45,7 @@ from autorec.study import (
     cost_summary,
     create_study,
     finished_count,
+    mark_interrupted,
     open_storage,
     recover_interrupted,
     summarize,
@@ -201,8 +201,8 @@ def _study_search_class() -> type:
                 trial.set_user_attr("fail_reason", reason)
                 return TrialState.FAIL, None
             if not result:  # stopped before it reported anything: it used none of the budget
-                trial.storage.set_trial_system_attr(trial._trial_id, INTERRUPTED_ATTR, True)
-                trial.set_user_attr("fail_reason", "interrupted: stopped before its first report")
+                mark_interrupted(self._ot_study, trial._trial_id, trial.number, trial.params,
+                                 "interrupted: stopped before its first report")
                 return TrialState.FAIL, None
             if OUTCOME_KEY in result:
                 outcome = json.loads(result[OUTCOME_KEY])

@@ -287,13 +287,20 @@ def recover_interrupted(study: optuna.Study) -> list[int]:
         worker = trial.system_attrs.get(WORKER_ATTR)
         if not worker or worker.get("host") != host or _alive(int(worker.get("pid", -1))):
             continue
-        storage.set_trial_system_attr(trial._trial_id, INTERRUPTED_ATTR, True)
-        storage.set_trial_user_attr(trial._trial_id, "fail_reason",
-                                    f"interrupted: worker pid {worker.get('pid')} on {host} died")
+        mark_interrupted(study, trial._trial_id, trial.number, trial.params,
+                         f"interrupted: worker pid {worker.get('pid')} on {host} died")
         storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
         failed.append(trial.number)
     return failed
+
+
+def mark_interrupted(study: optuna.Study, trial_id: int, number: int, params: dict[str, Any],
+                     reason: str) -> None:
+    """Record that a trial was cut short (not its own failure), so it does not use the budget,
+    and queue a retry with the same parameters."""
+    study._storage.set_trial_system_attr(trial_id, INTERRUPTED_ATTR, True)
+    study._storage.set_trial_user_attr(trial_id, "fail_reason", reason)
+    study.enqueue_trial(params, user_attrs={"retry_of": number})
 
 
 def finished_count(study: optuna.Study) -> int:
@@ -389,6 +396,10 @@ class TrialRunner:
                 costs["latency_ms"] = 1e3 * self._latency(trainer)
                 trial.set_user_attr("costs", costs)
         except optuna.TrialPruned:
+            raise
+        except KeyboardInterrupt:  # Ctrl-C: Optuna fails the trial; it is retried on the next run
+            mark_interrupted(trial.study, trial._trial_id, trial.number, trial.params,
+                             "interrupted: Ctrl-C")
             raise
         except Exception as exc:
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")

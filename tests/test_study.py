@@ -296,3 +296,28 @@ def test_single_objective_pruners_run_and_record_intermediate_aucs(tmp_path, pru
         assert 0 in t.intermediate_values  # validation AUC reported after the first epoch
         if t.state == TrialState.PRUNED:
             assert t.user_attrs["pruned_at_epoch"] in t.intermediate_values
+
+
+def test_ctrl_c_during_a_trial_and_resume(tmp_path, monkeypatch):
+    from autorec.train import trainer as trainer_module
+
+    real_fit, calls = trainer_module.Trainer.fit, []
+
+    def interrupted_fit(self):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_fit(self)
+
+    monkeypatch.setattr(trainer_module.Trainer, "fit", interrupted_fit)
+    config = StudyConfig.load(write_study(tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        run_study(config, log=quiet)
+    run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    trials = study.get_trials()
+    assert trials[1].state == TrialState.FAIL and trials[1].system_attrs[INTERRUPTED_ATTR]
+    assert trials[1].user_attrs["fail_reason"] == "interrupted: Ctrl-C"
+    retry = [t for t in trials if t.user_attrs.get("retry_of") == 1]
+    assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == trials[1].params
+    assert [t.state for t in trials].count(TrialState.COMPLETE) == 3 == finished_count(study)
