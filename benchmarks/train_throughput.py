@@ -6,7 +6,12 @@ sharding (DistributedModelParallel, one gloo process, torchrec's planner), same 
 reference and autorec's dlrm are timed in alternating rounds (so neither gains from going
 second), then the other presets; ratios are against the mean of the reference rounds.
 
-    .venv/bin/python benchmarks/train_throughput.py [--batch-size 4096] [--steps 20] [--rows 1000000]
+The reference and autorec's dlrm are both built before timing starts and then timed in many short
+alternating rounds (``--rounds`` of ``--steps`` each), so slow drifts of the machine (other
+processes, thermal state, page cache) fall on both alike; their ratio is the median of the
+per-round ratios, with the spread of those ratios shown beside it.
+
+    .venv/bin/python benchmarks/train_throughput.py [--batch-size 4096] [--steps 5] [--rounds 12]
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import gc
 import logging
 import os
 import platform
+import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -62,23 +68,25 @@ def reference_step(spec, lr: float, embedding_lr: float) -> Callable[[Batch], fl
     return step
 
 
-def time_steps(step: Callable[[Batch], float], batches: list[Batch], steps: int) -> float:
-    for batch in batches[:3]:
+def time_steps(step: Callable[[Batch], float], batches: list[Batch], steps: int, warmup: int = 3,
+               start: int = 0) -> float:
+    """Samples/s over ``steps`` steps after ``warmup`` untimed ones, cycling through ``batches``."""
+    for batch in batches[:warmup]:
         step(batch)
     t0 = time.perf_counter()
     for i in range(steps):
-        step(batches[i % len(batches)])
+        step(batches[(start + i) % len(batches)])
     return steps * batches[0].labels.numel() / (time.perf_counter() - t0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch-size", type=int, default=4096)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per round")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--presets", default=",".join(PRESETS))
-    parser.add_argument("--rounds", type=int, default=2, help="alternating reference/dlrm rounds")
+    parser.add_argument("--rounds", type=int, default=12, help="alternating reference/dlrm rounds")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
@@ -91,35 +99,40 @@ def main() -> None:
           f"{torch.get_num_threads()} threads; batch {args.batch_size}, {args.steps} timed steps; "
           f"26 tables x {args.rows:,} rows x dim {args.dim}")
     config = TrainConfig(batch_size=args.batch_size, progress=False)
-    rows: list[tuple[str, float]] = []
-
-    def measure(name: str, make: Callable[[], Callable[[Batch], float]]) -> None:
-        step = make()
-        rows.append((name, time_steps(step, batches, args.steps)))
-        print(f"  {name}: {rows[-1][1]:,.0f} samples/s", flush=True)
-        del step
-        gc.collect()
-
     spec = preset("dlrm", data.schema, dim=args.dim)
-
-    def reference() -> Callable[[Batch], float]:
-        return reference_step(spec, config.dense_lr, config.embedding_lr)
-
+    reference = reference_step(spec, config.dense_lr, config.embedding_lr)
+    ours = Trainer(spec, data, config).train_step
+    pairs: list[tuple[float, float]] = []
     for r in range(args.rounds):
-        measure(f"reference torchrec DLRM (round {r + 1})", reference)
-        measure(f"autorec dlrm (round {r + 1})", lambda: Trainer(spec, data, config).train_step)
+        # Alternate which goes first, and feed both the same batches in a round.
+        order = [(reference, 0), (ours, 1)] if r % 2 == 0 else [(ours, 1), (reference, 0)]
+        rates = [0.0, 0.0]
+        for step, slot in order:
+            rates[slot] = time_steps(step, batches, args.steps, warmup=1 if r else 3, start=r * args.steps)
+        pairs.append((rates[0], rates[1]))
+        print(f"  round {r + 1}: reference {rates[0]:,.0f}, autorec dlrm {rates[1]:,.0f} samples/s "
+              f"({rates[1] / rates[0]:.2f}x)", flush=True)
+    del reference, ours
+    gc.collect()
+    ratios = sorted(o / ref for ref, o in pairs)
+    median = statistics.median(ratios)
+    ref_rate = statistics.median(ref for ref, _ in pairs)
+    our_rate = statistics.median(o for _, o in pairs)
+    rows: list[tuple[str, float]] = [("reference torchrec DLRM (median of rounds)", ref_rate),
+                                     ("autorec dlrm (median of rounds)", our_rate)]
     for name in args.presets.split(","):
         if name != "dlrm":
-            other = preset(name, data.schema, dim=args.dim)
-            measure(f"autorec {name}", lambda other=other: Trainer(other, data, config).train_step)
-    references = [rate for name, rate in rows if name.startswith("reference")]
-    ours = [rate for name, rate in rows if name.startswith("autorec dlrm")]
-    baseline = sum(references) / len(references)
-    print(f"\nautorec dlrm / reference (means over {args.rounds} rounds): "
-          f"{sum(ours) / len(ours) / baseline:.2f}x")
+            step = Trainer(preset(name, data.schema, dim=args.dim), data, config).train_step
+            rows.append((f"autorec {name}", time_steps(step, batches, max(args.steps, 10))))
+            print(f"  autorec {name}: {rows[-1][1]:,.0f} samples/s", flush=True)
+            del step
+            gc.collect()
+    print(f"\nautorec dlrm / reference: median of {args.rounds} paired rounds {median:.2f}x "
+          f"(rounds range {ratios[0]:.2f}x..{ratios[-1]:.2f}x; "
+          f"{sum(r >= 1.0 for r in ratios)} of {len(ratios)} rounds >= 1.0x)")
     print("\n| model | samples/s | vs reference |\n|---|---|---|")
     for name, rate in rows:
-        print(f"| {name} | {rate:,.0f} | {rate / baseline:.2f}x |")
+        print(f"| {name} | {rate:,.0f} | {rate / ref_rate:.2f}x |")
 
 
 if __name__ == "__main__":
