@@ -34,8 +34,11 @@ from autorec.textfiles import read_text
 
 FORMAT_VERSION = 1
 
+# Dense-layer precisions: each names a recipe of weight/activation/gradient formats
+# (autorec.precision.recipes). The rowwise ones scale FP8 per row, as torch._scaled_mm takes.
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "mxfp8_e4m3", "mxfp8_e5m2",
-              "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1", "mxint8", "int8")
+              "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1", "mxint8", "int8",
+              "fp8_e4m3_rowwise", "fp8_e5m2_rowwise")
 EMBEDDING_PRECISIONS = ("fp32", "fp16", "int8")
 DHEN_MODULES = ("dot", "attention", "dcn", "linear", "conv")
 DHEN_ENSEMBLES = ("concat", "sum", "weighted_sum")
@@ -225,6 +228,9 @@ class ArchSpec:
     layers: tuple[BlockConfig, ...] = ()
     over_arch: tuple[int, ...] = (256,)
     metadata: tuple[tuple[str, str], ...] = field(default=())
+    # Precision of the dense arch and of the over-arch MLP (its final Linear(., 1) included).
+    dense_arch_precision: str = "fp32"
+    over_arch_precision: str = "fp32"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -258,6 +264,8 @@ class ArchSpec:
                 _fail(f"layers[{i}]", f"expected a block config, got {type(layer).__name__}")
             layer.validate(f"layers[{i}]")
         _check_sizes("over_arch", self.over_arch)
+        _check_choice("dense_arch_precision", self.dense_arch_precision, PRECISIONS)
+        _check_choice("over_arch_precision", self.over_arch_precision, PRECISIONS)
         self.layer_widths()
 
     def layer_widths(self) -> tuple[int, ...]:
@@ -304,6 +312,9 @@ class ArchSpec:
             "layers": [{"kind": layer.kind, **_plain(dataclasses.asdict(layer))}
                        for layer in self.layers],
             "over_arch": list(self.over_arch),
+            # Written only when set, so the arch.json of an all-fp32 model stays as it was.
+            **{key: getattr(self, key) for key in ("dense_arch_precision", "over_arch_precision")
+               if getattr(self, key) != "fp32"},
             "metadata": dict(self.metadata),
         }
 

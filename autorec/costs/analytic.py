@@ -11,7 +11,8 @@ lookups are memory-bound and costed in bytes instead).
 Bytes follow the precision of each part (see :func:`bytes_per_element`). Inside a layer whose
 ``precision`` is not fp32, the matrices (parameters of 2 or more dimensions) take that
 precision; biases, norm scales and other vectors stay fp32, as quantised layers keep them.
-The dense arch, projections and over-arch have no precision field and are fp32.
+The dense arch and over-arch take ``dense_arch_precision`` / ``over_arch_precision``; the
+feature projections stay fp32.
 
 Example:
     >>> from autorec.arch import ArchSpec, TableSpec
@@ -46,7 +47,7 @@ PRECISION_BITS: dict[str, float] = {
     "fp32": 32, "bf16": 16, "fp16": 16,
     "fp8_e4m3": 8, "fp8_e5m2": 8, "mxfp8_e4m3": 8, "mxfp8_e5m2": 8,
     "mxfp6_e3m2": 6, "mxfp6_e2m3": 6, "mxfp4_e2m1": 4,
-    "mxint8": 8, "int8": 8,
+    "mxint8": 8, "int8": 8, "fp8_e4m3_rowwise": 8, "fp8_e5m2_rowwise": 8,
 }
 MX_BLOCK = 32
 TRAIN_FLOPS_FACTOR = 3  # backward costs about twice the forward: grads w.r.t. inputs and weights
@@ -208,10 +209,11 @@ def _dense_parts(spec: ArchSpec) -> tuple[PartCost, ...]:
         nbytes = sum(tensor_bytes(p.numel(), precision if p.dim() >= 2 else "fp32") for p in params)
         return PartCost(name, kind, precision, flops(name), size, nbytes)
 
-    parts = [part("dense_arch", model.dense_arch, "mlp"), part("projections", model.projections, "linear")]
+    parts = [part("dense_arch", model.dense_arch, "mlp", spec.dense_arch_precision),
+             part("projections", model.projections, "linear")]
     parts += [part(f"layers.{i}", block, config.kind, config.precision)
               for i, (block, config) in enumerate(zip(model.layers, spec.layers, strict=True))]
-    parts.append(part("over_arch", model.over_arch, "mlp"))
+    parts.append(part("over_arch", model.over_arch, "mlp", spec.over_arch_precision))
     total = int(counter.get_total_flops())
     if sum(p.forward_flops for p in parts) != total:  # a matmul outside every part: count it
         raise RuntimeError(f"FLOPs of the parts ({sum(p.forward_flops for p in parts)}) do not add up "
