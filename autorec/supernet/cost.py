@@ -1,0 +1,187 @@
+"""E[cost] of the supernet's architecture distribution, from the analytic cost model.
+
+Every number comes from :func:`autorec.costs.arch_cost` of a small probe ArchSpec holding just
+the part being costed (one layer at its input width, the over-arch at its input width, the dense
+arch, one feature's projection), so the supernet and the cost model cannot disagree: at a
+one-hot distribution E[cost] equals ``arch_cost(supernet.derive())`` exactly (tested).
+
+The expectation is differentiable through every choice probability and is taken as:
+
+- per layer, over its kinds exactly; within a kind, first order around the current most probable
+  valid config: ``c(a) + sum_field sum_value p(value) * (c(a with field=value) - c(a))`` (exact
+  when a kind's cost is additive over its fields; it costs 1 + sum |values| probes per kind
+  rather than the product);
+- each layer's input width is the one the derived (most probable) stack gives it;
+- the over-arch's cost follows the last layer's output width, so it is folded into the last
+  layer's cost;
+- embedding widths exactly (per feature, its projection and its table bytes).
+
+Probe costs are cached by (config, width), so a run pays for each probe once.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from autorec.arch import ArchSpec, BlockConfig, TableSpec
+from autorec.costs.analytic import arch_cost, tensor_bytes
+from autorec.supernet.supernet import Ranker, Supernet
+
+COST_METRICS = ("flops", "params_bytes", "embedding_bytes")
+
+
+def _probe_tables(num: int, dim: int) -> tuple[TableSpec, ...]:
+    return tuple(TableSpec(name=f"p{j}", features=(f"p{j}",), num_embeddings=1, dim=dim) for j in range(num))
+
+
+def _part(spec: ArchSpec, name: str, metric: str) -> float:
+    for part in arch_cost(spec).parts:
+        if part.name == name:
+            return float(part.forward_flops if metric == "flops" else part.bytes)
+    return 0.0  # arch_cost leaves out parts with no parameters and no FLOPs
+
+
+@functools.lru_cache(maxsize=65536)
+def layer_cost(config: BlockConfig, num_in: int, dim: int, metric: str) -> float:
+    """Cost of one interaction layer taking [B, num_in, dim] (``metric``: flops or params_bytes)."""
+    spec = ArchSpec(dim=dim, tables=_probe_tables(num_in, dim), layers=(config,), over_arch=(1,))
+    return _part(spec, "layers.0", metric)
+
+
+@functools.lru_cache(maxsize=4096)
+def over_arch_cost(num_in: int, dim: int, over_arch: tuple[int, ...], metric: str) -> float:
+    """Cost of the over-arch on ``num_in`` vectors of width ``dim``."""
+    return _part(
+        ArchSpec(dim=dim, tables=_probe_tables(num_in, dim), over_arch=over_arch), "over_arch", metric
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def dense_arch_cost(n_dense: int, dense_arch: tuple[int, ...], dim: int, metric: str) -> float:
+    if not n_dense:
+        return 0.0
+    spec = ArchSpec(dim=dim, tables=_probe_tables(1, dim), n_dense=n_dense, dense_arch=dense_arch)
+    return _part(spec, "dense_arch", metric)
+
+
+@functools.lru_cache(maxsize=4096)
+def projection_cost(width: int, dim: int, metric: str) -> float:
+    """Cost of projecting one feature's ``width``-wide embedding to ``dim`` (0 when equal)."""
+    spec = ArchSpec(dim=dim, tables=(TableSpec(name="p", features=("p",), num_embeddings=1, dim=width),))
+    return _part(spec, "projections", metric)
+
+
+class ExpectedCost:
+    """``E[cost]`` of a supernet's distribution (see the module docstring for how it is taken).
+
+    Args:
+        supernet: the supernet (its ``arch`` holds the probabilities).
+        metric: ``flops`` (forward FLOPs per sample), ``params_bytes`` (dense parameter bytes) or
+            ``embedding_bytes`` (table bytes), as the study records them.
+
+    Example:
+        >>> from autorec.data import Schema, SparseFeature
+        >>> from autorec.space import SearchSpace
+        >>> space = SearchSpace.from_dict({"dim": [8], "over_arch": [[16]],
+        ...                                "layers": {"kinds": ["dlrm", "dcnv2"]}})
+        >>> net = Supernet(space, Schema((), (SparseFeature("u", 10), SparseFeature("i", 9))), 8, (), (16,))
+        >>> cost = ExpectedCost(net, "flops")
+        >>> with torch.no_grad():
+        ...     _ = net.arch.logit("layer0.kind").copy_(torch.tensor([50.0, 0.0]))  # dlrm
+        >>> from autorec.costs import arch_cost
+        >>> float(cost().detach()) == arch_cost(net.derive()).forward_flops
+        True
+    """
+
+    def __init__(self, supernet: Supernet, metric: str = "flops") -> None:
+        if metric not in COST_METRICS:
+            raise ValueError(f"cost metric: expected one of {', '.join(COST_METRICS)}, got {metric!r}")
+        self.net, self.metric = supernet, metric
+
+    def __call__(self, probs: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """E[cost] under ``probs`` (default: the softmax of the current logits, with gradient)."""
+        net = self.net
+        probs = probs if probs is not None else net.arch.expected()
+        rank = net.ranker()
+        if self.metric == "embedding_bytes":
+            return self._embedding_bytes(probs)
+        total = _t(dense_arch_cost(net.schema.n_dense, net.dense_sizes, net.dim, self.metric))
+        for group, features in net.groups:
+            p = self._p(probs, f"emb.{group}", len(net.emb_values))
+            costs = _t([projection_cost(w, net.dim, self.metric) for w in net.emb_widths])
+            total = total + len(features) * (p @ costs)
+        f_in, last = net.f0, len(net.layers) - 1
+        for i in range(len(net.layers)):
+            kinds = net.layer_kinds[i]
+            fallback = net.layer_config(i, f_in, rank)
+            p_kind = self._p(probs, f"layer{i}.kind", len(kinds))
+            for j, kind in enumerate(kinds):
+                total = total + p_kind[j] * self._kind_cost(i, kind, f_in, rank, fallback, probs, i == last)
+            f_in = _out(fallback, f_in, net.dim)
+        if not net.layers:
+            total = total + over_arch_cost(f_in, net.dim, net.over_sizes, self.metric)
+        return total
+
+    def _p(self, probs: Mapping[str, torch.Tensor], name: str, size: int) -> torch.Tensor:
+        return probs[name].double() if name in probs else torch.ones(size, dtype=torch.float64)
+
+    def _config_cost(self, config: BlockConfig, f_in: int, with_over_arch: bool) -> float:
+        cost = layer_cost(config, f_in, self.net.dim, self.metric)
+        if with_over_arch:
+            cost += over_arch_cost(
+                _out(config, f_in, self.net.dim), self.net.dim, self.net.over_sizes, self.metric
+            )
+        return cost
+
+    def _kind_cost(
+        self,
+        i: int,
+        kind: str,
+        f_in: int,
+        rank: Ranker,
+        fallback: BlockConfig,
+        probs: Mapping[str, torch.Tensor],
+        last: bool,
+    ) -> torch.Tensor:
+        op = self.net.layers[i].candidates[kind]
+        base = self.net.block_values(i, kind, f_in, rank)
+        if base is None:  # not valid at this width: derive would take the fallback kind
+            return _t(self._config_cost(fallback, f_in, last))
+        c0 = self._config_cost(op.config(base), f_in, last)
+        total = _t(c0)
+        for key, values in op.fields.items():
+            name = f"layer{i}.{kind}.{key}"
+            if name not in probs:
+                continue
+            deltas = []
+            for value in values:
+                variant: dict[str, Any] = {**base, key: value}
+                ok = op.out_features(variant, f_in) is not None
+                deltas.append(self._config_cost(op.config(variant), f_in, last) - c0 if ok else 0.0)
+            total = total + probs[name].double() @ _t(deltas)
+        return total
+
+    def _embedding_bytes(self, probs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        net = self.net
+        rows = {f.name: f.num_embeddings for f in net.schema.sparse}
+        total = _t(0.0)
+        for group, features in net.groups:
+            p = self._p(probs, f"emb.{group}", len(net.emb_values))
+            for name in features:
+                total = total + p @ _t([float(tensor_bytes(rows[name] * w, "fp32")) for w in net.emb_widths])
+        return total
+
+
+def _t(value: Any) -> torch.Tensor:
+    """float64: FLOP counts pass 2^24, where float32 stops being exact."""
+    return torch.tensor(value, dtype=torch.float64)
+
+
+def _out(config: BlockConfig, f_in: int, dim: int) -> int:
+    from autorec.blocks import out_features
+
+    return out_features(config, f_in, dim)

@@ -1,0 +1,163 @@
+"""The building bricks of the supernet: named categorical choices, Gumbel-softmax weights,
+weight-shared width masks and the generic mixed op.
+
+Every architecture decision of the supernet is a :class:`Choice`: a name (the Optuna parameter
+name the space uses, e.g. ``layer0.kind``, ``layer0.wukong.n_fm``, ``emb.user``), its values and
+one logit per value. Each training step draws one weight vector per choice
+(:meth:`ChoiceSet.sample`); modules read the weights of the choices they own by name. So a new
+kind of decision (per-layer precision, the tower count) is one more Choice and one more
+:class:`MixedChoice` over named candidate transforms; nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Weights = Mapping[str, torch.Tensor]  # choice name -> weights over its values, summing to 1
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One categorical architecture decision: ``values`` in the order the space lists them."""
+
+    name: str
+    values: tuple[Any, ...]
+
+
+class ChoiceSet(nn.Module):
+    """The architecture parameters: one logit vector per :class:`Choice`, zero (uniform) at start.
+
+    Args:
+        choices: the decisions, names unique.
+
+    Example:
+        >>> arch = ChoiceSet([Choice("layer0.kind", ("dlrm", "wukong"))])
+        >>> w = arch.sample(tau=1.0, hard=True, generator=torch.Generator().manual_seed(0))
+        >>> sorted(w["layer0.kind"].tolist())
+        [0.0, 1.0]
+        >>> arch.probs()["layer0.kind"]
+        tensor([0.5000, 0.5000])
+    """
+
+    def __init__(self, choices: Sequence[Choice]) -> None:
+        super().__init__()
+        names = [c.name for c in choices]
+        if len(set(names)) != len(names):
+            raise ValueError(f"choice names repeat: {sorted(n for n in names if names.count(n) > 1)}")
+        self.choices = {c.name: c for c in choices}
+        # ParameterDict keys may not hold '.', which every choice name does: index by position.
+        self.logits = nn.ParameterList(nn.Parameter(torch.zeros(len(c.values))) for c in choices)
+        self._index = {name: i for i, name in enumerate(names)}
+
+    def logit(self, name: str) -> nn.Parameter:
+        return self.logits[self._index[name]]
+
+    def probs(self) -> dict[str, torch.Tensor]:
+        """softmax(logits) of every choice (detached)."""
+        return {name: torch.softmax(self.logit(name).detach(), dim=0) for name in self.choices}
+
+    def sample(
+        self, tau: float, hard: bool, generator: torch.Generator | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Gumbel-softmax weights for every choice at temperature ``tau``.
+
+        Soft: ``softmax((logits + g) / tau)``. Hard: the one-hot argmax of that, with the soft
+        weights' gradient (straight-through), so a step runs one candidate per choice yet
+        every logit of the choice gets a gradient.
+        """
+        out = {}
+        for name in self.choices:
+            logits = self.logit(name)
+            u = torch.rand(logits.shape, generator=generator).clamp_(1e-9, 1 - 1e-9)
+            soft = torch.softmax((logits - torch.log(-torch.log(u))) / tau, dim=0)
+            if hard:
+                one_hot = F.one_hot(soft.argmax(), soft.numel()).to(soft.dtype)
+                soft = one_hot - soft.detach() + soft  # exactly 0 off the argmax (-a + a == 0)
+            out[name] = soft
+        return out
+
+    def expected(self) -> dict[str, torch.Tensor]:
+        """The plain softmax weights (no noise), with gradient: what E[cost] uses."""
+        return {name: torch.softmax(self.logit(name), dim=0) for name in self.choices}
+
+    def argmax(self) -> dict[str, Any]:
+        """The most probable value of every choice."""
+        return {name: c.values[int(self.logit(name).argmax())] for name, c in self.choices.items()}
+
+    def ranked(self, name: str) -> list[Any]:
+        """The values of choice ``name``, most probable first."""
+        order = torch.argsort(self.logit(name).detach(), descending=True, stable=True)
+        return [self.choices[name].values[int(i)] for i in order]
+
+
+def width_mask(weights: torch.Tensor, widths: Sequence[int], size: int) -> torch.Tensor:
+    """The weight-shared mask of a width choice: ``mask[j] = sum_c w_c * [j < widths[c]]``.
+
+    One max-size op serves every width: choosing width ``v`` keeps its first ``v`` units. With
+    one-hot weights the mask is exactly that prefix; soft weights give the expected mask, whose
+    gradient reaches the logits (FBNetV2-style channel masking).
+
+    Shapes: weights [C], -> [size].
+
+    Example:
+        >>> width_mask(torch.tensor([0.25, 0.75]), (1, 3), 4)
+        tensor([1.0000, 0.7500, 0.7500, 0.0000])
+    """
+    steps = torch.arange(size).unsqueeze(0) < torch.tensor(list(widths)).unsqueeze(1)  # [C, size]
+    return weights @ steps.to(weights.dtype)
+
+
+def pad_features(x: torch.Tensor, num: int) -> torch.Tensor:
+    """Zero-pad [B, F, D] to [B, num, D]: a candidate with fewer outputs leaves the rest empty."""
+    if x.shape[1] > num:
+        raise ValueError(f"cannot pad {x.shape[1]} vectors down to {num}")
+    return F.pad(x, (0, 0, 0, num - x.shape[1]))
+
+
+class MixedChoice(nn.Module):
+    """``sum_i w_i * candidate_i(x, weights)`` over named candidate transforms of one choice.
+
+    Candidates are modules called as ``candidate(x, weights)`` that may read the weights of their
+    own nested choices; their outputs are zero-padded along dim 1 to the widest. A candidate
+    whose weight is exactly zero (hard sampling) is not run at all, so a hard step costs one
+    candidate. Generic on purpose: per-layer precision or the tower count plug in as one more
+    MixedChoice over their own candidates.
+
+    Shapes: candidates map [B, F_in, D] -> [B, F_i, D]; the mix is [B, max F_i, D].
+
+    Args:
+        name: the Choice whose weights mix the candidates (values = candidate names).
+        candidates: name -> module, in the order of the choice's values.
+        num_out: max F_i, the width of the mix.
+
+    Example:
+        >>> class Scale(nn.Module):
+        ...     def __init__(self, s): super().__init__(); self.s = s
+        ...     def forward(self, x, weights): return self.s * x
+        >>> mix = MixedChoice("op", {"a": Scale(1.0), "b": Scale(3.0)}, num_out=2)
+        >>> mix(torch.ones(1, 2, 1), {"op": torch.tensor([0.5, 0.5])}).flatten().tolist()
+        [2.0, 2.0]
+    """
+
+    def __init__(self, name: str, candidates: Mapping[str, nn.Module], num_out: int) -> None:
+        super().__init__()
+        self.name, self.num_out = name, num_out
+        self.candidates = nn.ModuleDict(candidates)
+
+    def forward(self, x: torch.Tensor, weights: Weights) -> torch.Tensor:
+        w = weights[self.name]
+        out: torch.Tensor | None = None
+        for i, candidate in enumerate(self.candidates.values()):
+            if w[i].item() == 0.0:
+                continue
+            y = w[i] * pad_features(candidate(x, weights), self.num_out)
+            out = y if out is None else out + y
+        if out is None:  # all weights zero: cannot happen for a softmax, kept for safety
+            raise ValueError(f"choice {self.name!r}: every candidate weight is zero")
+        return out

@@ -1,0 +1,272 @@
+"""One supernet run: bilevel training (weights on train, architecture on val), then derive().
+
+Weights and architecture logits alternate step by step (first-order DARTS): a weight step on a
+training batch under Gumbel-softmax weights, then an architecture step on a validation batch
+minimising ``CE + lambda * (E[cost] / target) ** beta``. The temperature anneals geometrically
+from ``tau_start`` to ``tau_end``. Embeddings use torchrec's fused row-wise Adagrad under
+DistributedModelParallel, as in :class:`~autorec.train.trainer.Trainer`; the architecture step
+detaches them, so the validation split never trains a weight.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+from torchrec.distributed.model_parallel import DefaultDataParallelWrapper, DistributedModelParallel
+from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
+from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
+from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
+from torchrec.optim.optimizers import in_backward_optimizer_filter
+from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
+
+from autorec.arch import ArchSpec
+from autorec.data import RecDataset
+from autorec.space import SearchSpace
+from autorec.supernet.cost import COST_METRICS, ExpectedCost
+from autorec.supernet.supernet import Supernet
+from autorec.train.distributed import default_device, ensure_process_group
+
+
+@dataclass(frozen=True)
+class SupernetConfig:
+    """How to run the supernet.
+
+    Args:
+        steps: weight steps (each followed by an architecture step after ``warmup_steps``).
+        warmup_steps: weight-only steps first, so the ops learn before they are judged.
+        batch_size: training and validation batch size.
+        hard: hard (one-hot, straight-through) Gumbel sampling, else soft.
+        tau_start, tau_end: the Gumbel-softmax temperature's geometric schedule.
+        dense_lr, embedding_lr: Adam on the dense weights; fused row-wise Adagrad on the tables.
+        arch_lr: Adam on the architecture logits.
+        cost_metric: flops, params_bytes or embedding_bytes (see :mod:`autorec.supernet.cost`).
+        cost_lambda, cost_beta: the penalty ``lambda * (E[cost] / target) ** beta``; 0 turns it off.
+        cost_target: the target in the metric's units; None: E[cost] of the uniform start.
+        record_every: record the probabilities every this many steps.
+        seed: fixes init, batches and Gumbel noise.
+    """
+
+    steps: int = 300
+    warmup_steps: int = 50
+    batch_size: int = 512
+    hard: bool = True
+    tau_start: float = 5.0
+    tau_end: float = 0.5
+    dense_lr: float = 1e-3
+    embedding_lr: float = 0.05
+    arch_lr: float = 0.05
+    cost_metric: str = "flops"
+    cost_lambda: float = 0.0
+    cost_beta: float = 1.0
+    cost_target: float | None = None
+    record_every: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "record_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"supernet {name}: expected an integer >= 1, got {getattr(self, name)}")
+        if not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(
+                f"supernet warmup_steps: expected 0..steps ({self.steps}), got {self.warmup_steps}"
+            )
+        if not 0 < self.tau_end <= self.tau_start:
+            raise ValueError(
+                f"supernet tau: expected 0 < tau_end <= tau_start, got {self.tau_start} -> {self.tau_end}"
+            )
+        if self.cost_metric not in COST_METRICS:
+            raise ValueError(
+                f"supernet cost_metric: expected one of {', '.join(COST_METRICS)}, got {self.cost_metric!r}"
+            )
+        if self.cost_lambda < 0 or self.cost_beta <= 0:
+            raise ValueError(
+                f"supernet cost: expected lambda >= 0 and beta > 0, got {self.cost_lambda}, {self.cost_beta}"
+            )
+        if self.cost_target is not None and self.cost_target <= 0:
+            raise ValueError(f"supernet cost_target: expected a positive number, got {self.cost_target}")
+
+    def tau(self, step: int) -> float:
+        frac = step / max(self.steps - 1, 1)
+        return self.tau_start * (self.tau_end / self.tau_start) ** frac
+
+
+@dataclass
+class SupernetResult:
+    """What a supernet run gives: the derived spec, and the probabilities over training."""
+
+    spec: ArchSpec
+    arch_probs: list[list[dict[str, float]]]  # [layer][record] -> {kind: probability}
+    steps: list[int]
+    final_probs: dict[str, dict[str, float]]  # choice -> {value: probability}
+    expected_cost: float
+    cost_target: float
+    seconds: float
+    step_seconds: float  # mean seconds of one weight + architecture step pair
+    config: SupernetConfig
+    losses: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arch": self.spec.to_dict(),
+            "arch_probs": self.arch_probs,
+            "steps": self.steps,
+            "final_probs": self.final_probs,
+            "expected_cost": self.expected_cost,
+            "cost_target": self.cost_target,
+            "seconds": self.seconds,
+            "step_seconds": self.step_seconds,
+            "config": asdict(self.config),
+        }
+
+
+def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParallel:
+    """DistributedModelParallel over ``net`` whose dense part tolerates a changing graph.
+
+    torchrec's default data-parallel wrapper assumes a static graph; a supernet runs another
+    subset of its ops every step (hard sampling skips the unchosen candidates), so its DDP
+    wrapper must look for unused parameters instead.
+    """
+    ensure_process_group()
+    sharders = [EmbeddingBagCollectionSharder()]
+    topology = Topology(world_size=dist.get_world_size(), compute_device=device.type)
+    plan = EmbeddingShardingPlanner(topology=topology).collective_plan(net, sharders, dist.GroupMember.WORLD)
+    wrapper = DefaultDataParallelWrapper(static_graph=False, find_unused_parameters=True)
+    return DistributedModelParallel(
+        net, device=device, plan=plan, sharders=sharders, data_parallel_wrapper=wrapper
+    )
+
+
+def _forever(dataset: RecDataset, split: str, batch_size: int, seed: int) -> Iterator[Any]:
+    for epoch in itertools.count():
+        yield from dataset.batches(split, batch_size, shuffle=True, seed=seed, epoch=epoch)
+
+
+def _value_name(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ("+" if value and isinstance(value[0], str) else "-").join(map(str, value)) or "none"
+    return str(value)
+
+
+class SupernetSearch:
+    """Builds the supernet for one (dim, dense_arch, over_arch) and runs the bilevel search.
+
+    Example:
+        >>> from autorec.data import load_dataset
+        >>> ds = load_dataset("synthetic", preset="tiny", num_samples=2000)
+        >>> space = SearchSpace.from_dict({"dim": [8], "dense_arch": [[16]], "over_arch": [[16]],
+        ...                                "layers": {"kinds": ["dlrm", "dcnv2", "wukong"]}})
+        >>> run = SupernetSearch(space, ds, dim=8, dense_arch=(16,), over_arch=(16,),
+        ...                      config=SupernetConfig(steps=4, warmup_steps=1, batch_size=64))
+        >>> result = run.fit()
+        >>> space.contains(result.spec), len(result.arch_probs)
+        (True, 1)
+    """
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        dataset: RecDataset,
+        dim: int,
+        dense_arch: tuple[int, ...],
+        over_arch: tuple[int, ...],
+        config: SupernetConfig | None = None,
+    ) -> None:
+        self.space, self.dataset = space, dataset
+        self.config = config or SupernetConfig()
+        torch.manual_seed(self.config.seed)  # init of every weight; batches and noise have their own seeds
+        self.device = default_device()
+        net = Supernet(space, dataset.schema, dim, dense_arch, over_arch, device=torch.device("meta"))
+        apply_optimizer_in_backward(
+            RowWiseAdagrad, net.sparse_arch.parameters(), {"lr": self.config.embedding_lr}
+        )
+        self.supernet = net
+        self.model = shard_supernet(net, self.device)
+        arch_ids = {id(p) for p in net.arch_parameters()}
+        dense = {
+            name: p
+            for name, p in in_backward_optimizer_filter(self.model.named_parameters())
+            if id(p) not in arch_ids
+        }
+        self.weight_optimizer = CombinedOptimizer(
+            [
+                self.model.fused_optimizer,
+                KeyedOptimizerWrapper(
+                    dense, lambda params: torch.optim.Adam(params, lr=self.config.dense_lr)
+                ),
+            ]
+        )
+        self.arch_optimizer = torch.optim.Adam(
+            net.arch_parameters(), lr=self.config.arch_lr, betas=(0.5, 0.999)
+        )
+        self.cost = ExpectedCost(net, self.config.cost_metric)
+        with torch.no_grad():
+            start = float(self.cost())
+        self.cost_target = self.config.cost_target or start
+        self.generator = torch.Generator().manual_seed(self.config.seed)
+
+    def _loss(self, batch: Any, tau: float, detach_embeddings: bool) -> torch.Tensor:
+        batch = batch.to(self.device)
+        weights = self.supernet.arch.sample(tau, self.config.hard, self.generator)
+        logits = self.model(
+            batch.dense_features, batch.sparse_features, weights, detach_embeddings=detach_embeddings
+        )
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits, batch.labels)
+
+    def fit(self) -> SupernetResult:
+        cfg, net = self.config, self.supernet
+        train = _forever(self.dataset, "train", cfg.batch_size, cfg.seed)
+        val = _forever(self.dataset, "val", cfg.batch_size, cfg.seed + 1)
+        history: list[list[dict[str, float]]] = [[] for _ in net.layers]
+        steps, losses = [], []
+        start = time.perf_counter()
+        for step in range(cfg.steps):
+            tau = cfg.tau(step)
+            loss = self._loss(next(train), tau, detach_embeddings=False)
+            self.weight_optimizer.zero_grad()
+            loss.backward()
+            self.weight_optimizer.step()
+            if not math.isfinite(loss.item()):
+                raise FloatingPointError(f"supernet loss is {loss.item()} at step {step}")
+            losses.append(loss.item())
+            if step >= cfg.warmup_steps:
+                arch_loss = self._loss(next(val), tau, detach_embeddings=True)
+                if cfg.cost_lambda:
+                    arch_loss = (
+                        arch_loss + cfg.cost_lambda * (self.cost() / self.cost_target) ** cfg.cost_beta
+                    )
+                self.arch_optimizer.zero_grad()
+                arch_loss.backward()
+                self.arch_optimizer.step()
+            if step % cfg.record_every == 0 or step == cfg.steps - 1:
+                steps.append(step)
+                for i, probs in enumerate(net.kind_probs()):
+                    history[i].append(probs)
+        seconds = time.perf_counter() - start
+        with torch.no_grad():
+            expected = float(self.cost())
+        final = {
+            name: {
+                _value_name(v): float(p) for v, p in zip(net.arch.choices[name].values, probs, strict=True)
+            }
+            for name, probs in net.arch.probs().items()
+        }
+        return SupernetResult(
+            spec=net.derive(),
+            arch_probs=history,
+            steps=steps,
+            final_probs=final,
+            expected_cost=expected,
+            cost_target=self.cost_target,
+            seconds=seconds,
+            step_seconds=seconds / cfg.steps,
+            config=cfg,
+            losses=losses,
+        )

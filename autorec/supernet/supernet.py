@@ -1,0 +1,332 @@
+"""The weight-sharing supernet: every choice of a SearchSpace at once, and derive() -> ArchSpec.
+
+Built from the same :class:`~autorec.space.SearchSpace` as every other strategy, for one D,
+dense arch and over-arch (a DNAS trial fixes those; see :mod:`autorec.strategies.dnas`):
+
+- embeddings: one table per feature at the widest width choice; the width choice of each
+  embedding group (``emb.<group>``) masks its columns, then a per-feature projection to D
+  (a width equal to D bypasses it, as in :class:`~autorec.models.RecModel`);
+- layers: ``max(layers.num)`` layers, each a :class:`~autorec.supernet.mixed.MixedChoice`
+  (``layer<i>.kind``) over max-size weight-shared ops (:mod:`autorec.supernet.ops`), one per
+  kind; layers past ``min(layers.num)`` also offer ``skip``, which derive() drops when the space
+  does not list skip;
+- the over-arch MLP on the flattened (padded) output of the last layer.
+
+Data flow and shapes as in :class:`~autorec.models.RecModel`, except that every layer's output
+is padded to the widest its candidates give.
+
+Not searched here (each takes the first value the space offers that is valid at D): per-layer
+``precision`` (to plug in as one more MixedChoice once autorec/precision lands), DHEN
+``num_heads`` and ``dcn_layers``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from typing import Any
+
+import torch
+from torch import nn
+from torchrec.modules.embedding_configs import EmbeddingBagConfig, PoolingType
+from torchrec.modules.embedding_modules import EmbeddingBagCollection
+from torchrec.modules.mlp import MLP
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from autorec.arch import ArchSpec, BlockConfig, TableSpec
+from autorec.data.schema import Schema
+from autorec.space import SearchSpace, SpaceError, _groups
+from autorec.supernet.mixed import Choice, ChoiceSet, MixedChoice, Weights, width_mask
+from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock
+
+Ranker = Callable[[str, tuple[Any, ...]], list[Any]]  # choice name, values -> values, preferred first
+_MAX_TRIES = 10_000  # configs tried per layer before derive gives up on finding a valid one
+
+
+class SupernetError(ValueError):
+    """The space cannot be turned into a supernet (or derive found no valid architecture)."""
+
+
+def block_fields(space: SearchSpace, kind: str, dim: int) -> dict[str, tuple[Any, ...]]:
+    """The values the supernet searches for each field of ``kind`` at width ``dim``."""
+    fields = {k: tuple(v) for k, v in space.layers.blocks.get(kind, {}).items()}
+    if "precision" in fields:
+        fields["precision"] = fields["precision"][:1]
+    if kind == "dhen":
+        heads = [h for h in fields["num_heads"] if dim % h == 0]
+        fields["num_heads"] = tuple(heads[:1]) or fields["num_heads"][:1]
+        fields["dcn_layers"] = fields["dcn_layers"][:1]
+        if not heads:  # attention cannot run at this D: drop the subsets that need it
+            fields["modules"] = tuple(m for m in fields["modules"] if "attention" not in m)
+    return fields
+
+
+class Supernet(nn.Module):
+    """Every architecture of ``space`` for ``schema`` at one ``dim``, dense arch and over-arch.
+
+    Args:
+        space: the search space.
+        schema: the dataset's features.
+        dim: D (one of ``space.dim``).
+        dense_arch: the dense MLP's sizes (one of ``space.dense_arch``).
+        over_arch: the over-arch sizes (one of ``space.over_arch``).
+        device: where the embedding tables go (``meta`` defers them to DistributedModelParallel).
+
+    Example:
+        >>> from autorec.data import Schema, SparseFeature
+        >>> space = SearchSpace.from_dict({"dim": [8], "dense_arch": [[16]], "over_arch": [[16]],
+        ...                                "layers": {"num": [1, 2], "kinds": ["dlrm", "dcnv2"],
+        ...                                           "dcnv2": {"rank": [0, 4]}}})
+        >>> schema = Schema(("x",), (SparseFeature("u", 10), SparseFeature("i", 20)))
+        >>> net = Supernet(space, schema, dim=8, dense_arch=(16,), over_arch=(16,))
+        >>> sorted(net.arch.choices)
+        ['layer0.dcnv2.rank', 'layer0.kind', 'layer1.dcnv2.rank', 'layer1.kind']
+        >>> space.contains(net.derive())
+        True
+    """
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        schema: Schema,
+        dim: int,
+        dense_arch: tuple[int, ...],
+        over_arch: tuple[int, ...],
+        device: torch.device | None = None,
+    ) -> None:
+        super().__init__()
+        for key, value, values in (
+            ("dim", dim, space.dim),
+            ("dense_arch", tuple(dense_arch), space.dense_arch),
+            ("over_arch", tuple(over_arch), space.over_arch),
+        ):
+            if key == "dense_arch" and not schema.n_dense:
+                continue
+            if value not in values:
+                raise SupernetError(
+                    f"{space.source}: {key}: {value!r} is not among the choices {list(values)}"
+                )
+        self.space, self.schema, self.dim = space, schema, dim
+        self.dense_sizes = tuple(dense_arch) if schema.n_dense else ()
+        self.over_sizes = tuple(over_arch)
+        choices: list[Choice] = []
+        self.groups = _groups(space.embedding.groups, schema)
+        self.emb_values, self.emb_widths = self._embedding_choices()
+        for group, _ in self.groups:
+            if len(self.emb_values) > 1:
+                choices.append(Choice(f"emb.{group}", self.emb_values))
+        self.table_width = max(self.emb_widths)
+        self.sparse_arch = EmbeddingBagCollection(
+            device=device,
+            tables=[
+                EmbeddingBagConfig(
+                    name=f"t_{f.name}",
+                    embedding_dim=self.table_width,
+                    num_embeddings=f.num_embeddings,
+                    feature_names=[f.name],
+                    pooling=PoolingType.SUM,
+                )
+                for f in schema.sparse
+            ],
+        )
+        self.projections = nn.ModuleDict(
+            {f.name: nn.Linear(self.table_width, dim, bias=False) for f in schema.sparse}
+            if set(self.emb_widths) != {dim}
+            else {}
+        )
+        self.dense_arch = MLP(schema.n_dense, [*self.dense_sizes, dim]) if schema.n_dense else None
+        self.f0 = len(schema.sparse) + (1 if schema.n_dense else 0)
+        self.layer_kinds: list[tuple[str, ...]] = []
+        layers, num_in = [], self.f0
+        for i in range(max(space.layers.num)):
+            kinds = tuple(space.layers.kinds)
+            if i >= min(space.layers.num) and "skip" not in kinds:
+                kinds = (*kinds, "skip")
+            ops: dict[str, SuperBlock] = {}
+            for kind in kinds:
+                ops[kind] = SUPER_BLOCKS[kind](
+                    f"layer{i}.{kind}", block_fields(space, kind, dim), num_in, dim
+                )
+                choices.extend(ops[kind].choices())
+            if len(kinds) > 1:
+                choices.append(Choice(f"layer{i}.kind", kinds))
+            layer = MixedChoice(f"layer{i}.kind", ops, max(op.num_out for op in ops.values()))
+            self.layer_kinds.append(kinds)
+            layers.append(layer)
+            num_in = layer.num_out
+        self.layers = nn.ModuleList(layers)
+        self.num_final = num_in
+        self.over_arch = nn.Sequential(MLP(num_in * dim, list(over_arch)), nn.Linear(over_arch[-1], 1))
+        self.arch = ChoiceSet(choices)
+
+    def _embedding_choices(self) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+        emb = self.space.embedding
+        if emb.dim is not None:
+            values = tuple(emb.dim)
+            return values, values
+        values = tuple(emb.dim_ratio)
+        widths = tuple(int(Fraction(str(r)) * self.dim) for r in values)
+        if any(w < 1 for w in widths):
+            raise SupernetError(
+                f"{self.space.source}: embedding.dim_ratio {values} gives a table width "
+                f"below 1 at dim {self.dim}"
+            )
+        return values, widths
+
+    # ---- forward ----------------------------------------------------------------------
+    def weights_of(self, weights: Weights, name: str, size: int) -> torch.Tensor:
+        """The weights of choice ``name``, or [1] when it is fixed (a single value)."""
+        return weights[name] if name in self.arch.choices else torch.ones(size)
+
+    def embed(
+        self,
+        dense: torch.Tensor,
+        sparse: KeyedJaggedTensor,
+        weights: Weights,
+        detach_embeddings: bool = False,
+    ) -> torch.Tensor:
+        """X0 [B, F0, D]: the dense vector, then each feature's masked, projected embedding.
+
+        ``detach_embeddings``: no gradient into the tables (the architecture step must not train
+        them on the validation split; their fused optimizer would apply it in backward).
+        """
+        pooled = self.sparse_arch(sparse).to_dict()
+        vectors = [self.dense_arch(dense)] if self.dense_arch is not None else []
+        identity = self.emb_widths.index(self.dim) if self.dim in self.emb_widths else None
+        for group, features in self.groups:
+            w = self.weights_of(weights, f"emb.{group}", 1)
+            for name in features:
+                e = pooled[name].detach() if detach_embeddings else pooled[name]
+                if not self.projections:
+                    vectors.append(e)
+                    continue
+                others = [i for i in range(len(self.emb_widths)) if i != identity]
+                out = torch.zeros(()) if identity is None else w[identity] * e[:, : self.dim]
+                if others:  # w_c * proj(e masked to width c), summed: one projection, masked input
+                    mask = width_mask(w[others], [self.emb_widths[i] for i in others], self.table_width)
+                    out = out + self.projections[name](e * mask)
+                vectors.append(out)
+        return torch.stack(vectors, dim=1)
+
+    def forward(
+        self,
+        dense: torch.Tensor,
+        sparse: KeyedJaggedTensor,
+        weights: Weights,
+        detach_embeddings: bool = False,
+    ) -> torch.Tensor:
+        """Logits [B] of the architecture mix that ``weights`` (from ``arch.sample``) select."""
+        x = self.embed(dense, sparse, weights, detach_embeddings)
+        for layer in self.layers:
+            x = layer(x, weights)
+        return self.over_arch(x.flatten(1)).squeeze(-1)
+
+    # ---- derive -----------------------------------------------------------------------
+    def ranker(self, preferred: Mapping[str, Any] | None = None) -> Ranker:
+        """Values by probability (most probable first); ``preferred`` values go first."""
+
+        def rank(name: str, values: tuple[Any, ...]) -> list[Any]:
+            order = self.arch.ranked(name) if name in self.arch.choices else list(values)
+            if preferred and name in preferred:
+                order = [preferred[name], *(v for v in order if v != preferred[name])]
+            return order
+
+        return rank
+
+    def block_values(self, i: int, kind: str, f_in: int, rank: Ranker) -> dict[str, Any] | None:
+        """The most preferred valid field values of ``kind`` at layer ``i`` for F_in = ``f_in``
+        (in order of preference, field by field), or None when no value makes it valid."""
+        op: SuperBlock = self.layers[i].candidates[kind]
+        keys = list(op.fields)
+        ranked = [rank(f"layer{i}.{kind}.{k}", op.fields[k]) for k in keys]
+        for combo in itertools.islice(itertools.product(*ranked), _MAX_TRIES):
+            values = dict(zip(keys, combo, strict=True))
+            if op.out_features(values, f_in) is not None:
+                return values
+        return None
+
+    def layer_config(self, i: int, f_in: int, rank: Ranker) -> BlockConfig:
+        """Layer ``i``'s derived config for F_in = ``f_in``: the most preferred valid kind."""
+        for kind in rank(f"layer{i}.kind", self.layer_kinds[i]):
+            values = self.block_values(i, kind, f_in, rank)
+            if values is not None:
+                return self.layers[i].candidates[kind].config(values)
+        raise SupernetError(f"layer {i}: no kind of {self.layer_kinds[i]} is valid for {f_in} input vectors")
+
+    def table_widths(self, rank: Ranker) -> dict[str, tuple[Any, int]]:
+        """Feature -> (chosen embedding value, its table width)."""
+        out = {}
+        for group, features in self.groups:
+            value = rank(f"emb.{group}", self.emb_values)[0]
+            for name in features:
+                out[name] = (value, self.emb_widths[self.emb_values.index(value)])
+        return out
+
+    def derive(self, preferred: Mapping[str, Any] | None = None) -> ArchSpec:
+        """The ArchSpec of the most probable choices (or of ``preferred`` values, e.g. a sample).
+
+        Each layer takes its most probable kind and field values that are valid for the vectors
+        the previous derived layer gives; skip layers are dropped when the space lists no skip.
+        """
+        from autorec.blocks import out_features
+
+        rank = self.ranker(preferred)
+        widths = self.table_widths(rank)
+        tables = tuple(
+            TableSpec(
+                name=f"t_{f.name}", features=(f.name,), num_embeddings=f.num_embeddings, dim=widths[f.name][1]
+            )
+            for f in self.schema.sparse
+        )
+        layers, f_in = [], self.f0
+        for i in range(len(self.layers)):
+            config = self.layer_config(i, f_in, rank)
+            f_in = out_features(config, f_in, self.dim)
+            layers.append(config)
+        if "skip" not in self.space.layers.kinds:
+            layers = [layer for layer in layers if layer.kind != "skip"]
+        spec = ArchSpec(
+            name=self.space.name,
+            dim=self.dim,
+            tables=tables,
+            n_dense=self.schema.n_dense,
+            dense_arch=self.dense_sizes,
+            layers=tuple(layers),
+            over_arch=self.over_sizes,
+        )
+        try:
+            self.space.to_params(spec)
+        except SpaceError as exc:  # a bug: the supernet offered something the space does not
+            raise SupernetError(f"derived architecture is not in the space: {exc}") from None
+        return spec
+
+    def sample_specs(self, k: int, generator: torch.Generator | None = None) -> list[ArchSpec]:
+        """``k`` architectures drawn from the choice probabilities (distinct, most probable first)."""
+        probs = self.arch.probs()
+        seen: dict[ArchSpec, float] = {}
+        for _ in range(20 * k):
+            draw = {
+                name: self.arch.choices[name].values[int(torch.multinomial(p, 1, generator=generator))]
+                for name, p in probs.items()
+            }
+            spec = self.derive(draw)
+            score = sum(
+                float(torch.log(probs[n][self.arch.choices[n].values.index(v)])) for n, v in draw.items()
+            )
+            seen[spec] = max(seen.get(spec, -float("inf")), score)
+            if len(seen) >= k:
+                break
+        return sorted(seen, key=lambda s: -seen[s])[:k]
+
+    def kind_probs(self) -> list[dict[str, float]]:
+        """Per layer, the probability of each block kind."""
+        probs = self.arch.probs()
+        out = []
+        for i, kinds in enumerate(self.layer_kinds):
+            p = probs.get(f"layer{i}.kind", torch.ones(1))
+            out.append({kind: float(p[j]) for j, kind in enumerate(kinds)})
+        return out
+
+    def arch_parameters(self) -> list[nn.Parameter]:
+        return list(self.arch.parameters())
