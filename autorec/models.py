@@ -11,6 +11,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from autorec.arch import ArchSpec
 from autorec.blocks import build_block
+from autorec.precision.layers import quantise_model
 
 _EMBEDDING_TYPES = {"fp32": DataType.FP32, "fp16": DataType.FP16, "int8": DataType.INT8}
 
@@ -69,6 +70,7 @@ class RecModel(nn.Module):
         self.num_final = num
         self.over_arch = nn.Sequential(MLP(num * dim, list(spec.over_arch)),
                                        nn.Linear(spec.over_arch[-1], 1))
+        quantise_model(self)  # each part's dense modules in its precision (fp32: unchanged)
 
     def embed(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature."""
