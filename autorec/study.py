@@ -340,6 +340,7 @@ class TrialRunner:
         self.strategy = make_strategy(config.strategy, config.seed, **config.strategy_options)
         self.dataset = load_dataset(config.data.name, path=config.data.path, seed=config.data.seed,
                                     **config.data.options)
+        self.strategy.bind(self.dataset)
         self.artifacts = optuna.artifacts.FileSystemArtifactStore(str(self._artifact_dir()))
 
     def _artifact_dir(self) -> Path:
@@ -391,6 +392,7 @@ class TrialRunner:
         checkpoint = self.config.directory / "trials" / str(trial.number)
         try:
             trainer = Trainer(spec, self.dataset, self.train_config(checkpoint), on_epoch=report)
+            self.strategy.prepare_trainer(trial, trainer)
             result = trainer.fit()
             if "latency_ms" in self.config.objectives:
                 costs["latency_ms"] = 1e3 * self._latency(trainer)

@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from autorec.strategies.base import Strategy
+from autorec.strategies.dnas import DnasStrategy
 from autorec.strategies.samplers import NSGA2Strategy, RandomStrategy, TPEStrategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (RandomStrategy, TPEStrategy, NSGA2Strategy)
+    cls.name: cls for cls in (RandomStrategy, TPEStrategy, NSGA2Strategy, DnasStrategy)
 }
 
 
 def make_strategy(name: str, seed: int = 0, **options: Any) -> Strategy:
-    """The strategy called ``name`` (random, tpe, nsga2, ...)."""
+    """The strategy called ``name`` (random, tpe, nsga2, dnas, ...)."""
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
     return STRATEGIES[name](seed=seed, **options)

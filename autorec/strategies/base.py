@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import optuna
 
     from autorec.arch import ArchSpec
+    from autorec.data import RecDataset
     from autorec.data.schema import Schema
     from autorec.space import SearchSpace
 
@@ -41,3 +42,9 @@ class Strategy(ABC):
     def propose(self, trial: optuna.Trial, space: SearchSpace, schema: Schema) -> ArchSpec:
         """The architecture to evaluate in ``trial``."""
         return space.suggest(trial, schema)
+
+    def bind(self, dataset: RecDataset) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Give the strategy the study's data (DNAS trains a supernet on it); others ignore it."""
+
+    def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:  # noqa: B027 - as bind
+        """Called with the trainer of ``trial``'s proposal before it trains (DNAS warm start)."""

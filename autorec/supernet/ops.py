@@ -179,6 +179,16 @@ class SuperDhen(SuperBlock):
 
     kind = "dhen"
 
+    def config(self, values: Mapping[str, Any]) -> BlockConfig:
+        """As the space makes it: ``num_heads`` / ``dcn_layers`` keep their defaults unless the
+        modules hold attention / dcn."""
+        chosen = {k: values.get(k, v[0]) for k, v in self.fields.items()}
+        if "attention" not in chosen["modules"]:
+            chosen.pop("num_heads")
+        if "dcn" not in chosen["modules"]:
+            chosen.pop("dcn_layers")
+        return DhenConfig(**chosen)
+
     def __init__(self, prefix: str, fields: Fields, num_in: int, dim: int) -> None:
         super().__init__(prefix, fields, num_in, dim)
         used = {m for subset in fields["modules"] for m in subset}

@@ -49,7 +49,9 @@ class SupernetConfig:
         arch_lr: Adam on the architecture logits.
         cost_metric: flops, params_bytes or embedding_bytes (see :mod:`autorec.supernet.cost`).
         cost_lambda, cost_beta: the penalty ``lambda * (E[cost] / target) ** beta``; 0 turns it off.
-        cost_target: the target in the metric's units; None: E[cost] of the uniform start.
+        cost_target: the target in the metric's units; None: ``cost_target_ratio`` times E[cost]
+            of the uniform start.
+        cost_target_ratio: see ``cost_target``.
         record_every: record the probabilities every this many steps.
         seed: fixes init, batches and Gumbel noise.
     """
@@ -67,6 +69,7 @@ class SupernetConfig:
     cost_lambda: float = 0.0
     cost_beta: float = 1.0
     cost_target: float | None = None
+    cost_target_ratio: float = 1.0
     record_every: int = 10
     seed: int = 0
 
@@ -90,6 +93,9 @@ class SupernetConfig:
             raise ValueError(
                 f"supernet cost: expected lambda >= 0 and beta > 0, got {self.cost_lambda}, {self.cost_beta}"
             )
+        if self.cost_target_ratio <= 0:
+            raise ValueError(f"supernet cost_target_ratio: expected a positive number, "
+                             f"got {self.cost_target_ratio}")
         if self.cost_target is not None and self.cost_target <= 0:
             raise ValueError(f"supernet cost_target: expected a positive number, got {self.cost_target}")
 
@@ -138,7 +144,11 @@ def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParal
     sharders = [EmbeddingBagCollectionSharder()]
     topology = Topology(world_size=dist.get_world_size(), compute_device=device.type)
     plan = EmbeddingShardingPlanner(topology=topology).collective_plan(net, sharders, dist.GroupMember.WORLD)
-    wrapper = DefaultDataParallelWrapper(static_graph=False, find_unused_parameters=True)
+    # The architecture logits are used outside forward (sampling, E[cost]) and have their own
+    # optimizer, so data parallelism leaves them alone.
+    arch = [f"arch.{name}" for name, _ in net.arch.named_parameters()]
+    wrapper = DefaultDataParallelWrapper(static_graph=False, find_unused_parameters=True,
+                                         params_to_ignore=arch)
     return DistributedModelParallel(
         net, device=device, plan=plan, sharders=sharders, data_parallel_wrapper=wrapper
     )
@@ -209,7 +219,7 @@ class SupernetSearch:
         self.cost = ExpectedCost(net, self.config.cost_metric)
         with torch.no_grad():
             start = float(self.cost())
-        self.cost_target = self.config.cost_target or start
+        self.cost_target = self.config.cost_target or self.config.cost_target_ratio * start
         self.generator = torch.Generator().manual_seed(self.config.seed)
 
     def _loss(self, batch: Any, tau: float, detach_embeddings: bool) -> torch.Tensor:

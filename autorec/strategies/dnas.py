@@ -1,0 +1,151 @@
+"""DNAS as a study strategy: each trial is one supernet run; its derived ArchSpec is the proposal.
+
+The Optuna sampler (TPE) picks, per trial, what the supernet does not search: D, the dense arch
+and the over-arch (the space's parameters ``dim``, ``dense_arch``, ``over_arch``), and the cost
+penalty's ``lambda`` and target (``dnas.lambda``, ``dnas.target_ratio``: the target as a share
+of E[cost] under the uniform start). Sweeping lambda and the target is what lets a study trace
+the quality-cost front. The study then trains the derived spec like any other trial; the
+per-layer kind probabilities over the supernet run go into the trial's ``arch_probs`` user
+attribute (drawn by the report and the dashboard), and the run's summary into ``dnas``.
+
+Example (in a study file)::
+
+    strategy:
+      name: dnas
+      options: {steps: 300, warmup_steps: 50, cost_metric: flops, lambda: [0.01, 1.0]}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from autorec.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from autorec.arch import ArchSpec
+    from autorec.data import RecDataset
+    from autorec.data.schema import Schema
+    from autorec.space import SearchSpace
+    from autorec.supernet import SupernetResult
+
+ARCH_PROBS_ATTR = "arch_probs"  # the report's slot (autorec.report.ARCH_PROBS_ATTR)
+DNAS_ATTR = "dnas"
+RETRAIN = ("scratch", "warm")
+
+
+def _encode(sizes: tuple[int, ...]) -> str:
+    """Layer sizes as the space's Optuna value (``"256-128"``)."""
+    return "-".join(map(str, sizes)) or "none"
+
+
+def _range(value: Any, key: str) -> tuple[float, float]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value, value]
+    if (not isinstance(value, (list, tuple)) or len(value) != 2
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+            or not 0 <= value[0] <= value[1]):
+        raise ValueError(f"strategy 'dnas': {key}: expected [low, high] with 0 <= low <= high, "
+                         f"got {value!r}")
+    return float(value[0]), float(value[1])
+
+
+class DnasStrategy(Strategy):
+    """Differentiable NAS: a weight-sharing supernet per trial (see the module docstring).
+
+    Args:
+        seed: seeds the sampler and (with the trial number) each supernet run.
+        lambda: [low, high] of the cost weight (log-uniform; 0 as low turns the penalty off
+            in part of the range: it is then sampled uniformly).
+        target_ratio: [low, high] of the cost target as a share of E[cost] at the uniform start.
+        retrain: ``scratch`` (the study trains the derived spec anew) or ``warm`` (its
+            embeddings and dense arch start from the supernet's).
+        **supernet: any :class:`~autorec.supernet.SupernetConfig` field (steps, warmup_steps,
+            batch_size, hard, tau_start, tau_end, arch_lr, cost_metric, cost_beta, ...).
+
+    The strategy needs the study's data: the study calls :meth:`bind` with its dataset.
+    """
+
+    name = "dnas"
+
+    def __init__(self, seed: int = 0, retrain: str = "scratch", target_ratio: Any = (0.2, 1.0),
+                 **options: Any) -> None:
+        from autorec.supernet import SupernetConfig
+
+        self.lambda_range = _range(options.pop("lambda", (0.01, 1.0)), "lambda")
+        self.target_range = _range(target_ratio, "target_ratio")
+        fields = {f.name for f in dataclasses.fields(SupernetConfig)} - {"seed", "cost_lambda", "cost_target",
+                                                                         "cost_target_ratio"}
+        supernet = {k: options.pop(k) for k in list(options) if k in fields}
+        super().__init__(seed, **options)
+        if retrain not in RETRAIN:
+            raise ValueError(f"strategy 'dnas': retrain: expected one of {', '.join(RETRAIN)}, "
+                             f"got {retrain!r}")
+        self.retrain = retrain
+        try:
+            self.supernet = SupernetConfig(**supernet)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"strategy 'dnas': {exc}") from None
+        self.dataset: RecDataset | None = None
+        self.last: SupernetResult | None = None
+        self._searches: dict[int, Any] = {}
+
+    def bind(self, dataset: RecDataset) -> None:
+        self.dataset = dataset
+
+    def sampler(self, num_objectives: int) -> optuna.samplers.BaseSampler:
+        return optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5, multivariate=True)
+
+    def _float(self, trial: optuna.Trial, name: str, bounds: tuple[float, float]) -> float:
+        low, high = bounds
+        if low == high:
+            return low
+        return trial.suggest_float(name, low, high, log=low > 0)
+
+    def _categorical(self, trial: optuna.Trial, name: str, values: Any) -> Any:
+        values = list(values)
+        if len(values) == 1:
+            return values[0]
+        if isinstance(values[0], tuple):
+            chosen = trial.suggest_categorical(name, [_encode(v) for v in values])
+            return next(v for v in values if _encode(v) == chosen)
+        return trial.suggest_categorical(name, values)
+
+    def propose(self, trial: optuna.Trial, space: SearchSpace, schema: Schema) -> ArchSpec:
+        from autorec.supernet import SupernetSearch
+
+        if self.dataset is None:
+            raise ValueError("strategy 'dnas' trains a supernet on the study's data: "
+                             "call bind(dataset) first")
+        if self.dataset.schema != schema:
+            raise ValueError(f"strategy 'dnas': the bound dataset {self.dataset.name!r} has another schema "
+                             "than the one proposed for")
+        dim = self._categorical(trial, "dim", space.dim)
+        dense_arch = self._categorical(trial, "dense_arch", space.dense_arch) if schema.n_dense else ()
+        over_arch = self._categorical(trial, "over_arch", space.over_arch)
+        lam = self._float(trial, "dnas.lambda", self.lambda_range)
+        ratio = self._float(trial, "dnas.target_ratio", self.target_range)
+        config = dataclasses.replace(self.supernet, seed=self.seed + trial.number, cost_lambda=lam,
+                                     cost_target_ratio=ratio)
+        search = SupernetSearch(space, self.dataset, dim, dense_arch, over_arch, config)
+        result = search.fit()
+        self.last = result
+        self._searches = {trial.number: search} if self.retrain == "warm" else {}
+        trial.set_user_attr(ARCH_PROBS_ATTR, result.arch_probs)
+        trial.set_user_attr(DNAS_ATTR, {
+            "lambda": lam, "target_ratio": ratio, "cost_metric": config.cost_metric,
+            "cost_target": result.cost_target, "expected_cost": result.expected_cost,
+            "steps": result.steps, "seconds": result.seconds, "step_seconds": result.step_seconds,
+            "final_probs": result.final_probs, "retrain": self.retrain})
+        return result.spec
+
+    def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:
+        """With ``retrain: warm``, start the derived model from the supernet's weights."""
+        search = self._searches.pop(trial.number, None)
+        if search is not None:
+            from autorec.supernet.warm import warm_start
+
+            copied = warm_start(search.supernet, trainer.model)
+            trial.set_user_attr("warm_started", copied)
