@@ -10,16 +10,30 @@ import pytest
 
 from autorec.arch import ArchSpec
 from autorec.costs import arch_cost
-from autorec.data import Schema, SparseFeature
+from autorec.data import load_dataset
 from autorec.space import SearchSpace
 from autorec.strategies import STRATEGIES, Strategy, make_strategy
 
 SPACE = SearchSpace.load(Path(__file__).resolve().parents[2] / "search_spaces" / "zoo.yaml")
-SCHEMA = Schema(dense=("a", "b"), sparse=(SparseFeature("user", 100), SparseFeature("item", 50),
-                                           SparseFeature("tags", 20, multi_hot=True)))
+# Strategies that learn from data (dnas) get this; its schema has 2 dense and 3 sparse features,
+# one multi-hot.
+DATA = load_dataset("synthetic", preset="tiny", num_samples=600, num_dense=2, num_tables=3,
+                    rows=[100, 50, 20], pooling=[1.0, 1.0, 2.0])
+SCHEMA = DATA.schema
+# Options that keep a strategy's proposal fast here (dnas: a supernet run of two steps).
+FAST = {"dnas": {"steps": 2, "warmup_steps": 1, "batch_size": 64, "record_every": 1}}
 
 
-@pytest.fixture(params=sorted(STRATEGIES))
+def strategy(name: str, seed: int) -> Strategy:
+    made = make_strategy(name, seed=seed, **FAST.get(name, {}))
+    made.bind(DATA)
+    return made
+
+
+# dnas trains a supernet per proposal (seconds each on the zoo space): its 46 proposals here run
+# with the slow tests; tests/strategies/test_dnas.py runs a short dnas study by default.
+@pytest.fixture(params=[pytest.param(n, marks=pytest.mark.slow) if n == "dnas" else n
+                        for n in sorted(STRATEGIES)])
 def name(request) -> str:
     return request.param
 
@@ -41,23 +55,23 @@ def run(strategy: Strategy, n: int, objectives: int = 1) -> tuple[optuna.Study, 
 
 
 def test_proposals_are_valid_specs_of_the_space(name):
-    _, specs = run(make_strategy(name, seed=0), 12)
+    _, specs = run(strategy(name, seed=0), 12)
     for spec in specs:
         assert SPACE.contains(spec)
         assert ArchSpec.from_json(spec.to_json()) == spec
-        assert set(spec.feature_names) == {"user", "item", "tags"} and spec.n_dense == 2
+        assert spec.feature_names == SCHEMA.sparse_names and spec.n_dense == 2
 
 
 def test_same_seed_same_proposals_other_seed_differs(name):
-    _, a = run(make_strategy(name, seed=3), 8)
-    _, b = run(make_strategy(name, seed=3), 8)
-    _, c = run(make_strategy(name, seed=4), 8)
+    _, a = run(strategy(name, seed=3), 8)
+    _, b = run(strategy(name, seed=3), 8)
+    _, c = run(strategy(name, seed=4), 8)
     assert a == b
     assert a != c
 
 
 def test_multi_objective(name):
-    study, specs = run(make_strategy(name, seed=0), 10, objectives=2)
+    study, specs = run(strategy(name, seed=0), 10, objectives=2)
     assert len(specs) == 10 and study.best_trials
     for t in study.best_trials:  # the front is non-dominated
         for other in study.trials:
