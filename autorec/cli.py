@@ -65,8 +65,13 @@ def _add_data_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from autorec.train.launch import launch, under_launcher
     from autorec.train.trainer import TrainConfig, Trainer
 
+    if (args.nproc_per_node > 1 or args.nnodes != "1" or args.max_restarts) and not under_launcher():
+        return launch(args.argv, nproc_per_node=args.nproc_per_node, nnodes=args.nnodes,
+                      rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
+                      max_restarts=args.max_restarts, node_rank=args.node_rank)
     dataset = _load_data(args)
     spec = _resolve_arch(args.arch, dataset.schema)
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
@@ -74,11 +79,24 @@ def cmd_train(args: argparse.Namespace) -> int:
                          dense_optimizer=args.optimizer, patience=args.patience,
                          checkpoint_dir=args.checkpoint_dir, num_workers=args.num_workers,
                          max_steps_per_epoch=args.max_steps_per_epoch,
-                         progress=not args.json and sys.stderr.isatty())
-    result = Trainer(spec, dataset, config).fit()
+                         progress=not args.json and sys.stderr.isatty(), plan=args.plan,
+                         dense_parallel=args.dense_parallel, checkpoint_every=args.checkpoint_every,
+                         resume=bool(args.checkpoint_dir) and not args.no_resume)
+    trainer = Trainer(spec, dataset, config)
+    if args.save_plan and trainer.rank == 0:
+        from autorec.train.plan import save_plan
+
+        save_plan(trainer.model.plan, trainer.world_size, args.save_plan)
+    result = trainer.fit()
+    if trainer.rank != 0:  # rank 0 speaks for the run; the metrics are the same on every rank
+        return 0
     summary = {"data": dataset.name, "arch": spec.name, "best_epoch": result.best_epoch,
-               "val": result.val, "test": result.test,
+               "val": result.val, "test": result.test, "world_size": trainer.world_size,
+               "resumed_from": result.resumed_from,
                "train_samples_per_s": round(result.samples_per_s, 1), "seconds": round(result.seconds, 1)}
+    if args.output:
+        Path(args.output).write_text(json.dumps({**result.to_dict(), "world_size": trainer.world_size,
+                                                 "step_losses": result.step_losses}))
     if args.json:
         print(json.dumps(summary))
     else:
@@ -225,6 +243,26 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("distributed (launched through torchrun when N > 1 or M > 1)")
+    group.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help="processes per node")
+    group.add_argument("--nnodes", default="1", metavar="M", help="nodes, or MIN:MAX for elastic")
+    group.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous of a multi-node run")
+    group.add_argument("--rdzv-id", help="the run's id, the same on every node")
+    group.add_argument("--node-rank", type=int, help="this node's rank (static rendezvous)")
+    group.add_argument("--max-restarts", type=int, default=0, metavar="K",
+                       help="restart all workers up to K times after a failure (resumes from "
+                            "--checkpoint-dir)")
+    group.add_argument("--plan", help="sharding plan JSON: table -> sharding type and ranks")
+    group.add_argument("--save-plan", metavar="FILE", help="write the plan in use as plan JSON")
+    group.add_argument("--dense-parallel", default="ddp", choices=["ddp", "fsdp"],
+                       help="dense parts under DDP or FSDP2 (fully_shard)")
+    group.add_argument("--checkpoint-every", type=int, metavar="STEPS",
+                       help="also write a resumable checkpoint every STEPS steps")
+    group.add_argument("--no-resume", action="store_true",
+                       help="start afresh even when --checkpoint-dir holds a checkpoint")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autorec", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -242,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-dir", help="keep checkpoints here (default: a temporary folder)")
     train.add_argument("--num-workers", type=int, default=0, help="DataLoader prefetch workers")
     train.add_argument("--json", action="store_true", help="print the final metrics as one JSON object")
+    train.add_argument("--output", help="write the full result (history, per-step losses) as JSON here")
+    _add_distributed_args(train)
     train.set_defaults(func=cmd_train)
 
     search = commands.add_parser("search", help="run (or resume) an architecture study")
@@ -280,6 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     describe.add_argument("--seed", type=int, default=0)
     describe.add_argument("--json", action="store_true")
     describe.set_defaults(func=cmd_data_describe)
+
+    from autorec.precision.command import add_parser as add_precision_parser
+
+    add_precision_parser(commands)
     return parser
 
 
@@ -291,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("torchrec").setLevel(logging.ERROR)
     logging.getLogger("torch").setLevel(logging.ERROR)
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what torchrun's workers re-run
     try:
         return int(args.func(args))
     except (ArchSpecError, DataError, UsageError, KeyError, ValueError, ImportError) as exc:

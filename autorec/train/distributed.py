@@ -1,31 +1,45 @@
-"""Process groups and torchrec DistributedModelParallel wrapping, for one process or many."""
+"""Process groups, torchrec DistributedModelParallel wrapping and cross-rank gathers.
+
+One process or many: under torchrun (or Ray Train) every rank joins the group the launcher
+describes (gloo on CPU, nccl on GPU); alone, a 1-process gloo group stands in, because
+torchrec's sharded embedding kernels run only under DistributedModelParallel.
+"""
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
-from torchrec.distributed.model_parallel import DistributedModelParallel
+from torchrec.distributed.model_parallel import (
+    DataParallelWrapper,
+    DefaultDataParallelWrapper,
+    DistributedModelParallel,
+)
 from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
-from torchrec.distributed.types import ShardingPlan
+from torchrec.distributed.types import ShardingEnv, ShardingPlan
+
+DENSE_PARALLEL = ("ddp", "fsdp")
 
 
 def ensure_process_group() -> None:
-    """Join the torchrun group when launched by torchrun, else start a 1-process gloo group.
-
-    torchrec's sharded embedding kernels (fused fbgemm, optimizer applied in backward) run
-    only under DistributedModelParallel, which needs a process group even for one process.
-    """
+    """Join the launcher's group when RANK/WORLD_SIZE are set, else start a 1-process gloo group."""
     if dist.is_initialized():
         return
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend)
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     else:
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
+def rank_and_world() -> tuple[int, int]:
+    """(rank, world size) of the default group; (0, 1) when there is none."""
+    if not dist.is_initialized():
+        return 0, 1
+    return dist.get_rank(), dist.get_world_size()
 
 
 def default_device() -> torch.device:
@@ -36,16 +50,69 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
-def shard(model: nn.Module, device: torch.device,
-          plan: ShardingPlan | None = None) -> DistributedModelParallel:
+class FullyShardWrapper(DataParallelWrapper):
+    """Dense parts under FSDP2 (``fully_shard``) instead of DDP, for dense models too large to
+    replicate: each unsharded child of the model (its MLPs, interaction layers) is sharded over
+    all ranks; torchrec keeps the embedding tables."""
+
+    def wrap(self, dmp: DistributedModelParallel, env: ShardingEnv, device: torch.device) -> None:
+        from torch.distributed.fsdp import fully_shard
+
+        sharded = set(DistributedModelParallel._sharded_parameter_names(dmp._dmp_wrapped_module))
+        for name, child in dmp._dmp_wrapped_module.named_children():
+            params = [f"{name}.{p}" for p, _ in child.named_parameters()]
+            if params and not any(p in sharded for p in params):
+                fully_shard(child.to(device), process_group=env.process_group)
+
+
+def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = None,
+          dense_parallel: str = "ddp") -> DistributedModelParallel:
     """Wrap ``model`` (embeddings possibly on meta) in DistributedModelParallel.
 
-    Without ``plan``, torchrec's planner chooses one for the current world and device kind.
+    Args:
+        model: a RecModel (its tables under ``sparse_arch``).
+        device: this rank's device.
+        plan: the tables' placement; without it torchrec's planner chooses one for the current
+            world and device kind (collectively, so every rank gets the same plan).
+        dense_parallel: ``"ddp"`` (DistributedDataParallel, torchrec's default) or ``"fsdp"``.
     """
+    if dense_parallel not in DENSE_PARALLEL:
+        raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
+                         f"got {dense_parallel!r}")
     ensure_process_group()
     sharders = [EmbeddingBagCollectionSharder()]
     if plan is None:
-        topology = Topology(world_size=dist.get_world_size(), compute_device=device.type)
+        topology = Topology(world_size=dist.get_world_size(), compute_device=device.type,
+                            local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE",
+                                                                dist.get_world_size())))
         plan = EmbeddingShardingPlanner(topology=topology).collective_plan(
             model, sharders, dist.GroupMember.WORLD)
-    return DistributedModelParallel(model, device=device, plan=plan, sharders=sharders)
+    wrapper = FullyShardWrapper() if dense_parallel == "fsdp" else DefaultDataParallelWrapper()
+    return DistributedModelParallel(model, device=device, plan=plan, sharders=sharders,
+                                    data_parallel_wrapper=wrapper)
+
+
+def gather_rows(local: np.ndarray, part_sizes: list[int]) -> np.ndarray:
+    """Every rank's rows of ``local`` [n, ...], in the order of the global batches they came from.
+
+    ``part_sizes`` are this rank's rows per global batch (every rank has as many batches). Rank
+    r's part of batch b follows rank r - 1's, so the result is the order a single process sees.
+    The result is on every rank.
+    """
+    world = rank_and_world()[1]
+    if world == 1:
+        return local
+    sizes = torch.tensor(part_sizes, dtype=torch.int64)
+    all_sizes = [torch.empty_like(sizes) for _ in range(world)]
+    dist.all_gather(all_sizes, sizes)
+    longest = max(int(s.sum()) for s in all_sizes)
+    flat = torch.from_numpy(np.ascontiguousarray(local)).reshape(local.shape[0], -1)
+    padded = torch.zeros(longest, flat.shape[1], dtype=flat.dtype)
+    padded[:flat.shape[0]] = flat
+    gathered = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(gathered, padded)
+    pieces = [list(torch.split(g[:int(s.sum())], s.tolist())) for g, s in zip(gathered, all_sizes,
+                                                                            strict=True)]
+    ordered = [pieces[r][b] for b in range(len(part_sizes)) for r in range(world)]
+    out = torch.cat(ordered) if ordered else flat[:0]
+    return out.numpy().reshape(-1, *local.shape[1:])

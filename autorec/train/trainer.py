@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 import math
+import os
 import random
 import shutil
 import tempfile
@@ -15,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from torchrec.datasets.utils import Batch
@@ -26,8 +30,19 @@ from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 from autorec.arch import ArchSpec
 from autorec.data import RecDataset
 from autorec.models import build_model
-from autorec.train.distributed import default_device, shard
+from autorec.train.distributed import (
+    DENSE_PARALLEL,
+    default_device,
+    ensure_process_group,
+    gather_rows,
+    rank_and_world,
+    shard,
+)
+from autorec.train.embedding_init import init_embeddings
 from autorec.train.metrics import binary_metrics
+from autorec.train.partition import rank_batches
+from autorec.train.plan import load_plan
+from autorec.train.resharding import load_resharded
 
 DENSE_OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
 
@@ -39,7 +54,14 @@ class TrainingDiverged(RuntimeError):
 @dataclass(frozen=True)
 class TrainConfig:
     """How to train. Embeddings use torchrec's fused row-wise Adagrad applied in backward;
-    the dense parts use ``dense_optimizer``. Early stopping watches validation AUC."""
+    the dense parts use ``dense_optimizer``. Early stopping watches validation AUC.
+
+    ``batch_size`` and ``eval_batch_size`` are global: under W ranks each rank takes its part
+    of every global batch (see :mod:`autorec.train.partition`). ``plan`` is a sharding plan file
+    (:mod:`autorec.train.plan`; default: torchrec's planner). ``dense_parallel`` is ``"ddp"`` or
+    ``"fsdp"`` (FSDP2 ``fully_shard``). With ``checkpoint_dir``, a resumable checkpoint is
+    written after every epoch and every ``checkpoint_every`` steps, and ``resume`` continues
+    from the latest one, at this or another world size."""
 
     epochs: int = 10
     batch_size: int = 1024
@@ -55,11 +77,22 @@ class TrainConfig:
     checkpoint_dir: str | None = None
     num_workers: int = 0
     progress: bool = True
+    plan: str | None = None
+    dense_parallel: str = "ddp"
+    checkpoint_every: int | None = None
+    resume: bool = False
 
     def __post_init__(self) -> None:
         if self.dense_optimizer not in DENSE_OPTIMIZERS:
             raise ValueError(f"dense_optimizer: expected one of {', '.join(DENSE_OPTIMIZERS)}, "
                              f"got {self.dense_optimizer!r}")
+        if self.dense_parallel not in DENSE_PARALLEL:
+            raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
+                             f"got {self.dense_parallel!r}")
+        if self.checkpoint_every is not None and self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every: expected a positive integer, got {self.checkpoint_every}")
+        if self.resume and not self.checkpoint_dir:
+            raise ValueError("resume: needs checkpoint_dir, the folder to resume from")
         for name in ("epochs", "batch_size", "eval_batch_size", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {getattr(self, name)}")
@@ -85,6 +118,9 @@ class TrainResult:
     val: dict[str, float] = field(default_factory=dict)
     test: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    # The global (all-rank) mean loss of every step; not in to_dict (it grows with the run).
+    step_losses: list[float] = field(default_factory=list)
+    resumed_from: dict[str, int] | None = None
 
     @property
     def samples_per_s(self) -> float:
@@ -98,6 +134,7 @@ class TrainResult:
             "test": self.test,
             "train_samples_per_s": round(self.samples_per_s, 1),
             "seconds": round(self.seconds, 2),
+            "resumed_from": self.resumed_from,
             "history": [dataclasses.asdict(r) for r in self.history],
             "config": dataclasses.asdict(self.config),
         }
@@ -110,7 +147,11 @@ def seed_everything(seed: int) -> None:
 
 
 class Trainer:
-    """Trains ``spec`` on ``dataset`` under torchrec DistributedModelParallel.
+    """Trains ``spec`` on ``dataset`` under torchrec DistributedModelParallel, on one rank or many.
+
+    Under torchrun (or Ray Train) every rank builds the same Trainer: tables are sharded by
+    ``config.plan`` or torchrec's planner, the dense parts are data-parallel, each rank trains on
+    its part of every global batch, and metrics are computed over all ranks' predictions.
 
     Args:
         spec: the architecture.
@@ -141,12 +182,18 @@ class Trainer:
         if spec.n_dense != dataset.schema.n_dense:
             raise ValueError(f"the architecture expects n_dense={spec.n_dense}, dataset "
                              f"{dataset.name!r} has {dataset.schema.n_dense} dense features")
+        ensure_process_group()
+        self.rank, self.world_size = rank_and_world()
+        plan = None
+        if self.config.plan:
+            plan = load_plan(self.config.plan, spec, self.world_size, self.device.type)
         seed_everything(self.config.seed)
         model = build_model(spec, device=torch.device("meta"))
         apply_optimizer_in_backward(
             RowWiseAdagrad, model.sparse_arch.parameters(),
             {"lr": self.config.embedding_lr, "weight_decay": self.config.embedding_weight_decay})
-        self.model = shard(model, self.device)
+        self.model = shard(model, self.device, plan=plan, dense_parallel=self.config.dense_parallel)
+        init_embeddings(self.model, self.config.seed)  # the same start at any world size and plan
         dense_cls = DENSE_OPTIMIZERS[self.config.dense_optimizer]
         dense = KeyedOptimizerWrapper(
             dict(in_backward_optimizer_filter(self.model.named_parameters())),
@@ -156,29 +203,46 @@ class Trainer:
 
     # ---- steps ------------------------------------------------------------------------
     def _batches(self, split: str, batch_size: int, shuffle: bool, epoch: int = 0) -> Iterable[Batch]:
-        return self.dataset.loader(split, batch_size, shuffle=shuffle, seed=self.config.seed,
-                                   epoch=epoch, num_workers=self.config.num_workers)
+        """This rank's parts of the global batches of ``split``."""
+        return rank_batches(self.dataset, split, batch_size, shuffle=shuffle, seed=self.config.seed,
+                            epoch=epoch, rank=self.rank, world_size=self.world_size,
+                            num_workers=self.config.num_workers)
 
-    def train_step(self, batch: Batch) -> float:
+    def train_step(self, batch: Batch) -> tuple[float, int]:
+        """One optimizer step on this rank's part of a global batch: (global mean loss, global samples)."""
         batch = batch.to(self.device, non_blocking=True)
         logits = self.model(batch.dense_features, batch.sparse_features)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, batch.labels)
+        loss_sum = torch.nn.functional.binary_cross_entropy_with_logits(
+            logits, batch.labels, reduction="sum")
+        stats = torch.stack([loss_sum.detach().double(),
+                             torch.tensor(float(batch.labels.numel()), dtype=torch.float64,
+                                          device=loss_sum.device)])
+        if self.world_size > 1:
+            dist.all_reduce(stats)
+        total_loss, total = stats.tolist()
+        # DDP averages the dense gradients over ranks and torchrec divides the embedding ones by
+        # the world size, so scaling the local sum by W / global count gives exactly the
+        # single-process gradient of the global batch's mean loss, even for uneven parts.
         self.optimizer.zero_grad()
-        loss.backward()
+        (loss_sum * (self.world_size / max(total, 1.0))).backward()
         self.optimizer.step()
-        return loss.item()
+        return total_loss / max(total, 1.0), int(total)
 
     @torch.no_grad()
     def predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
-        """(labels, click probabilities) over a whole split, in the loader's order."""
+        """(labels, click probabilities) over a whole split, in the single-process loader's
+        order. Collective under several ranks: every rank gets the whole split."""
         self.model.eval()
-        labels, probs = [], []
+        labels, probs, parts = [], [], []
         for batch in self._batches(split, self.config.eval_batch_size, shuffle=False):
             batch = batch.to(self.device)
             probs.append(torch.sigmoid(self.model(batch.dense_features, batch.sparse_features)).cpu())
             labels.append(batch.labels.cpu())
+            parts.append(batch.labels.numel())
         self.model.train()
-        return torch.cat(labels).numpy(), torch.cat(probs).double().numpy()
+        local = torch.stack([torch.cat(labels).double(), torch.cat(probs).double()], 1).numpy()
+        rows = gather_rows(local, parts)
+        return rows[:, 0].astype(np.float32), rows[:, 1]
 
     def evaluate(self, split: str) -> dict[str, float]:
         labels, probs = self.predict(split)
@@ -187,76 +251,184 @@ class Trainer:
         return binary_metrics(labels, probs)
 
     # ---- checkpoints ------------------------------------------------------------------
-    def save_checkpoint(self, path: str | Path) -> None:
-        """A torch.distributed.checkpoint (sharded) of the model and optimizer states."""
+    def _layout(self) -> dict[str, Any]:
+        """What a checkpoint's shards depend on: loading elsewhere needs resharding."""
+        return {"world_size": self.world_size, "plan": str(self.model.plan),
+                "dense_parallel": self.config.dense_parallel}
+
+    def save_checkpoint(self, path: str | Path, meta: dict[str, Any] | None = None) -> None:
+        """A torch.distributed.checkpoint (sharded: each rank writes its own shards) of the
+        model and optimizer states, with ``meta`` and the sharding layout in ``autorec.json``.
+        Collective; ``path`` must be on storage every rank sees."""
         dcp.save({"model": self.model.state_dict(), "optim": self.optimizer.state_dict()},
                  storage_writer=dcp.FileSystemWriter(str(path), overwrite=True))
+        if self.rank == 0:
+            _write_json(Path(path) / META, {**(meta or {}), "layout": self._layout(),
+                                            "arch": self.spec.name})
+        if self.world_size > 1:
+            dist.barrier()
 
     def load_checkpoint(self, path: str | Path, optimizer: bool = True) -> None:
+        """Load a checkpoint written by :meth:`save_checkpoint` at this or another world size
+        or plan (then through :func:`~autorec.train.resharding.load_resharded`)."""
+        path = Path(path)
+        if not (path / ".metadata").exists():
+            raise FileNotFoundError(f"{path}: not a checkpoint (no .metadata file)")
+        meta_file = path / META
+        layout = json.loads(meta_file.read_text()).get("layout") if meta_file.exists() else None
         state: dict[str, Any] = {"model": self.model.state_dict()}
         if optimizer:
             state["optim"] = self.optimizer.state_dict()
-        dcp.load(state, checkpoint_id=str(path))
+        if layout == self._layout():
+            dcp.load(state, checkpoint_id=str(path))
+        else:  # dcp.load at another layout raises nothing yet restores nothing (DESIGN.md)
+            load_resharded(state, path)
         self.model.load_state_dict(state["model"])
         if optimizer:
             self.optimizer.load_state_dict(state["optim"])
+
+    def _save_progress(self, root: Path, progress: dict[str, Any]) -> None:
+        """A resumable checkpoint ``root/step-N`` and then the ``root/LATEST`` pointer to it,
+        replaced atomically, so a kill mid-save leaves the previous one in force."""
+        name = f"step-{progress['global_step']:09d}"
+        self.save_checkpoint(root / name, meta=progress)
+        if self.rank == 0:
+            previous = _latest(root)
+            tmp = root / f"{LATEST}.tmp"
+            tmp.write_text(name + "\n")
+            os.replace(tmp, root / LATEST)
+            if previous is not None and previous.name != name:
+                shutil.rmtree(previous, ignore_errors=True)
+        if self.world_size > 1:
+            dist.barrier()
 
     # ---- the loop ---------------------------------------------------------------------
     def fit(self) -> TrainResult:
         cfg = self.config
         result = TrainResult(self.spec, cfg)
-        scratch = None if cfg.checkpoint_dir else tempfile.mkdtemp(prefix="autorec-ckpt-")
-        root = Path(cfg.checkpoint_dir or scratch)
+        root, scratch = self._checkpoint_root()
         best_auc, stale, t_start = -math.inf, 0, time.perf_counter()
+        progress = {"epoch": 0, "step": 0, "global_step": 0, "losses": [], "samples": 0,
+                    "seconds": 0.0}
+        if cfg.resume and _latest(root) is not None:
+            latest = _latest(root)
+            meta = json.loads((latest / META).read_text())
+            if meta.get("arch") != self.spec.name:
+                raise ValueError(f"{latest}: checkpoint of architecture {meta.get('arch')!r}, not "
+                                 f"{self.spec.name!r}; use another checkpoint_dir or do not resume")
+            self.load_checkpoint(latest)
+            progress = {k: meta[k] for k in progress}
+            best_auc, stale = meta["best_auc"], meta["stale"]
+            result.best_epoch, result.val = meta["best_epoch"], meta["val"]
+            result.history = [EpochRecord(**r) for r in meta["history"]]
+            result.step_losses = meta["step_losses"]
+            result.resumed_from = {"epoch": progress["epoch"], "step": progress["step"],
+                                   "world_size": meta["layout"]["world_size"]}
         rows = self.dataset.num_rows("train")
         steps = -(-rows // cfg.batch_size) if rows else None
         if steps and cfg.max_steps_per_epoch:
             steps = min(steps, cfg.max_steps_per_epoch)
+
+        def checkpoint(done: dict[str, Any]) -> None:
+            if cfg.checkpoint_dir:
+                self._save_progress(root, {
+                    **done, "best_auc": best_auc, "stale": stale, "best_epoch": result.best_epoch,
+                    "val": result.val, "history": [dataclasses.asdict(r) for r in result.history],
+                    "step_losses": result.step_losses})
+
         try:
-            with _progress(cfg.progress) as progress:
-                for epoch in range(cfg.epochs):
-                    record = self._epoch(epoch, steps, progress)
+            with _progress(cfg.progress and self.rank == 0) as bar:
+                for epoch in range(progress["epoch"], cfg.epochs):
+                    if stale >= cfg.patience:
+                        break
+                    record = self._epoch(epoch, steps, bar, progress, result.step_losses, checkpoint)
                     result.history.append(record)
                     auc = record.val["auc"]
                     if result.best_epoch < 0 or auc > best_auc:  # NaN AUC never improves
                         best_auc, stale, result.best_epoch, result.val = auc, 0, epoch, record.val
-                        self.save_checkpoint(root / "best")
+                        self.save_checkpoint(root / "best", meta={"epoch": epoch})
                     else:
                         stale += 1
+                    progress = {"epoch": epoch + 1, "step": 0, "global_step": progress["global_step"],
+                                "losses": [], "samples": 0, "seconds": 0.0}
+                    checkpoint(progress)
                     if self.on_epoch is not None:
                         self.on_epoch(record)
-                    if stale >= cfg.patience:
-                        break
             if result.best_epoch != len(result.history) - 1:
                 self.load_checkpoint(root / "best", optimizer=False)
             result.test = self.evaluate("test")
         finally:
-            if scratch:
+            if scratch and self.rank == 0:
                 shutil.rmtree(scratch, ignore_errors=True)
         result.seconds = time.perf_counter() - t_start
         return result
 
-    def _epoch(self, epoch: int, steps: int | None, progress: Progress | None) -> EpochRecord:
-        task = progress.add_task(f"epoch {epoch}", total=steps, rate="") if progress else None
-        losses: list[float] = []
-        samples, t0 = 0, time.perf_counter()
-        for step, batch in enumerate(self._batches("train", self.config.batch_size, True, epoch)):
-            if self.config.max_steps_per_epoch and step >= self.config.max_steps_per_epoch:
+    def _checkpoint_root(self) -> tuple[Path, str | None]:
+        """(checkpoint folder, the scratch folder to delete or None): the same path on every rank."""
+        if self.config.checkpoint_dir:
+            return Path(self.config.checkpoint_dir), None
+        if self.world_size > int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size)):
+            raise ValueError("checkpoint_dir: a multi-node run needs a checkpoint folder on storage "
+                             "that every node sees (the best model is kept there)")
+        holder = [tempfile.mkdtemp(prefix="autorec-ckpt-") if self.rank == 0 else None]
+        if self.world_size > 1:
+            dist.broadcast_object_list(holder, src=0)
+        return Path(holder[0]), holder[0]
+
+    def _epoch(self, epoch: int, steps: int | None, bar: Progress | None, progress: dict[str, Any],
+               step_losses: list[float], checkpoint: Callable[[dict[str, Any]], None]) -> EpochRecord:
+        """One epoch from ``progress["step"]`` on (a resumed epoch skips the steps it had done)."""
+        cfg = self.config
+        task = bar.add_task(f"epoch {epoch}", total=steps, rate="") if bar else None
+        losses: list[float] = list(progress["losses"])
+        samples, start = progress["samples"], progress["step"]
+        t0 = time.perf_counter() - progress["seconds"]
+        if bar is not None and task is not None:
+            bar.update(task, advance=start)
+        batches = itertools.islice(self._batches("train", cfg.batch_size, True, epoch), start, None)
+        global_step = progress["global_step"]
+        for step, batch in enumerate(batches, start):
+            if cfg.max_steps_per_epoch and step >= cfg.max_steps_per_epoch:
                 break
-            loss = self.train_step(batch)
+            loss, n = self.train_step(batch)
             if not math.isfinite(loss):
                 raise TrainingDiverged(f"loss is {loss} at epoch {epoch} step {step}")
             losses.append(loss)
-            samples += batch.labels.numel()
-            if progress is not None and task is not None:
+            step_losses.append(loss)
+            samples += n
+            global_step += 1
+            if bar is not None and task is not None:
                 rate = samples / max(time.perf_counter() - t0, 1e-9)
-                progress.update(task, advance=1, rate=f"{rate:,.0f} samples/s  loss {loss:.4f}")
+                bar.update(task, advance=1, rate=f"{rate:,.0f} samples/s  loss {loss:.4f}")
+            if cfg.checkpoint_every and global_step % cfg.checkpoint_every == 0:
+                checkpoint({"epoch": epoch, "step": step + 1, "global_step": global_step,
+                            "losses": losses, "samples": samples,
+                            "seconds": time.perf_counter() - t0})
+        progress["global_step"] = global_step
         seconds = time.perf_counter() - t0
         val = self.evaluate("val")
-        if progress is not None and task is not None:
-            progress.update(task, rate=f"{samples / seconds:,.0f} samples/s  val AUC {val['auc']:.4f}")
+        if bar is not None and task is not None:
+            bar.update(task, rate=f"{samples / seconds:,.0f} samples/s  val AUC {val['auc']:.4f}")
         return EpochRecord(epoch, float(np.mean(losses)) if losses else float("nan"), val,
                            samples / seconds if seconds else 0.0, seconds)
+
+
+META, LATEST = "autorec.json", "LATEST"
+
+
+def _latest(root: Path) -> Path | None:
+    """The checkpoint ``root/LATEST`` points to, or None."""
+    pointer = root / LATEST
+    if not pointer.exists():
+        return None
+    path = root / pointer.read_text().strip()
+    return path if (path / META).exists() else None
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
 
 
 class _NoProgress:
