@@ -31,9 +31,11 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from autorec.arch import PRECISIONS
+from autorec.arch import PRECISIONS, ArchSpec
 from autorec.precision.quantisers import Quantiser, quantiser
 
 
@@ -79,3 +81,37 @@ def recipe(precision: str | Recipe) -> Recipe:
         return RECIPES[precision]
     except KeyError:
         raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(RECIPES)}") from None
+
+
+def with_precision(spec: ArchSpec, precision: str, parts: Iterable[str] | None = None) -> ArchSpec:
+    """``spec`` with ``precision`` in the given dense parts (``dense_arch``, ``layers.<i>``,
+    ``over_arch``; default: all of them). Embedding tables keep theirs.
+
+    Example:
+        >>> from autorec.arch import TableSpec, DotConfig
+        >>> spec = ArchSpec(dim=4, tables=(TableSpec(name="t", features=("f",), num_embeddings=5, dim=4),),
+        ...                 layers=(DotConfig(self_interaction=True),))
+        >>> mx = with_precision(spec, "mxfp8_e4m3", ["over_arch"])
+        >>> mx.over_arch_precision, mx.layers[0].precision
+        ('mxfp8_e4m3', 'fp32')
+    """
+    recipe(precision)
+    names = part_names(spec)
+    chosen = set(names if parts is None else parts)
+    unknown = sorted(chosen - set(names))
+    if unknown:
+        raise ValueError(f"unknown part {unknown[0]!r}; this architecture has {', '.join(names)}")
+    layers = tuple(dataclasses.replace(layer, precision=precision) if f"layers.{i}" in chosen else layer
+                   for i, layer in enumerate(spec.layers))
+    changes: dict[str, object] = {"layers": layers}
+    if "dense_arch" in chosen:
+        changes["dense_arch_precision"] = precision
+    if "over_arch" in chosen:
+        changes["over_arch_precision"] = precision
+    return spec.replace(**changes)
+
+
+def part_names(spec: ArchSpec) -> list[str]:
+    """The dense parts of ``spec`` that carry a precision, in model order."""
+    return [*(["dense_arch"] if spec.n_dense else []), *(f"layers.{i}" for i in range(len(spec.layers))),
+            "over_arch"]

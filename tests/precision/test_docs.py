@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["formats", "quantisers", "recipes", "layers", "native"]
+MODULES = ["formats", "quantisers", "recipes", "layers", "native", "probe"]
 
 
 @pytest.mark.parametrize("name", MODULES)
