@@ -16,6 +16,8 @@ defaults give the dlrm preset, a space of one architecture::
       precision: [fp32]              # table precision, chosen per group
     dense_arch: [[64], [64, 32]]     # MLP sizes of the dense arch (unused without dense features)
     over_arch: [[256, 128]]
+    dense_arch_precision: [fp32]     # precision of the dense arch / over-arch (default fp32)
+    over_arch_precision: [fp32, mxfp8_e4m3]
     layers:
       num: {low: 1, high: 3}         # number of interaction layers
       kinds: [wukong, dhen, dlrm, dcnv2, skip, mlp]
@@ -39,7 +41,8 @@ DHEN ``num_heads`` / ``dcn_layers`` are chosen only with ``attention`` / ``dcn``
 (else they keep their defaults).
 
 Optuna parameter names: ``dim``, ``emb.<group>``, ``emb.<group>.precision``, ``dense_arch``,
-``num_layers``, ``layer<i>.kind``, ``layer<i>.<kind>.<field>``, ``over_arch``. A choice with one
+``num_layers``, ``layer<i>.kind``, ``layer<i>.<kind>.<field>``, ``over_arch``,
+``dense_arch.precision``, ``over_arch.precision``. A choice with one
 value is not a parameter. List values are strings (``"256-128"``, ``"dot+attention"``,
 ``"none"`` for an empty list). Where a choice was narrowed as above, the name says by what
 (``layer0.dhen.num_heads@dim=12``), since an Optuna parameter keeps one set of choices.
@@ -91,7 +94,8 @@ SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
 Values = tuple[Any, ...] | range
 _Field = tuple[type[BlockConfig], str]  # a config class and one of its fields
 
-_TOP_KEYS = ("name", "description", "dim", "embedding", "dense_arch", "over_arch", "layers")
+_TOP_KEYS = ("name", "description", "dim", "embedding", "dense_arch", "over_arch", "layers",
+             "dense_arch_precision", "over_arch_precision")
 _EMBEDDING_KEYS = ("dim", "dim_ratio", "groups", "precision")
 _LAYER_KEYS = ("num", "kinds", "precision", *KINDS)
 # Fields that can change a layer's number of output vectors or which values of later fields are
@@ -148,6 +152,8 @@ class SearchSpace:
     dense_arch: Values = ((64,),)
     over_arch: Values = ((256, 128),)
     layers: LayerChoices = field(default_factory=LayerChoices)
+    dense_arch_precision: Values = ("fp32",)
+    over_arch_precision: Values = ("fp32",)
     source: str = "<space>"
     _bound: dict[Schema, _Bound] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -328,8 +334,14 @@ dcnv2, skip, mlp, got 'transformr'
             f_in = out_features(layer, f_in, dim)
             layers.append(layer)
         over_arch = chooser.choose("over_arch", self.over_arch, getattr(target, "over_arch", None))
+        dense_precision = (chooser.choose("dense_arch.precision", self.dense_arch_precision,
+                                          getattr(target, "dense_arch_precision", None))
+                           if schema.n_dense else "fp32")
+        over_precision = chooser.choose("over_arch.precision", self.over_arch_precision,
+                                        getattr(target, "over_arch_precision", None))
         return ArchSpec(name=self.name, dim=dim, tables=tables, n_dense=schema.n_dense,
-                        dense_arch=dense_arch, layers=tuple(layers), over_arch=over_arch)
+                        dense_arch=dense_arch, layers=tuple(layers), over_arch=over_arch,
+                        dense_arch_precision=dense_precision, over_arch_precision=over_precision)
 
     def _tables(self, chooser: _Chooser, bound: _Bound, dim: int,
                 target: ArchSpec | None) -> tuple[TableSpec, ...]:
@@ -505,9 +517,9 @@ class _Bound:
         emb = space.embedding
         widths = len(emb.dim if emb.dim is not None else emb.dim_ratio)
         tables = (widths * len(emb.precision)) ** len(self.groups)
-        dense = len(space.dense_arch) if self.schema.n_dense else 1
+        dense = len(space.dense_arch) * len(space.dense_arch_precision) if self.schema.n_dense else 1
         stacks = sum(space._stacks.ways(num, dim, self.f0) for dim in space.dim for num in space.layers.num)
-        return tables * dense * stacks * len(space.over_arch)
+        return tables * dense * stacks * len(space.over_arch) * len(space.over_arch_precision)
 
 
 def _groups(spec: str | tuple[tuple[str, tuple[str, ...]], ...],
@@ -694,8 +706,11 @@ def _parse(data: Any, source: str) -> SearchSpace:
     dense_arch = _values(top.get("dense_arch", [[64]]), "dense_arch", "ints", minimum=1)
     over_arch = _values(top.get("over_arch", [[256, 128]]), "over_arch", "ints", minimum=1)
     layers = _parse_layers(top.get("layers"))
+    part_precision = {key: _values(top.get(key, "fp32"), key, "str", one_of=PRECISIONS)
+                      for key in ("dense_arch_precision", "over_arch_precision")}
     return SearchSpace(name=name, description=description, dim=dim, embedding=embedding,
-                       dense_arch=dense_arch, over_arch=over_arch, layers=layers, source=source)
+                       dense_arch=dense_arch, over_arch=over_arch, layers=layers, source=source,
+                       **part_precision)
 
 
 def _parse_embedding(data: Any, dims: Values) -> EmbeddingChoices:

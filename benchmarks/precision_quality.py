@@ -42,7 +42,8 @@ def main() -> None:
         rows.append({"preset": args.preset, "precision": precision, "val": result.val, "test": result.test,
                      "best_epoch": result.best_epoch, "seconds": time.perf_counter() - t0})
         print(f"| {args.preset} | {precision} | {result.val['auc']:.4f} | {result.test['auc']:.4f} | "
-              f"{result.test['logloss']:.4f} | {result.best_epoch} | {time.perf_counter() - t0:.0f} |", flush=True)
+              f"{result.test['logloss']:.4f} | {result.best_epoch} | {time.perf_counter() - t0:.0f} |",
+              flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
