@@ -68,12 +68,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     from autorec.train.launch import launch, under_launcher
     from autorec.train.trainer import TrainConfig, Trainer
 
+    if args.ray_workers and (args.nproc_per_node > 1 or args.nnodes != "1"):
+        raise UsageError("--ray-workers: Ray Train starts the workers; drop --nproc-per-node/--nnodes")
     if (args.nproc_per_node > 1 or args.nnodes != "1" or args.max_restarts) and not under_launcher():
         return launch(args.argv, nproc_per_node=args.nproc_per_node, nnodes=args.nnodes,
                       rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                       max_restarts=args.max_restarts, node_rank=args.node_rank)
     dataset = _load_data(args)
     spec = _resolve_arch(args.arch, dataset.schema)
+    ray_workers = args.ray_workers and not under_launcher()
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                          dense_lr=args.lr, embedding_lr=args.embedding_lr,
                          dense_optimizer=args.optimizer, patience=args.patience,
@@ -82,21 +85,27 @@ def cmd_train(args: argparse.Namespace) -> int:
                          progress=not args.json and sys.stderr.isatty(), plan=args.plan,
                          dense_parallel=args.dense_parallel, checkpoint_every=args.checkpoint_every,
                          resume=bool(args.checkpoint_dir) and not args.no_resume)
-    trainer = Trainer(spec, dataset, config)
-    if args.save_plan and trainer.rank == 0:
-        from autorec.train.plan import save_plan
+    if ray_workers:
+        from autorec.train.ray_train import train_on_ray
 
-        save_plan(trainer.model.plan, trainer.world_size, args.save_plan)
-    result = trainer.fit()
-    if trainer.rank != 0:  # rank 0 speaks for the run; the metrics are the same on every rank
-        return 0
-    summary = {"data": dataset.name, "arch": spec.name, "best_epoch": result.best_epoch,
-               "val": result.val, "test": result.test, "world_size": trainer.world_size,
-               "resumed_from": result.resumed_from,
-               "train_samples_per_s": round(result.samples_per_s, 1), "seconds": round(result.seconds, 1)}
+        full = train_on_ray(spec, args.data, parse_options(args.data_opt), config,
+                            num_workers=args.ray_workers, data_path=args.data_path, address=args.ray_address)
+    else:
+        trainer = Trainer(spec, dataset, config)
+        if args.save_plan and trainer.rank == 0:
+            from autorec.train.plan import save_plan
+
+            save_plan(trainer.model.plan, trainer.world_size, args.save_plan)
+        result = trainer.fit()
+        if trainer.rank != 0:  # rank 0 speaks for the run; the metrics are the same on every rank
+            return 0
+        full = {**result.to_dict(), "world_size": trainer.world_size, "step_losses": result.step_losses}
+    summary = {"data": dataset.name, "arch": spec.name, "best_epoch": full["best_epoch"],
+               "val": full["val"], "test": full["test"], "world_size": full["world_size"],
+               "resumed_from": full["resumed_from"], "train_samples_per_s": full["train_samples_per_s"],
+               "seconds": round(full["seconds"], 1)}
     if args.output:
-        Path(args.output).write_text(json.dumps({**result.to_dict(), "world_size": trainer.world_size,
-                                                 "step_losses": result.step_losses}))
+        Path(args.output).write_text(json.dumps(full))
     if args.json:
         print(json.dumps(summary))
     else:
@@ -261,6 +270,9 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
                        help="also write a resumable checkpoint every STEPS steps")
     group.add_argument("--no-resume", action="store_true",
                        help="start afresh even when --checkpoint-dir holds a checkpoint")
+    group.add_argument("--ray-workers", type=int, metavar="N",
+                       help="train on N Ray Train workers (TorchTrainer) instead of torchrun")
+    group.add_argument("--ray-address", help="Ray cluster to join (default: RAY_ADDRESS, else a local one)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,172 @@
+"""In-process parts of distributed training: partitioning, plan files, init, resharding."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from autorec.data import InMemoryDataset, Jagged, RecDataset, Schema, SparseFeature, TabularData
+from autorec.data.tabular import TabularBatches
+from autorec.presets import preset
+from autorec.train.partition import rank_batches, rank_slice, slice_batch
+from autorec.train.plan import PlanError, load_plan, plan_from_json, plan_to_json
+from autorec.train.trainer import TrainConfig, Trainer
+
+FAST = TrainConfig(epochs=1, batch_size=256, seed=0, progress=False, embedding_lr=0.1, dense_lr=3e-3)
+
+
+def indexed(n: int = 103) -> InMemoryDataset:
+    """Dense column 0 holds the sample's index, so a batch tells which samples it holds."""
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.randint(0, 4, (n,), generator=g)
+    tags = torch.randint(0, 9, (int(lengths.sum()),), generator=g)
+    schema = Schema(dense=("i",), sparse=(SparseFeature("user", n), SparseFeature("tags", 9, multi_hot=True)))
+    data = TabularData(schema, torch.arange(n, dtype=torch.float32)[:, None],
+                       (Jagged.single(torch.arange(n)), Jagged.from_lengths(tags, lengths)),
+                       (torch.arange(n) % 2).float())
+    return InMemoryDataset("indexed", {"train": data, "val": data.subset(torch.arange(10)),
+                                       "test": data.subset(torch.arange(10))})
+
+
+class Streamed(RecDataset):
+    """A dataset that only streams batches (like criteo): exercises the slicing path."""
+
+    def __init__(self, inner: InMemoryDataset) -> None:
+        self.inner, self.name, self.schema = inner, "streamed", inner.schema
+
+    def batches(self, split, batch_size, *, shuffle, seed=0, epoch=0):
+        return list(self.inner.batches(split, batch_size, shuffle=shuffle, seed=seed, epoch=epoch))
+
+
+def samples(batch) -> list[int]:
+    return batch.dense_features[:, 0].long().tolist()
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_ranks_split_every_global_batch_without_loss_or_duplication(world, streamed):
+    ds = indexed()
+    source = Streamed(ds) if streamed else ds
+    whole = list(TabularBatches(ds.splits["train"], 16, shuffle=True, seed=3))
+    parts = [list(rank_batches(source, "train", 16, shuffle=True, seed=3, epoch=0, rank=r, world_size=world))
+             for r in range(world)]
+    assert all(len(p) == len(whole) for p in parts)  # every rank takes the same number of steps
+    for b, batch in enumerate(whole):
+        joined = [i for r in range(world) for i in samples(parts[r][b])]
+        assert joined == samples(batch)  # rank r's part follows rank r - 1's: no loss, no duplicate
+        for r in range(world):
+            part = parts[r][b]
+            for key in ("user", "tags"):  # the sparse features travel with their samples
+                ids = [ds.splits["train"].batch(torch.tensor([i])).sparse_features[key].values().tolist()
+                       for i in samples(part)]
+                got = part.sparse_features[key]
+                assert [v.tolist() for v in torch.split(got.values(), got.lengths().tolist())] == ids
+
+
+def test_rank_slice_and_slice_batch_edges():
+    assert [rank_slice(5, r, 4) for r in range(4)] == [(0, 2), (2, 3), (3, 4), (4, 5)]
+    assert [rank_slice(2, r, 4)[1] - rank_slice(2, r, 4)[0] for r in range(4)] == [1, 1, 0, 0]
+    batch = next(iter(indexed().batches("train", 8, shuffle=False)))
+    assert samples(slice_batch(batch, 3, 3)) == [] and samples(slice_batch(batch, 0, 8)) == list(range(8))
+
+
+def test_rank_batches_with_dataloader_workers_keep_the_order():
+    ds = indexed()
+    plain = [samples(b) for b in rank_batches(ds, "train", 10, shuffle=True, seed=0, epoch=1, rank=1,
+                                              world_size=2)]
+    workers = [samples(b) for b in rank_batches(ds, "train", 10, shuffle=True, seed=0, epoch=1, rank=1,
+                                                world_size=2, num_workers=2)]
+    assert plain == workers
+
+
+# ---- plan files -----------------------------------------------------------------------------
+def spec_of(ds):
+    return preset("dlrm", ds.schema, dim=8)
+
+
+def test_plan_file_round_trip(planted_data, tmp_path):
+    spec = spec_of(planted_data)
+    doc = {"version": 1, "world_size": 1, "tables": {
+        "t_user": {"sharding_type": "table_wise", "ranks": [0]},
+        "t_item": {"sharding_type": "column_wise", "ranks": [0, 0]},
+        "t_tags": {"sharding_type": "data_parallel"}}}
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    plan = load_plan(tmp_path / "plan.json", spec, world_size=1, device_type="cpu")
+    tables = plan.plan["sparse_arch"]
+    assert tables["t_item"].sharding_type == "column_wise" and len(tables["t_item"].ranks) == 2
+    again = plan_to_json(plan, 1)
+    assert {k: v["sharding_type"] for k, v in again["tables"].items()} == {
+        "t_user": "table_wise", "t_item": "column_wise", "t_tags": "data_parallel"}
+    assert str(plan_from_json(again, spec, 1, "cpu")) == str(plan)
+
+
+ALL_DP = {t: {"sharding_type": "data_parallel"} for t in ("t_user", "t_item", "t_tags")}
+
+
+@pytest.mark.parametrize("tables, message", [
+    ({"t_user": ALL_DP["t_user"]}, r"p.json: tables: no sharding given for \['t_item', 't_tags'\]"),
+    ({**ALL_DP, "t_city": {}}, r"\['t_city'\] are not tables of architecture"),
+    ({**ALL_DP, "t_user": {"sharding_type": "row_wise"}}, "tables.t_user.sharding_type: row_wise needs CUDA"),
+    ({**ALL_DP, "t_user": {"sharding_type": "table_wise", "ranks": [2]}},
+     "tables.t_user.ranks: rank 2 does not exist in a world of 1"),
+    ({**ALL_DP, "t_user": {"sharding_type": "table_wise", "ranks": [0, 0]}},
+     "table_wise places a table on one rank"),
+    ({**ALL_DP, "t_user": {"sharding_type": "sideways"}}, "expected one of data_parallel, table_wise"),
+    ({**ALL_DP, "t_user": {"sharding_type": "column_wise", "ranks": [0, 0, 0]}},
+     "torchrec rejects the plan: column dim"),
+    ({**ALL_DP, "t_user": {"sharding_type": "table_wise", "rank": 0}}, r"unknown keys \['rank'\]"),
+])
+def test_bad_plans_name_the_key(planted_data, tables, message):
+    with pytest.raises(PlanError, match=message):
+        plan_from_json({"version": 1, "tables": tables}, spec_of(planted_data), 1, "cpu", source="p.json")
+
+
+def test_bad_plan_files(planted_data, tmp_path):
+    spec = spec_of(planted_data)
+    (tmp_path / "bad.json").write_text('{"version": 1,\n "tables": }')
+    with pytest.raises(PlanError, match=r"bad.json:2:12: not valid JSON"):
+        load_plan(tmp_path / "bad.json", spec, 1, "cpu")
+    with pytest.raises(PlanError, match="world_size: the plan is for 2 ranks, this run has 1"):
+        plan_from_json({"version": 1, "world_size": 2, "tables": {}}, spec, 1, "cpu")
+    with pytest.raises(PlanError, match="version: expected 1, got 3"):
+        plan_from_json({"version": 3, "tables": {}}, spec, 1, "cpu")
+    with pytest.raises(PlanError, match="no such plan file"):
+        load_plan(tmp_path / "missing.json", spec, 1, "cpu")
+
+
+# ---- init and resharding (one process, two layouts) ----------------------------------------------
+def write_plan(path, tables):
+    path.write_text(json.dumps({"version": 1, "tables": tables}))
+    return str(path)
+
+
+def test_same_seed_same_start_under_any_plan(planted_data, tmp_path):
+    spec = spec_of(planted_data)
+    a = write_plan(tmp_path / "a.json", {t: {"sharding_type": "table_wise", "ranks": [0]}
+                                         for t in ("t_user", "t_item", "t_tags")})
+    b = write_plan(tmp_path / "b.json", {"t_user": {"sharding_type": "column_wise", "ranks": [0, 0]},
+                                         "t_item": {"sharding_type": "data_parallel"},
+                                         "t_tags": {"sharding_type": "column_wise", "ranks": [0, 0]}})
+    pa = Trainer(spec, planted_data, dataclasses.replace(FAST, plan=a)).predict("test")[1]
+    pb = Trainer(spec, planted_data, dataclasses.replace(FAST, plan=b)).predict("test")[1]
+    np.testing.assert_allclose(pa, pb, rtol=0, atol=1e-7)
+
+
+def test_checkpoint_loads_into_another_layout(planted_data, tmp_path):
+    """Column-wise halves written, whole tables read (and back): the resharding path, checked on
+    the outputs."""
+    spec = spec_of(planted_data)
+    cw = write_plan(tmp_path / "cw.json", {t: {"sharding_type": "column_wise", "ranks": [0, 0]}
+                                           for t in ("t_user", "t_item", "t_tags")})
+    tw = write_plan(tmp_path / "tw.json", {t: {"sharding_type": "table_wise", "ranks": [0]}
+                                           for t in ("t_user", "t_item", "t_tags")})
+    trained = Trainer(spec, planted_data, dataclasses.replace(FAST, plan=cw))
+    trained.fit()
+    trained.save_checkpoint(tmp_path / "ck")
+    expected = trained.predict("test")[1]
+    fresh = Trainer(spec, planted_data, dataclasses.replace(FAST, plan=tw, seed=5))
+    assert not np.allclose(fresh.predict("test")[1], expected, atol=1e-4)
+    fresh.load_checkpoint(tmp_path / "ck", optimizer=False)
+    np.testing.assert_allclose(fresh.predict("test")[1], expected, rtol=0, atol=1e-6)

@@ -1,0 +1,73 @@
+"""trainers/: the launch recipes work as written (what can run on one CPU machine runs)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autorec.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAINERS = ROOT / "trainers"
+SCRIPTS = ["torchrun_single_node.sh", "torchrun_multi_node.sh", "slurm.sbatch", "ray_job.sh"]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_scripts_are_valid_bash(name):
+    proc = subprocess.run(["bash", "-n", str(TRAINERS / name)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = (TRAINERS / name).read_text()
+    assert "autorec.cli train" in text and f"trainers/{name}" in text  # says how it is run
+
+
+def test_readme_names_every_recipe():
+    readme = (TRAINERS / "README.md").read_text()
+    for name in [*SCRIPTS, "k8s/pytorchjob.yaml"]:
+        assert name in readme
+
+
+def test_pytorchjob_manifest_parses_and_its_arguments_are_autorecs():
+    job = yaml.safe_load((TRAINERS / "k8s" / "pytorchjob.yaml").read_text())
+    assert job["apiVersion"] == "kubeflow.org/v1" and job["kind"] == "PyTorchJob"
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert set(replicas) == {"Master", "Worker"}
+    for spec in replicas.values():
+        container = spec["template"]["spec"]["containers"][0]
+        assert container["command"][-2:] == ["-m", "autorec.cli"]
+        args = build_parser().parse_args(container["args"])
+        assert args.command == "train" and args.checkpoint_dir.startswith("/checkpoints/")
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert "/checkpoints" in mounts
+
+
+def _run_recipe(name: str, tmp_path: Path, **env: str) -> dict:
+    out = tmp_path / "out.json"
+    full_env = {**os.environ, "PYTHON": sys.executable, "NPROC": "2", "CKPT": str(tmp_path / "ck"),
+                "DATA_OPTS": "preset=tiny num_samples=2000", **env}
+    proc = subprocess.run(["bash", str(TRAINERS / name), "--epochs", "1", "--batch-size", "200", "--json",
+                           "--output", str(out)], cwd=ROOT, env=full_env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "ck" / "LATEST").exists()
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_single_node_recipe_runs(tmp_path):
+    out = _run_recipe("torchrun_single_node.sh", tmp_path)
+    assert out["world_size"] == 2 and out["test"]["n"] == 200
+
+
+@pytest.mark.slow
+def test_multi_node_recipe_runs_as_one_node(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = _run_recipe("torchrun_multi_node.sh", tmp_path, NNODES="1", RDZV_ENDPOINT=f"127.0.0.1:{port}",
+                      RUN_ID="test")
+    assert out["world_size"] == 2
