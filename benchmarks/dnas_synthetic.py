@@ -41,7 +41,7 @@ def run(data: str, seed: int = 0, space: str = "quickstart", dim: int = 16, step
     train = TrainConfig(epochs=epochs, batch_size=1024, seed=seed, patience=patience, progress=False)
     models = {"derived": result.spec, **{name: preset(name, dataset.schema, dim=dim) for name in presets}}
     rows = {}
-    for name, spec in models.items():
+    for name, spec in models.items() if epochs else ():  # epochs 0: only which kinds it picks
         t1 = time.perf_counter()
         fit = Trainer(spec, dataset, train).fit()
         rows[name] = {"test_auc": fit.test["auc"], "val_auc": fit.val["auc"],
@@ -61,13 +61,13 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=16)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--warmup", type=int, default=100)
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=8, help="0: only run the supernet")
     parser.add_argument("--presets", default="dlrm,dcnv2,wukong,dhen")
     parser.add_argument("--data-opt", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     out = run(args.data, args.seed, args.space, args.dim, args.steps, args.warmup, epochs=args.epochs,
-              presets=tuple(args.presets.split(",")), **parse_options(args.data_opt))
+              presets=tuple(p for p in args.presets.split(",") if p), **parse_options(args.data_opt))
     print(f"synthetic {out['data']} (seed {out['seed']}): Bayes test AUC {out['bayes_test_auc']:.4f}; "
           f"supernet {out['steps']} steps in {out['supernet_seconds']:.0f} s")
     for i, probs in enumerate(out["kind_probs"]):
