@@ -18,7 +18,10 @@ X (X^T Y)) stay in fp32.
 
 Mixed precision in a supernet: :func:`quant_linear` is a pure function of the shared weight,
 so a mixed op over formats evaluates ``sum_i w_i * layer.forward_as(x, p_i)`` on one
-:class:`QuantLinear` (one set of weights, one output per candidate precision).
+:class:`QuantLinear`; for a whole block, :class:`AtPrecision` candidates wrap one shared
+module, each running it under its own precision (:func:`as_precision`), so
+``supernet.mixed.MixedChoice("layer0.precision", {p: AtPrecision(op, p) for p in formats})``
+mixes the formats over one set of weights.
 
 Example:
     >>> layer = nn.Linear(64, 8)
@@ -34,6 +37,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -302,3 +307,56 @@ def quantise_model(model: nn.Module) -> nn.Module:
         if precision != "fp32":
             quantise_module_(module, precision)
     return model
+
+
+@contextmanager
+def as_precision(module: nn.Module, precision: str) -> Iterator[nn.Module]:
+    """Run ``module`` (its dense modules) in ``precision`` inside the block; restore after.
+
+    Example:
+        >>> layer = nn.Linear(32, 2)
+        >>> with as_precision(layer, "mxfp4_e2m1"):
+        ...     type(layer).__name__
+        'QuantLinear'
+        >>> type(layer).__name__
+        'Linear'
+    """
+    saved = [(sub, type(sub), sub.__dict__.get("precision")) for sub in module.modules()
+             if _BASES.get(type(sub), type(sub)) in QUANTISED]
+    quantise_module_(module, precision)
+    try:
+        yield module
+    finally:
+        for sub, cls, previous in saved:
+            sub.__class__ = cls
+            if previous is None:
+                sub.__dict__.pop("precision", None)
+            else:
+                sub.precision = previous
+
+
+class AtPrecision(nn.Module):
+    """A candidate of a mixed op over formats: the shared ``module`` run in ``precision``.
+
+    Shapes: those of ``module``.
+
+    Args:
+        module: the shared module (the same object in every candidate: one set of weights).
+        precision: a layer precision (``autorec.arch.PRECISIONS``).
+
+    Example:
+        >>> shared = nn.Linear(32, 2)
+        >>> mixed = [AtPrecision(shared, p) for p in ("fp32", "mxfp4_e2m1")]
+        >>> x = torch.randn(3, 32)
+        >>> torch.equal(mixed[0](x), shared(x)), torch.equal(mixed[1](x), shared(x))
+        (True, False)
+    """
+
+    def __init__(self, module: nn.Module, precision: str) -> None:
+        super().__init__()
+        recipe(precision)
+        self.module, self.precision = module, precision
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        with as_precision(self.module, self.precision):
+            return self.module(*args, **kwargs)

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from autorec.precision.layers import _BASES, QUANTISED, dense_parts, quantise_module_
+from autorec.precision.layers import QUANTISED, as_precision, dense_parts, quantise_module_
 from autorec.precision.quantisers import quantiser
 from autorec.precision.recipes import recipe
 from autorec.train.metrics import binary_metrics
@@ -114,19 +114,9 @@ def _axis(module: nn.Module) -> int:
 
 
 def _call_as(module: nn.Module, precision: str, args: tuple, kwargs: dict) -> torch.Tensor:
-    """The module's forward in ``precision`` (hooks bypassed), its class restored after."""
-    cls, had = type(module), "precision" in module.__dict__
-    saved = module.__dict__.get("precision")
-    module.__class__ = QUANTISED[_BASES.get(cls, cls)]
-    module.precision = precision
-    try:
+    """The module's forward in ``precision``, its forward hooks bypassed."""
+    with as_precision(module, precision):
         out = module.forward(*args, **kwargs)
-    finally:
-        module.__class__ = cls
-        if had:
-            module.precision = saved
-        else:
-            module.__dict__.pop("precision", None)
     return out[0] if isinstance(out, tuple) else out
 
 

@@ -11,17 +11,19 @@ from torchrec.modules.crossnet import CrossNet, LowRankCrossNet
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from autorec.arch import PRECISIONS, ArchSpec, TableSpec
+from autorec.blocks import build_block
 from autorec.costs import arch_cost
 from autorec.models import build_model
 from autorec.precision.layers import (
     QUANTISED,
+    AtPrecision,
     QuantLinear,
     dense_parts,
     quant_linear,
     quantise_module_,
 )
 from autorec.precision.native import native_linear, scaled_mm_supported
-from autorec.precision.recipes import RECIPES, recipe
+from autorec.precision.recipes import RECIPES, recipe, with_precision
 from tests.blocks.test_conformance import CASES
 
 
@@ -196,3 +198,40 @@ def test_native_fp8_matches_the_emulation(rowwise: bool) -> None:
     layer = QuantLinear(128, 32, precision=precision).cuda()
     layer(x).sum().backward()
     assert torch.isfinite(layer.weight.grad).all()
+
+
+def test_at_precision_candidates_share_one_set_of_weights() -> None:
+    torch.manual_seed(0)
+    shared = build_block(CASES["wukong"], 5, 8)
+    candidates = nn.ModuleList([AtPrecision(shared, p) for p in ("fp32", "mxfp8_e4m3", "mxfp4_e2m1")])
+    assert len(list(candidates.parameters())) == len(list(shared.parameters()))
+    x = _seeded(4, 5, 8, seed=0)
+    outs = [c(x) for c in candidates]
+    assert torch.equal(outs[0], shared(x))  # the shared block is back in fp32 after each call
+    quantised = build_block(CASES["wukong"], 5, 8)
+    quantised.load_state_dict(shared.state_dict())
+    quantise_module_(quantised, "mxfp4_e2m1")
+    torch.testing.assert_close(outs[2], quantised(x), rtol=0, atol=0)
+    mix = 0.2 * outs[0] + 0.3 * outs[1] + 0.5 * outs[2]
+    mix.square().sum().backward()
+    assert all(p.grad is not None for p in shared.parameters())
+
+
+def test_quantised_model_exports_with_its_quantisation() -> None:
+    from autorec.export import TensorInputs, _tracing_inputs, export_program
+
+    spec = ArchSpec(dim=8, n_dense=2, dense_arch=(16,), over_arch=(16,),
+                    layers=(dataclasses.replace(CASES["dhen-concat-all"], precision="mxfp4_e2m1"),),
+                    tables=(TableSpec(name="t", features=("a", "b", "c"), num_embeddings=20, dim=8),),
+                    over_arch_precision="fp8_e4m3_rowwise")
+    torch.manual_seed(0)
+    model = build_model(spec).eval()
+    program = export_program(model)
+    inputs = _tracing_inputs(spec, batch=7)
+    with torch.no_grad():
+        expected = TensorInputs(model)(*inputs)
+        plain = build_model(with_precision(spec, "fp32"))
+        plain.load_state_dict(model.state_dict())
+        unquantised = TensorInputs(plain.eval())(*inputs)
+    torch.testing.assert_close(program.module()(*inputs), expected, rtol=0, atol=0)
+    assert not torch.equal(expected, unquantised)
