@@ -200,6 +200,7 @@ class Trainer:
             lambda params: dense_cls(params, lr=self.config.dense_lr,
                                      weight_decay=self.config.dense_weight_decay))
         self.optimizer = CombinedOptimizer([self.model.fused_optimizer, dense])
+        self._dense_optimizer = dense
 
     # ---- steps ------------------------------------------------------------------------
     def _batches(self, split: str, batch_size: int, shuffle: bool, epoch: int = 0) -> Iterable[Batch]:
@@ -276,6 +277,10 @@ class Trainer:
             raise FileNotFoundError(f"{path}: not a checkpoint (no .metadata file)")
         meta_file = path / META
         layout = json.loads(meta_file.read_text()).get("layout") if meta_file.exists() else None
+        if optimizer:
+            # Adam's state is created by its first step and a load fills only entries that
+            # exist: a dummy step (zero gradients) creates them; the load then overwrites all.
+            self._dense_optimizer.init_state()
         state: dict[str, Any] = {"model": self.model.state_dict()}
         if optimizer:
             state["optim"] = self.optimizer.state_dict()

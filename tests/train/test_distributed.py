@@ -170,3 +170,45 @@ def test_checkpoint_loads_into_another_layout(planted_data, tmp_path):
     assert not np.allclose(fresh.predict("test")[1], expected, atol=1e-4)
     fresh.load_checkpoint(tmp_path / "ck", optimizer=False)
     np.testing.assert_allclose(fresh.predict("test")[1], expected, rtol=0, atol=1e-6)
+
+
+class CrashOnce(InMemoryDataset):
+    """The planted data, but reading the training split dies at batch ``at`` of epoch 1."""
+
+    def __init__(self, inner: InMemoryDataset, at: int) -> None:
+        super().__init__(inner.name, inner.splits)
+        self.at = at
+
+    def batches(self, split, batch_size, *, shuffle, seed=0, epoch=0):
+        source = super().batches(split, batch_size, shuffle=shuffle, seed=seed, epoch=epoch)
+        if split != "train" or epoch != 1:
+            return source
+        return (b if i < self.at else (_ for _ in ()).throw(RuntimeError("node lost"))
+                for i, b in enumerate(source))
+
+
+def test_a_crashed_run_resumes_mid_epoch_on_the_same_curve(planted_data, tmp_path):
+    """Checkpoints every 5 global steps; a crash at step 6 of epoch 1 resumes from step 2 (global
+    step 10) with model, both optimizers' states and the data order restored: the curve is the
+    uninterrupted one."""
+    spec = spec_of(planted_data)
+    config = dataclasses.replace(FAST, epochs=2, patience=2, batch_size=400)  # 8 steps per epoch
+    reference = Trainer(spec, planted_data, config).fit()
+    resumable = dataclasses.replace(config, checkpoint_dir=str(tmp_path / "ck"), checkpoint_every=5)
+    with pytest.raises(RuntimeError, match="node lost"):
+        Trainer(spec, CrashOnce(planted_data, at=6), resumable).fit()
+    assert (tmp_path / "ck" / "LATEST").read_text().strip() == "step-000000010"
+    assert len(list((tmp_path / "ck").glob("step-*"))) == 1  # older ones are removed
+    resumed = Trainer(spec, planted_data, dataclasses.replace(resumable, resume=True)).fit()
+    assert resumed.resumed_from == {"epoch": 1, "step": 2, "world_size": 1}
+    np.testing.assert_allclose(resumed.step_losses, reference.step_losses, rtol=0, atol=1e-6)
+    assert resumed.test == pytest.approx(reference.test, abs=1e-6)
+    assert [r.train_loss for r in resumed.history] == pytest.approx([r.train_loss for r in reference.history])
+
+
+def test_resume_refuses_another_architecture(planted_data, tmp_path):
+    config = dataclasses.replace(FAST, checkpoint_dir=str(tmp_path / "ck"))
+    Trainer(spec_of(planted_data), planted_data, config).fit()
+    other = preset("dcnv2", planted_data.schema, dim=8)
+    with pytest.raises(ValueError, match="checkpoint of architecture 'dlrm', not 'dcnv2'"):
+        Trainer(other, planted_data, dataclasses.replace(config, resume=True)).fit()
