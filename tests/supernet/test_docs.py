@@ -1,0 +1,18 @@
+"""Every supernet module's docstring examples run and give what they show."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["mixed", "ops", "supernet", "cost", "search", "warm"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name: str) -> None:
+    module = importlib.import_module(f"autorec.supernet.{name}")
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"autorec.supernet.{name} has no Example:"
+    assert result.failed == 0
