@@ -226,28 +226,33 @@ def probe(model: nn.Module, batches: Sequence[Any], formats: Sequence[str] = DEF
 
 
 def probe_figure(result: ProbeResult) -> Any:
-    """Plotly figure: parts x formats (AUC drop, unsafe marked) above sites x formats
-    (log10 of the relative output error)."""
+    """Plotly figure: parts x formats coloured by how far past its tolerance each part is
+    (``max(AUC drop / auc_tolerance, logit error / error_tolerance)``; above 1 is unsafe), above
+    sites x formats coloured by log10 of the relative output error. Rows in model order."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     formats = list(result.formats)
+    parts, sites = result.parts[::-1], result.sites[::-1]  # heat maps draw their first row lowest
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.12, row_heights=[0.3, 0.7],
-                        subplot_titles=(f"AUC drop with one part in a format (unsafe: > "
-                                        f"{result.auc_tolerance} or logit error > {result.error_tolerance})",
+                        subplot_titles=(f"one part in a format: unsafe past AUC drop {result.auc_tolerance} "
+                                        f"or logit error {result.error_tolerance}",
                                         "log10 relative output error of each site"))
-    drops = [[p.auc_drop[f] for f in formats] for p in result.parts]
-    text = [[f"{p.auc_drop[f]:+.4f}<br>{'UNSAFE' if p.unsafe[f] else 'safe'}" for f in formats]
-            for p in result.parts]
-    fig.add_trace(go.Heatmap(z=drops, x=formats, y=[p.part for p in result.parts], text=text,
-                             texttemplate="%{text}", colorscale="RdYlGn_r", zmid=result.auc_tolerance,
-                             colorbar={"title": "AUC drop", "y": 0.85, "len": 0.3}), row=1, col=1)
-    errors = [[float(np.log10(max(s.error[f], 1e-12))) for f in formats] for s in result.sites]
-    fig.add_trace(go.Heatmap(z=errors, x=formats, y=[s.site for s in result.sites], colorscale="Viridis",
+    badness = [[max(p.auc_drop[f] / result.auc_tolerance, p.logit_error[f] / result.error_tolerance)
+                for f in formats] for p in parts]
+    text = [[f"AUC {-p.auc_drop[f]:+.4f}, err {p.logit_error[f]:.3f}<br>{'UNSAFE' if p.unsafe[f] else 'safe'}"
+             for f in formats] for p in parts]
+    fig.add_trace(go.Heatmap(z=badness, x=formats, y=[p.part for p in parts], text=text,
+                             texttemplate="%{text}", colorscale="RdYlGn_r", zmin=0, zmid=1,
+                             zmax=max(2.0, *map(max, badness)),
+                             colorbar={"title": "x tolerance", "y": 0.85, "len": 0.3},
+                             hovertemplate="%{y} in %{x}<br>%{text}<extra></extra>"), row=1, col=1)
+    errors = [[float(np.log10(max(s.error[f], 1e-12))) for f in formats] for s in sites]
+    fig.add_trace(go.Heatmap(z=errors, x=formats, y=[s.site for s in sites], colorscale="Viridis",
                              colorbar={"title": "log10 error", "y": 0.35, "len": 0.6},
                              hovertemplate="%{y}<br>%{x}: 10^%{z:.2f}<extra></extra>"), row=2, col=1)
-    fig.update_layout(height=320 + 22 * len(result.sites), title="autorec precision probe: safe and "
-                      f"unsafe sites (baseline AUC {result.baseline_auc:.4f}, {result.rows} rows)")
+    fig.update_layout(height=320 + 22 * len(sites), title="autorec precision probe: safe and unsafe sites "
+                      f"(fp32 AUC {result.baseline_auc:.4f} on {result.rows} rows)")
     return fig
 
 
