@@ -84,7 +84,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                          max_steps_per_epoch=args.max_steps_per_epoch,
                          progress=not args.json and sys.stderr.isatty(), plan=args.plan,
                          dense_parallel=args.dense_parallel, checkpoint_every=args.checkpoint_every,
-                         resume=bool(args.checkpoint_dir) and not args.no_resume)
+                         resume=bool(args.checkpoint_dir) and not args.no_resume, pipeline=args.pipeline)
     if ray_workers:
         from autorec.train.ray_train import train_on_ray
 
@@ -270,6 +270,8 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
                        help="also write a resumable checkpoint every STEPS steps")
     group.add_argument("--no-resume", action="store_true",
                        help="start afresh even when --checkpoint-dir holds a checkpoint")
+    group.add_argument("--pipeline", action="store_true",
+                       help="train through torchrec's TrainPipelineSparseDist (overlaps input_dist)")
     group.add_argument("--ray-workers", type=int, metavar="N",
                        help="train on N Ray Train workers (TorchTrainer) instead of torchrun")
     group.add_argument("--ray-address", help="Ray cluster to join (default: RAY_ADDRESS, else a local one)")

@@ -7,7 +7,7 @@ from torch import nn
 from torchrec.modules.embedding_configs import DataType, EmbeddingBagConfig, PoolingType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection
 from torchrec.modules.mlp import MLP
-from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor, KeyedTensor
 
 from autorec.arch import ArchSpec
 from autorec.blocks import build_block
@@ -24,6 +24,20 @@ def embedding_configs(spec: ArchSpec) -> list[EmbeddingBagConfig]:
                            data_type=_EMBEDDING_TYPES[t.precision])
         for t in spec.tables
     ]
+
+
+@torch.fx.wrap  # one opaque call under fx: torchrec's TrainPipelineSparseDist traces the model
+def _place_features(pooled: KeyedTensor, names: tuple[str, ...], dim: int,
+                    projections: nn.ModuleDict) -> torch.Tensor:
+    """[B, len(names), dim]: the pooled embeddings in ``names`` order, projected where needed."""
+    if not projections and tuple(pooled.keys()) == names:
+        flat = pooled.values()
+        return flat.reshape(flat.shape[0], len(names), dim)
+    # A sharded collection (DistributedModelParallel) returns its features grouped by
+    # sharding type, so they are placed by name, never by position.
+    by_name = pooled.to_dict()
+    return torch.stack([projections[f](by_name[f]) if f in projections else by_name[f]
+                        for f in names], dim=1)
 
 
 class RecModel(nn.Module):
@@ -74,17 +88,8 @@ class RecModel(nn.Module):
 
     def embed(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature."""
-        pooled = self.sparse_arch(sparse)
-        names = self.spec.feature_names
-        if not self.projections and tuple(pooled.keys()) == names:
-            flat = pooled.values()
-            x = flat.reshape(flat.shape[0], len(names), self.spec.dim)
-        else:
-            # A sharded collection (DistributedModelParallel) returns its features grouped by
-            # sharding type, so they are placed by name, never by position.
-            by_name = pooled.to_dict()
-            x = torch.stack([self.projections[f](by_name[f]) if f in self.projections else by_name[f]
-                             for f in names], dim=1)
+        x = _place_features(self.sparse_arch(sparse), self.spec.feature_names, self.spec.dim,
+                            self.projections)
         if self.dense_arch is not None:
             x = torch.cat([self.dense_arch(dense).unsqueeze(1), x], dim=1)
         return x

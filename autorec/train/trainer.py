@@ -41,6 +41,7 @@ from autorec.train.distributed import (
 from autorec.train.embedding_init import init_embeddings
 from autorec.train.metrics import binary_metrics
 from autorec.train.partition import rank_batches
+from autorec.train.pipeline import SparseDistPipeline
 from autorec.train.plan import load_plan
 from autorec.train.resharding import load_resharded
 
@@ -61,7 +62,8 @@ class TrainConfig:
     (:mod:`autorec.train.plan`; default: torchrec's planner). ``dense_parallel`` is ``"ddp"`` or
     ``"fsdp"`` (FSDP2 ``fully_shard``). With ``checkpoint_dir``, a resumable checkpoint is
     written after every epoch and every ``checkpoint_every`` steps, and ``resume`` continues
-    from the latest one, at this or another world size."""
+    from the latest one, at this or another world size. ``pipeline`` trains through torchrec's
+    TrainPipelineSparseDist (:mod:`autorec.train.pipeline`)."""
 
     epochs: int = 10
     batch_size: int = 1024
@@ -81,6 +83,7 @@ class TrainConfig:
     dense_parallel: str = "ddp"
     checkpoint_every: int | None = None
     resume: bool = False
+    pipeline: bool = False
 
     def __post_init__(self) -> None:
         if self.dense_optimizer not in DENSE_OPTIMIZERS:
@@ -201,6 +204,9 @@ class Trainer:
                                      weight_decay=self.config.dense_weight_decay))
         self.optimizer = CombinedOptimizer([self.model.fused_optimizer, dense])
         self._dense_optimizer = dense
+        self._pipeline = None
+        if self.config.pipeline:
+            self._pipeline = SparseDistPipeline(self.model, self.optimizer, self.device, self._step_loss)
 
     # ---- steps ------------------------------------------------------------------------
     def _batches(self, split: str, batch_size: int, shuffle: bool, epoch: int = 0) -> Iterable[Batch]:
@@ -209,9 +215,9 @@ class Trainer:
                             epoch=epoch, rank=self.rank, world_size=self.world_size,
                             num_workers=self.config.num_workers)
 
-    def train_step(self, batch: Batch) -> tuple[float, int]:
-        """One optimizer step on this rank's part of a global batch: (global mean loss, global samples)."""
-        batch = batch.to(self.device, non_blocking=True)
+    def _step_loss(self, batch: Batch) -> tuple[torch.Tensor, tuple[float, int]]:
+        """Forward on this rank's part of a global batch: (the loss to backpropagate,
+        (global mean loss, global samples))."""
         logits = self.model(batch.dense_features, batch.sparse_features)
         loss_sum = torch.nn.functional.binary_cross_entropy_with_logits(
             logits, batch.labels, reduction="sum")
@@ -224,15 +230,22 @@ class Trainer:
         # DDP averages the dense gradients over ranks and torchrec divides the embedding ones by
         # the world size, so scaling the local sum by W / global count gives exactly the
         # single-process gradient of the global batch's mean loss, even for uneven parts.
+        return loss_sum * (self.world_size / max(total, 1.0)), (total_loss / max(total, 1.0), int(total))
+
+    def train_step(self, batch: Batch) -> tuple[float, int]:
+        """One optimizer step on this rank's part of a global batch: (global mean loss, global samples)."""
+        loss, out = self._step_loss(batch.to(self.device, non_blocking=True))
         self.optimizer.zero_grad()
-        (loss_sum * (self.world_size / max(total, 1.0))).backward()
+        loss.backward()
         self.optimizer.step()
-        return total_loss / max(total, 1.0), int(total)
+        return out
 
     @torch.no_grad()
     def predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         """(labels, click probabilities) over a whole split, in the single-process loader's
         order. Collective under several ranks: every rank gets the whole split."""
+        if self._pipeline is not None:
+            self._pipeline.detach()
         self.model.eval()
         labels, probs, parts = [], [], []
         for batch in self._batches(split, self.config.eval_batch_size, shuffle=False):
@@ -390,12 +403,12 @@ class Trainer:
         t0 = time.perf_counter() - progress["seconds"]
         if bar is not None and task is not None:
             bar.update(task, advance=start)
-        batches = itertools.islice(self._batches("train", cfg.batch_size, True, epoch), start, None)
+        batches = itertools.islice(self._batches("train", cfg.batch_size, True, epoch), start,
+                                   cfg.max_steps_per_epoch)
+        steps = (self._pipeline.run(batches) if self._pipeline is not None
+                 else (self.train_step(b) for b in batches))
         global_step = progress["global_step"]
-        for step, batch in enumerate(batches, start):
-            if cfg.max_steps_per_epoch and step >= cfg.max_steps_per_epoch:
-                break
-            loss, n = self.train_step(batch)
+        for step, (loss, n) in enumerate(steps, start):
             if not math.isfinite(loss):
                 raise TrainingDiverged(f"loss is {loss} at epoch {epoch} step {step}")
             losses.append(loss)

@@ -212,3 +212,13 @@ def test_resume_refuses_another_architecture(planted_data, tmp_path):
     other = preset("dcnv2", planted_data.schema, dim=8)
     with pytest.raises(ValueError, match="checkpoint of architecture 'dlrm', not 'dcnv2'"):
         Trainer(other, planted_data, dataclasses.replace(config, resume=True)).fit()
+
+
+def test_train_pipeline_sparse_dist_gives_the_same_run(planted_data):
+    spec = spec_of(planted_data)
+    config = dataclasses.replace(FAST, epochs=2, patience=2)
+    plain = Trainer(spec, planted_data, config).fit()
+    pipelined = Trainer(spec, planted_data, dataclasses.replace(config, pipeline=True)).fit()
+    assert len(pipelined.step_losses) == len(plain.step_losses) == 26
+    np.testing.assert_allclose(pipelined.step_losses, plain.step_losses, rtol=0, atol=1e-6)
+    assert pipelined.test == pytest.approx(plain.test, abs=1e-6)

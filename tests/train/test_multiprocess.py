@@ -77,8 +77,9 @@ def test_two_processes_match_one(tmp_path):
 
 @pytest.mark.slow
 def test_four_processes_match_one(tmp_path):
+    """Through TrainPipelineSparseDist too (its input_dist overlaps the previous batch's step)."""
     autorec_train("--epochs", "1", "--nproc-per-node", "4", "--plan", plan(tmp_path / "p4.json", [1, 2, 3]),
-                  "--output", str(tmp_path / "out.json"))
+                  "--pipeline", "--output", str(tmp_path / "out.json"))
     _, reference = single_process(plan(tmp_path / "p1.json", [0, 0, 0]), epochs=1)
     assert_same_run(json.loads((tmp_path / "out.json").read_text()), reference)
 
