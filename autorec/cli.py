@@ -74,6 +74,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         return launch(args.argv, nproc_per_node=args.nproc_per_node, nnodes=args.nnodes,
                       rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                       max_restarts=args.max_restarts, node_rank=args.node_rank)
+    if under_launcher():  # join this attempt's group before anything that could fail or take long
+        from autorec.train.distributed import ensure_process_group
+
+        ensure_process_group()
     dataset = _load_data(args)
     spec = _resolve_arch(args.arch, dataset.schema)
     ray_workers = args.ray_workers and not under_launcher()
@@ -89,7 +93,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         from autorec.train.ray_train import train_on_ray
 
         full = train_on_ray(spec, args.data, parse_options(args.data_opt), config,
-                            num_workers=args.ray_workers, data_path=args.data_path, address=args.ray_address)
+                            num_workers=args.ray_workers, data_path=args.data_path, address=args.ray_address,
+                            storage_path=args.ray_storage)
     else:
         trainer = Trainer(spec, dataset, config)
         if args.save_plan and trainer.rank == 0:
@@ -275,6 +280,7 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ray-workers", type=int, metavar="N",
                        help="train on N Ray Train workers (TorchTrainer) instead of torchrun")
     group.add_argument("--ray-address", help="Ray cluster to join (default: RAY_ADDRESS, else a local one)")
+    group.add_argument("--ray-storage", help="where Ray Train keeps the run (default: ~/ray_results)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ torchrec's sharded embedding kernels run only under DistributedModelParallel.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 import numpy as np
 import torch
@@ -29,10 +30,32 @@ def ensure_process_group() -> None:
     """Join the launcher's group when RANK/WORLD_SIZE are set, else start a 1-process gloo group."""
     if dist.is_initialized():
         return
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        dist.init_process_group(backend, store=_attempt_store(world), rank=rank, world_size=world)
+    elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        dist.init_process_group(backend)
     else:
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
+def _attempt_store(world_size: int) -> dist.Store:
+    """The torchrun agent's store, under a prefix of its own for this attempt.
+
+    Measured with torch 2.13: after a restart (``--max-restarts``) the agent hands the workers
+    the same store with the previous attempt's keys still in it, and the new gloo group
+    connects to the dead workers' addresses (connectFullMesh fails or hangs). Every worker
+    counts itself in; attempt k's workers are arrivals k*W+1 .. (k+1)*W (all of an attempt's
+    workers start after the previous attempt's are stopped), the same on every node, whereas
+    TORCHELASTIC_RESTART_COUNT differs between nodes when only one node's worker failed.
+    Call this first thing in a worker: a worker that dies before counting itself in would
+    shift the count.
+    """
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                          is_master=False, timeout=timedelta(minutes=30))
+    arrival = store.add("autorec/arrivals", 1)
+    return dist.PrefixStore(f"autorec/attempt-{(arrival - 1) // world_size}", store)
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -56,13 +79,15 @@ class FullyShardWrapper(DataParallelWrapper):
     all ranks; torchrec keeps the embedding tables."""
 
     def wrap(self, dmp: DistributedModelParallel, env: ShardingEnv, device: torch.device) -> None:
+        from torch.distributed.device_mesh import DeviceMesh
         from torch.distributed.fsdp import fully_shard
 
+        mesh = DeviceMesh.from_group(env.process_group, device.type)
         sharded = set(DistributedModelParallel._sharded_parameter_names(dmp._dmp_wrapped_module))
         for name, child in dmp._dmp_wrapped_module.named_children():
             params = [f"{name}.{p}" for p, _ in child.named_parameters()]
             if params and not any(p in sharded for p in params):
-                fully_shard(child.to(device), process_group=env.process_group)
+                fully_shard(child.to(device), mesh=mesh)
 
 
 def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = None,

@@ -19,7 +19,10 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from autorec.arch import ArchSpec
@@ -27,6 +30,7 @@ from autorec.data import load_dataset
 from autorec.train.trainer import TrainConfig, Trainer
 
 OBJECT_STORE_BYTES = 200 * 2**20  # the workers pass only configs and metrics through it
+RESULT = "autorec-result.json"
 
 
 def train_loop(cfg: dict[str, Any]) -> None:
@@ -38,9 +42,16 @@ def train_loop(cfg: dict[str, Any]) -> None:
     spec = ArchSpec.from_dict(cfg["arch"])
     trainer = Trainer(spec, dataset, TrainConfig(**cfg["config"]))
     result = trainer.fit()
-    # Every worker reports (Ray Train synchronises on it); rank 0's metrics are the run's.
-    ray.train.report({**result.to_dict(), "world_size": trainer.world_size,
-                      "step_losses": result.step_losses})
+    out = {**result.to_dict(), "world_size": trainer.world_size, "step_losses": result.step_losses}
+    # Every worker reports (Ray Train synchronises on it). Ray Train keeps what a report's
+    # checkpoint holds, so rank 0 hands over the result as a file in one.
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = None
+        if trainer.rank == 0:
+            (Path(tmp) / RESULT).write_text(json.dumps(out))
+            checkpoint = ray.train.Checkpoint.from_directory(tmp)
+        ray.train.report({"val_auc": out["val"].get("auc"), "test_auc": out["test"].get("auc")},
+                         checkpoint=checkpoint)
 
 
 def train_on_ray(spec: ArchSpec, data: str, data_options: dict[str, Any], config: TrainConfig, *,
@@ -48,7 +59,9 @@ def train_on_ray(spec: ArchSpec, data: str, data_options: dict[str, Any], config
                  address: str | None = None, storage_path: str | None = None) -> dict[str, Any]:
     """Train ``spec`` on ``num_workers`` Ray Train workers; the result dict of rank 0.
 
-    ``address`` joins a running cluster (default: the one in RAY_ADDRESS, else a local one).
+    ``address`` joins a running cluster (default: the one in RAY_ADDRESS, else a local one);
+    ``storage_path`` is where Ray Train keeps the run (on a cluster: storage all nodes see;
+    default: Ray's, ``~/ray_results``).
     """
     try:
         import ray
@@ -77,4 +90,5 @@ def train_on_ray(spec: ArchSpec, data: str, data_options: dict[str, Any], config
     result = trainer.fit()
     if result.error is not None:
         raise result.error
-    return dict(result.metrics)
+    with result.checkpoint.as_directory() as folder:
+        return json.loads((Path(folder) / RESULT).read_text())

@@ -222,3 +222,16 @@ def test_train_pipeline_sparse_dist_gives_the_same_run(planted_data):
     assert len(pipelined.step_losses) == len(plain.step_losses) == 26
     np.testing.assert_allclose(pipelined.step_losses, plain.step_losses, rtol=0, atol=1e-6)
     assert pipelined.test == pytest.approx(plain.test, abs=1e-6)
+
+
+def test_fsdp2_dense_parts_give_the_same_run(planted_data):
+    from torch.distributed.fsdp import FSDPModule
+
+    spec = spec_of(planted_data)
+    plain = Trainer(spec, planted_data, FAST).fit()
+    trainer = Trainer(spec, planted_data, dataclasses.replace(FAST, dense_parallel="fsdp"))
+    assert isinstance(trainer.model.module.over_arch, FSDPModule)
+    fsdp = trainer.fit()
+    np.testing.assert_allclose(fsdp.step_losses, plain.step_losses, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="dense_parallel: expected one of ddp, fsdp, got 'zero'"):
+        TrainConfig(dense_parallel="zero")

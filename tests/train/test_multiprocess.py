@@ -94,9 +94,11 @@ def test_checkpoint_saved_at_two_ranks_resumes_at_four(tmp_path):
                   "--checkpoint-dir", str(tmp_path / "a"))
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     outs = {}
-    for name, n, p in (("a", 2, p2), ("b", 4, p4)):
+    # At 4 ranks the dense parts are under FSDP2 too: their DDP-saved state is resharded as well.
+    for name, n, p, dense in (("a", 2, p2, "ddp"), ("b", 4, p4, "fsdp")):
         autorec_train("--epochs", "2", "--patience", "2", "--nproc-per-node", str(n), "--plan", p,
-                      "--checkpoint-dir", str(tmp_path / name), "--output", str(tmp_path / f"{name}.json"))
+                      "--dense-parallel", dense, "--checkpoint-dir", str(tmp_path / name),
+                      "--output", str(tmp_path / f"{name}.json"))
         outs[name] = json.loads((tmp_path / f"{name}.json").read_text())
     assert outs["b"]["resumed_from"] == {"epoch": 1, "step": 0, "world_size": 2}
     _, reference = single_process(plan(tmp_path / "p1.json", [0, 0, 0]), epochs=2)
@@ -154,7 +156,8 @@ def test_ray_train_runs_the_same_job(tmp_path):
     pytest.importorskip("ray.train")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a local cluster, never another
     proc = subprocess.run([sys.executable, "-m", "autorec.cli", "train", *DATA, *TRAIN, "--epochs", "1",
-                           "--ray-workers", "2", "--plan", plan(tmp_path / "p2.json", [1, 0, 1]),
+                           "--ray-workers", "2", "--ray-storage", str(tmp_path / "ray"),
+                           "--plan", plan(tmp_path / "p2.json", [1, 0, 1]),
                            "--output", str(tmp_path / "out.json")],
                           capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
