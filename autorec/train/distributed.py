@@ -127,17 +127,22 @@ def gather_rows(local: np.ndarray, part_sizes: list[int]) -> np.ndarray:
     world = rank_and_world()[1]
     if world == 1:
         return local
-    sizes = torch.tensor(part_sizes, dtype=torch.int64)
+    # nccl gathers CUDA tensors only; gloo CPU ones.
+    device = (torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl"
+              else torch.device("cpu"))
+    sizes = torch.tensor(part_sizes, dtype=torch.int64, device=device)
     all_sizes = [torch.empty_like(sizes) for _ in range(world)]
     dist.all_gather(all_sizes, sizes)
+    all_sizes = [s.cpu() for s in all_sizes]
     longest = max(int(s.sum()) for s in all_sizes)
     flat = torch.from_numpy(np.ascontiguousarray(local)).reshape(local.shape[0], -1)
     padded = torch.zeros(longest, flat.shape[1], dtype=flat.dtype)
     padded[:flat.shape[0]] = flat
+    padded = padded.to(device)
     gathered = [torch.empty_like(padded) for _ in range(world)]
     dist.all_gather(gathered, padded)
-    pieces = [list(torch.split(g[:int(s.sum())], s.tolist())) for g, s in zip(gathered, all_sizes,
-                                                                            strict=True)]
+    pieces = [list(torch.split(g.cpu()[:int(s.sum())], s.tolist()))
+              for g, s in zip(gathered, all_sizes, strict=True)]
     ordered = [pieces[r][b] for b in range(len(part_sizes)) for r in range(world)]
     out = torch.cat(ordered) if ordered else flat[:0]
     return out.numpy().reshape(-1, *local.shape[1:])
