@@ -221,7 +221,7 @@ def test_quantised_model_exports_with_its_quantisation() -> None:
     from autorec.export import TensorInputs, _tracing_inputs, export_program
 
     spec = ArchSpec(dim=8, n_dense=2, dense_arch=(16,), over_arch=(16,),
-                    layers=(dataclasses.replace(CASES["dhen-concat-all"], precision="mxfp4_e2m1"),),
+                    layers=(dataclasses.replace(CASES["dhen-weighted"], precision="mxfp4_e2m1"),),
                     tables=(TableSpec(name="t", features=("a", "b", "c"), num_embeddings=20, dim=8),),
                     over_arch_precision="fp8_e4m3_rowwise")
     torch.manual_seed(0)
