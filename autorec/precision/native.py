@@ -32,7 +32,8 @@ def scaled_mm_supported(x2d: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 def _to_fp8(t: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    return (t.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    # Row-major whatever the input's strides: _scaled_mm takes a row-major first operand.
+    return (t.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).contiguous()
 
 
 def native_linear(x2d: torch.Tensor, weight: torch.Tensor, rowwise: bool) -> torch.Tensor | None:
