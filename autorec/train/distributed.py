@@ -3,6 +3,14 @@
 One process or many: under torchrun (or Ray Train) every rank joins the group the launcher
 describes (gloo on CPU, nccl on GPU); alone, a 1-process gloo group stands in, because
 torchrec's sharded embedding kernels run only under DistributedModelParallel.
+
+Example:
+    >>> import numpy as np
+    >>> ensure_process_group()
+    >>> rank_and_world()[1] >= 1
+    True
+    >>> gather_rows(np.zeros((3, 2)), [2, 1]).shape  # one rank: its own rows
+    (3, 2)
 """
 
 from __future__ import annotations

@@ -137,16 +137,16 @@ def test_kill_9_of_one_rank_resumes_from_the_last_checkpoint(tmp_path):
             "--nproc-per-node", "2", "--max-restarts", "1", "--checkpoint-dir", str(ck),
             "--checkpoint-every", "5",
             "--plan", plan(tmp_path / "p2.json", [1, 0, 1]), "--output", str(tmp_path / "out.json")]
-    launcher = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "launcher.log"  # a file, not a pipe: nobody drains a pipe while we wait
+    launcher = subprocess.Popen(args, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
     while not (ck / "LATEST").exists():  # the first resumable checkpoint (step 5) is written
-        assert launcher.poll() is None and time.monotonic() < deadline, launcher.communicate()[1][-3000:]
+        assert launcher.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.2)
     victim = _worker(launcher.pid, rank=1)
     assert victim is not None
     os.kill(victim, signal.SIGKILL)
-    stderr = launcher.communicate(timeout=600)[1]
-    assert launcher.returncode == 0, stderr[-3000:]
+    assert launcher.wait(timeout=600) == 0, log.read_text()[-3000:]
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["resumed_from"] is not None and out["resumed_from"]["world_size"] == 2, out["resumed_from"]
     _, reference = single_process(plan(tmp_path / "p1.json", [0, 0, 0]), epochs=4)

@@ -71,3 +71,24 @@ def test_multi_node_recipe_runs_as_one_node(tmp_path):
     out = _run_recipe("torchrun_multi_node.sh", tmp_path, NNODES="1", RDZV_ENDPOINT=f"127.0.0.1:{port}",
                       RUN_ID="test")
     assert out["world_size"] == 2
+
+
+@pytest.mark.slow
+def test_multi_node_recipe_with_two_agents(tmp_path):
+    """Two torchrun agents ("nodes") of one process each meet at a c10d rendezvous on this machine."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHON": sys.executable, "NPROC": "1", "NNODES": "2", "RUN_ID": "two-agents",
+           "RDZV_ENDPOINT": f"127.0.0.1:{port}", "CKPT": str(tmp_path / "ck"),
+           "DATA_OPTS": "preset=tiny num_samples=2000"}
+    cmd = ["bash", str(TRAINERS / "torchrun_multi_node.sh"), "--epochs", "1", "--batch-size", "200", "--json"]
+    logs = [open(tmp_path / f"node{i}.log", "w") for i in range(2)]  # files: pipes could fill up
+    nodes = [subprocess.Popen([*cmd, "--output", str(tmp_path / f"out{i}.json")], cwd=ROOT, env=env,
+                              stdout=log, stderr=subprocess.STDOUT) for i, log in enumerate(logs)]
+    for i, node in enumerate(nodes):
+        code = node.wait(timeout=600)
+        logs[i].close()
+        assert code == 0, (tmp_path / f"node{i}.log").read_text()[-3000:]
+    outs = [json.loads(p.read_text()) for p in tmp_path.glob("out*.json")]
+    assert len(outs) == 1 and outs[0]["world_size"] == 2  # rank 0 (on one of the nodes) reports
