@@ -41,7 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--preset", default="order3")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--patience", type=int, default=2)
     parser.add_argument("--models", default="dlrm,wukong,dhen")
     parser.add_argument("--data-opt", action="append", default=[], metavar="KEY=VALUE",

@@ -18,9 +18,16 @@ entries); so there are ``F = num_tables + (num_dense > 0)`` fields. The terms ar
 
     z1 = (Σ_t w_t + u·x) / √F                                            first order
     z2 = Σ_{i<j} c_ij <e_i, e_j> / √(n_pairs · D)                        pairwise (FM / DLRM)
-    z3 = Σ_r c_r Σ_d e_{i_r}[d] e_{j_r}[d] e_{k_r}[d] / √(R · D)          trilinear, R random triples
+    z3 = Σ_r c_r <e_{i_r}, e_{j_r}> <a_r, e_{k_r}> / √(R · D)             "modulated" (default)
+    z3 = Σ_r c_r Σ_d e_{i_r}[d] e_{j_r}[d] e_{k_r}[d] / √(R · D)          "diagonal"
 
-with ``c ~ N(0, 1)`` and ``u ~ N(0, 1/n_dense)``. The teacher of order ``k`` uses ``z1..zk``;
+over R random field triples, with ``c ~ N(0, 1)``, ``u ~ N(0, 1/n_dense)`` and ``a_r ~ N(0, 1/D)``.
+Both order-3 forms are trilinear in three distinct fields. "modulated" is an affinity of two
+fields scaled by a direction of a third (say user x item, modulated by context): the shape of
+interaction that stacked factorization machines and cross networks build from pairwise dot
+products. "diagonal" is the ANOVA kernel of higher-order factorization machines; it needs
+per-coordinate products, which cross networks form but dot-product stacks (Wukong) can only
+approximate. The teacher of order ``k`` uses ``z1..zk``;
 each term is standardised on the generated samples and mixed with variance shares (order 2:
 ``1 - s, s``; order 3: ``(1 - s)/2, (1 - s)/2, s`` with ``s = interaction_share``), so
 
@@ -48,12 +55,14 @@ from autorec.data.hashing import mix64
 from autorec.data.schema import DataError, Schema, SparseFeature
 from autorec.data.tabular import Jagged, TabularData
 
-# Quality presets: 8 tables whose sizes spread from 3 to 10^4 rows like Criteo's, so that 3-way
-# structure among the small tables is learnable in a CPU minute while big tables keep the tail.
+# Quality presets: 6 single-hot tables of 20 to 1000 rows and 500k samples, so that every id is
+# seen often enough for its vector to be learned and what separates models is the interaction
+# order they can represent, not the estimation of rare ids. With tables up to 10^4 rows and
+# 200k samples, every model overfit the tail in 1-2 epochs and the order-3 structure was
+# drowned out (BENCHMARKS.md).
 _QUALITY: dict[str, Any] = {
-    "num_samples": 200_000, "num_dense": 4, "num_tables": 8,
-    "rows": (3, 10, 30, 100, 300, 1000, 3000, 10_000),
-    "pooling": (1.0,) * 6 + (2.0, 3.0), "zipf_alpha": 1.1, "teacher_dim": 4, "temperature": 0.33,
+    "num_samples": 500_000, "num_dense": 4, "num_tables": 6, "rows": (20, 50, 100, 200, 500, 1000),
+    "pooling": 1.0, "zipf_alpha": 1.1, "teacher_dim": 4, "temperature": 0.33,
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -67,6 +76,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"num_samples": 5000, "num_dense": 3, "num_tables": 4, "rows": (50, 100, 200, 1000),
              "pooling": (1.0, 1.0, 2.0, 3.0), "teacher_order": 2, "teacher_dim": 4},
 }
+
+ORDER3_FORMS = ("modulated", "diagonal")
 
 _M64 = (1 << 64) - 1
 _SQRT3 = math.sqrt(3.0)
@@ -94,6 +105,7 @@ class SyntheticConfig:
         teacher_order: 1, 2 or 3: the highest interaction order planted in the labels.
         teacher_dim: D, the size of the teacher's hidden vectors.
         num_triples: R, the random field triples of the order-3 term.
+        order3_form: "modulated" or "diagonal", the shape of the order-3 term (module docstring).
         interaction_share: share of logit variance in the highest-order term (order >= 2).
         temperature: divides the unit-variance teacher score; lower is less label noise.
         base_ctr: mean click probability, reached through the bias.
@@ -108,6 +120,7 @@ class SyntheticConfig:
     teacher_order: int = 2
     teacher_dim: int = 8
     num_triples: int = 16
+    order3_form: str = "modulated"
     interaction_share: float = 0.7
     temperature: float = 0.5
     base_ctr: float = 0.25
@@ -127,6 +140,8 @@ class SyntheticConfig:
             (self.teacher_order in (1, 2, 3), "teacher_order must be 1, 2 or 3"),
             (self.teacher_dim >= 1, "teacher_dim must be >= 1"),
             (self.num_triples >= 1, "num_triples must be >= 1"),
+            (self.order3_form in ORDER3_FORMS,
+             f"order3_form must be one of {', '.join(ORDER3_FORMS)}, got {self.order3_form!r}"),
             (0.0 <= self.interaction_share <= 1.0, "interaction_share must lie in [0, 1]"),
             (self.temperature > 0, "temperature must be > 0"),
             (0.0 < self.base_ctr < 1.0, "base_ctr must lie in (0, 1)"),
@@ -292,6 +307,7 @@ class Teacher:
         pair_weight: c_ij, [F, F], zero on and below the diagonal.
         triples: [R, 3] field indices (fields: dense first when present, then tables).
         triple_weight: c_r, [R].
+        triple_direction: a_r, [R, D]: the direction of the third field in the "modulated" form.
     """
 
     config: SyntheticConfig
@@ -301,6 +317,7 @@ class Teacher:
     pair_weight: torch.Tensor
     triples: torch.Tensor
     triple_weight: torch.Tensor
+    triple_direction: torch.Tensor
 
     @classmethod
     def draw(cls, config: SyntheticConfig, seed: int) -> Teacher:
@@ -314,8 +331,10 @@ class Teacher:
         while len(chosen) < num_triples:
             chosen.add(tuple(sorted(rng.choice(f, 3, replace=False).tolist())))
         triples = np.array(sorted(chosen), dtype=np.int64).reshape(-1, 3)
+        triple_weight = rng.standard_normal(len(triples))
+        direction = rng.standard_normal((len(triples), d)) / math.sqrt(d)
         return cls(config, seed, _f32(proj), _f32(dense_weight), _f32(pairs), torch.from_numpy(triples),
-                   _f32(rng.standard_normal(len(triples))))
+                   _f32(triple_weight), _f32(direction))
 
     def fields(self, data: TabularData) -> tuple[torch.Tensor, torch.Tensor]:
         """Pooled hidden vectors ``e`` [N, F, D] (the dense field first) and ``Σ_t w_t + u·x`` [N]."""
@@ -354,7 +373,10 @@ class Teacher:
             terms.append(pairs / math.sqrt(f * (f - 1) / 2 * d))
         if self.config.teacher_order >= 3:
             i, j, k = self.triples.unbind(1)
-            trilinear = (e[i] * e[j] * e[k]).sum(2)  # [R, B]
+            if self.config.order3_form == "modulated":
+                trilinear = (e[i] * e[j]).sum(2) * (e[k] @ self.triple_direction.unsqueeze(2)).squeeze(2)
+            else:
+                trilinear = (e[i] * e[j] * e[k]).sum(2)  # [R, B]
             terms.append(self.triple_weight @ trilinear / math.sqrt(len(self.triples) * d))
         return torch.stack(terms, dim=1)
 

@@ -14,7 +14,14 @@ from torchrec.datasets.utils import Batch
 
 from autorec.data import DataError, Jagged, TabularData, load_dataset
 from autorec.data.base import SPLITS
-from autorec.data.synthetic import PRESETS, SyntheticConfig, SyntheticDataset, _split_indices, load_synthetic
+from autorec.data.synthetic import (
+    ORDER3_FORMS,
+    PRESETS,
+    SyntheticConfig,
+    SyntheticDataset,
+    _split_indices,
+    load_synthetic,
+)
 
 SMALL = {"preset": "tiny", "num_samples": 4000}
 
@@ -169,25 +176,32 @@ def test_hidden_vectors_are_a_function_of_seed_table_and_id() -> None:
 
 
 def _products(ds: SyntheticDataset, order: int) -> np.ndarray:
-    """Features from the true hidden vectors: first-order sum, pairwise and (order 3) triple products."""
+    """Features from the true hidden vectors: the first-order sum, pairwise dots and (order 3) the
+    triple products of the dataset's order-3 form, for every triple of fields (no teacher weights)."""
     e, first = ds.teacher.fields(ds.splits["train"])
-    combos = itertools.chain.from_iterable(itertools.combinations(range(e.shape[1]), k)
-                                           for k in range(2, order + 1))
-    columns = [first] + [torch.stack([e[:, f] for f in combo]).prod(0).sum(1) for combo in combos]
+    fields = range(e.shape[1])
+    columns = [first] + [(e[:, i] * e[:, j]).sum(1) for i, j in itertools.combinations(fields, 2)]
+    for i, j, k in itertools.combinations(fields, 3) if order >= 3 else ():
+        if ds.config.order3_form == "diagonal":
+            columns.append((e[:, i] * e[:, j] * e[:, k]).sum(1))
+        else:  # <e_a, e_b> times each coordinate of the third: linear in the hidden direction
+            for a, b, c in ((i, j, k), (i, k, j), (j, k, i)):
+                columns.extend(((e[:, a] * e[:, b]).sum(1, keepdim=True) * e[:, c]).unbind(1))
     return torch.stack(columns, 1).numpy()
 
 
 def _fit_auc(ds: SyntheticDataset, order: int) -> float:
     labels = ds.splits["train"].labels.numpy()
     features = _products(ds, order)
-    model = LogisticRegression(max_iter=1000).fit(features, labels)
+    model = LogisticRegression(max_iter=2000).fit(features, labels)
     return float(roc_auc_score(labels, model.decision_function(features)))
 
 
-def test_order3_teacher_is_beyond_pairwise_products() -> None:
+@pytest.mark.parametrize("form", ORDER3_FORMS)
+def test_order3_teacher_is_beyond_pairwise_products(form: str) -> None:
     common = {"num_samples": 20_000, "num_dense": 2, "num_tables": 4, "rows": 500, "teacher_dim": 4}
     order2 = load_synthetic(seed=0, teacher_order=2, **common)
-    order3 = load_synthetic(seed=0, teacher_order=3, interaction_share=0.8, **common)
+    order3 = load_synthetic(seed=0, teacher_order=3, interaction_share=0.8, order3_form=form, **common)
     assert len(order3.readout.weight) == 3 and len(order2.readout.weight) == 2
     # Pairwise products of the true vectors explain an order-2 teacher ...
     assert _fit_auc(order2, 2) > order2.bayes_auc("train") - 0.01
@@ -207,6 +221,8 @@ def test_options_are_checked() -> None:
         SyntheticConfig(num_tables=3, rows=[10, 20])
     with pytest.raises(DataError, match="teacher_order"):
         SyntheticConfig(teacher_order=4)
-    config = SyntheticConfig.from_options(preset="order3", num_samples=100, rows=[7] * 8)
-    assert (config.num_samples, config.table_rows, config.teacher_order) == (100, (7,) * 8, 3)
+    with pytest.raises(DataError, match="order3_form must be one of modulated, diagonal, got 'cubic'"):
+        SyntheticConfig(order3_form="cubic")
+    config = SyntheticConfig.from_options(preset="order3", num_samples=100, rows=[7] * 6)
+    assert (config.num_samples, config.table_rows, config.teacher_order) == (100, (7,) * 6, 3)
     assert set(PRESETS) >= {"criteo_like", "order2", "order3", "tiny"}
