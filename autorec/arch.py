@@ -39,7 +39,14 @@ FORMAT_VERSION = 1
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "mxfp8_e4m3", "mxfp8_e5m2",
               "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1", "mxint8", "int8",
               "fp8_e4m3_rowwise", "fp8_e5m2_rowwise")
-EMBEDDING_PRECISIONS = ("fp32", "fp16", "int8")
+# Embedding-table precisions that train: fbgemm's fused TBE kernel takes fp32 or fp16 weights.
+EMBEDDING_PRECISIONS = ("fp32", "fp16")
+# Why there are no int8 training tables (the error a TableSpec with precision "int8" raises).
+INT8_TABLES = ("int8 tables cannot be trained: fbgemm's fused embedding kernel (TBE), which "
+               "trains torchrec's tables, takes fp32 or fp16 weights only (its int8 rows of values "
+               "plus a per-row scale and bias have a forward but no backward kernel on CPU). Train "
+               "the table in fp16 (half the bytes of fp32) and quantise it to int8 for inference "
+               "with autorec.precision.embeddings.quantize_tables")
 DHEN_MODULES = ("dot", "attention", "dcn", "linear", "conv")
 DHEN_ENSEMBLES = ("concat", "sum", "weighted_sum")
 
@@ -213,6 +220,8 @@ class TableSpec:
                 _fail(f"{path}.features[{i}]", f"expected a feature name, got {name!r}")
         _check_int(f"{path}.num_embeddings", self.num_embeddings, 1)
         _check_int(f"{path}.dim", self.dim, 1)
+        if self.precision == "int8":
+            _fail(f"{path}.precision", INT8_TABLES)
         _check_choice(f"{path}.precision", self.precision, EMBEDDING_PRECISIONS)
 
 

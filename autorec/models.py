@@ -13,7 +13,7 @@ from autorec.arch import ArchSpec
 from autorec.blocks import build_block
 from autorec.precision.layers import quantise_model
 
-_EMBEDDING_TYPES = {"fp32": DataType.FP32, "fp16": DataType.FP16, "int8": DataType.INT8}
+_EMBEDDING_TYPES = {"fp32": DataType.FP32, "fp16": DataType.FP16}
 
 
 def embedding_configs(spec: ArchSpec) -> list[EmbeddingBagConfig]:

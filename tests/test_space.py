@@ -342,7 +342,7 @@ def test_empty_file_is_the_dlrm_preset():
      "layers.dhen.modules: expected 1 <= min_size <= max_size <= 1"),
     ("layers: {dhen: {ensemble: max}}\n", "layers.dhen.ensemble: expected one of concat, sum, weighted_sum"),
     ("layers: {precision: [fp32, fp7]}\n", "layers.precision[1]: expected one of fp32, bf16"),
-    ("embedding: {precision: bf16}\n", "embedding.precision: expected one of fp32, fp16, int8, got 'bf16'"),
+    ("embedding: {precision: bf16}\n", "embedding.precision: expected one of fp32, fp16, got 'bf16'"),
     ("dim: [8]\nembedding: {dim_ratio: [1, 0.3]}\n",
      "embedding.dim_ratio[1]: 0.3 * dim 8 = 2.4 is not a whole number >= 1 of columns"),
     ("embedding: {dim: [8], dim_ratio: [1]}\n", "embedding: give dim (absolute widths) or dim_ratio"),

@@ -22,16 +22,26 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
+from torchrec.distributed.embedding_types import EmbeddingComputeKernel
 from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
 from torchrec.distributed.model_parallel import (
     DataParallelWrapper,
     DefaultDataParallelWrapper,
     DistributedModelParallel,
 )
-from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
+from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
 from torchrec.distributed.types import ShardingEnv, ShardingPlan
+from torchrec.modules.embedding_configs import DataType
+from torchrec.modules.embedding_modules import EmbeddingBagCollection
 
 DENSE_PARALLEL = ("ddp", "fsdp")
+# The kernels that train a table inside fbgemm's TBE: row-wise Adagrad state kept in fp32 and
+# the update rounded stochastically into the table's dtype. The other one, "dense" (the only
+# kernel of data_parallel), hands the table to torchrec's Python RowWiseAdagrad, whose state
+# takes the table's dtype: in fp16 its eps (1e-10) rounds to 0 and small squared gradients
+# underflow, so a row without gradient becomes 0/0 = NaN after the first update.
+FUSED_KERNELS = (EmbeddingComputeKernel.FUSED.value, EmbeddingComputeKernel.FUSED_UVM.value,
+                 EmbeddingComputeKernel.FUSED_UVM_CACHING.value)
 
 
 def ensure_process_group() -> None:
@@ -98,6 +108,19 @@ class FullyShardWrapper(DataParallelWrapper):
                 fully_shard(child.to(device), mesh=mesh)
 
 
+def reduced_precision_tables(model: nn.Module) -> list[str]:
+    """The names of ``model``'s embedding tables stored in less than fp32."""
+    return [config.name for module in model.modules() if isinstance(module, EmbeddingBagCollection)
+            for config in module.embedding_bag_configs() if config.data_type != DataType.FP32]
+
+
+def planner_constraints(model: nn.Module) -> dict[str, ParameterConstraints]:
+    """Planner constraints that keep reduced-precision tables on the fused kernels (never
+    data_parallel/dense, which NaNs them in fp16: see :data:`FUSED_KERNELS`)."""
+    return {name: ParameterConstraints(compute_kernels=list(FUSED_KERNELS))
+            for name in reduced_precision_tables(model)}
+
+
 def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = None,
           dense_parallel: str = "ddp") -> DistributedModelParallel:
     """Wrap ``model`` (embeddings possibly on meta) in DistributedModelParallel.
@@ -106,7 +129,8 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         model: a RecModel (its tables under ``sparse_arch``).
         device: this rank's device.
         plan: the tables' placement; without it torchrec's planner chooses one for the current
-            world and device kind (collectively, so every rank gets the same plan).
+            world and device kind (collectively, so every rank gets the same plan), with
+            reduced-precision tables on fused kernels (:func:`planner_constraints`).
         dense_parallel: ``"ddp"`` (DistributedDataParallel, torchrec's default) or ``"fsdp"``.
     """
     if dense_parallel not in DENSE_PARALLEL:
@@ -118,11 +142,25 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         topology = Topology(world_size=dist.get_world_size(), compute_device=device.type,
                             local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE",
                                                                 dist.get_world_size())))
-        plan = EmbeddingShardingPlanner(topology=topology).collective_plan(
+        planner = EmbeddingShardingPlanner(topology=topology, constraints=planner_constraints(model))
+        plan = planner.collective_plan(
             model, sharders, dist.GroupMember.WORLD)
+    _check_fused(plan, reduced_precision_tables(model))
     wrapper = FullyShardWrapper() if dense_parallel == "fsdp" else DefaultDataParallelWrapper()
     return DistributedModelParallel(model, device=device, plan=plan, sharders=sharders,
                                     data_parallel_wrapper=wrapper)
+
+
+def _check_fused(plan: ShardingPlan, tables: list[str]) -> None:
+    for module, module_plan in plan.plan.items():
+        for name in tables:
+            ps = getattr(module_plan, "get", lambda _: None)(name)
+            if ps is not None and ps.compute_kernel not in FUSED_KERNELS:
+                raise ValueError(
+                    f"table {name} ({module}): a reduced-precision (fp16) table trains only on a "
+                    f"fused kernel ({', '.join(FUSED_KERNELS)}); the plan gives it "
+                    f"{ps.sharding_type}/{ps.compute_kernel}, whose optimizer turns it NaN. Use "
+                    f"table_wise or column_wise (fused), or make the table fp32")
 
 
 def gather_rows(local: np.ndarray, part_sizes: list[int]) -> np.ndarray:

@@ -126,7 +126,7 @@ def test_tensor_bytes_round_up_partial_bytes_and_mx_blocks():
         bytes_per_element("fp64")
 
 
-@pytest.mark.parametrize(("precision", "width"), [("fp32", 4), ("fp16", 2), ("int8", 1)])
+@pytest.mark.parametrize(("precision", "width"), [("fp32", 4), ("fp16", 2)])
 def test_table_precision_sets_embedding_and_lookup_bytes(precision, width):
     cost = arch_cost(mlp_spec(table_precision=precision))
     assert cost.embedding_params == 100 * 8

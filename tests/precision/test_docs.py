@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["formats", "quantisers", "recipes", "layers", "native", "probe"]
+MODULES = ["formats", "quantisers", "recipes", "layers", "native", "probe", "embeddings"]
 
 
 @pytest.mark.parametrize("name", MODULES)
