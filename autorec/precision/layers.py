@@ -259,6 +259,16 @@ class QuantMultiheadAttention(nn.MultiheadAttention):
         return quant_linear(attended, self.out_proj.weight, self.out_proj.bias, self.precision), None
 
 
+class PrecisionAware(nn.Module):
+    """Base of a module that runs its own products through :func:`quant_linear` in
+    ``self.precision`` (e.g. a supernet op holding raw weight tensors rather than the modules
+    that :data:`QUANTISED` maps): :func:`quantise_module_` and :func:`as_precision` set that
+    attribute instead of swapping the class.
+    """
+
+    precision: str = "fp32"
+
+
 QUANTISED: dict[type[nn.Module], type[nn.Module]] = {
     nn.Linear: QuantLinear, nn.Conv1d: QuantConv1d, CrossNet: QuantCrossNet,
     LowRankCrossNet: QuantLowRankCrossNet, nn.MultiheadAttention: QuantMultiheadAttention,
@@ -275,6 +285,13 @@ def quantise_module_(module: nn.Module, precision: str) -> int:
     recipe(precision)
     count = 0
     for sub in list(module.modules()):
+        if isinstance(sub, PrecisionAware):
+            if precision == "fp32":
+                sub.__dict__.pop("precision", None)
+            else:
+                sub.precision = precision
+            count += 1
+            continue
         base = _BASES.get(type(sub), type(sub))
         if base not in QUANTISED:
             continue
@@ -322,7 +339,7 @@ def as_precision(module: nn.Module, precision: str) -> Iterator[nn.Module]:
         'Linear'
     """
     saved = [(sub, type(sub), sub.__dict__.get("precision")) for sub in module.modules()
-             if _BASES.get(type(sub), type(sub)) in QUANTISED]
+             if _BASES.get(type(sub), type(sub)) in QUANTISED or isinstance(sub, PrecisionAware)]
     quantise_module_(module, precision)
     try:
         yield module

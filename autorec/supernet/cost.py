@@ -10,7 +10,8 @@ The expectation is differentiable through every choice probability and is taken 
 - per layer, over its kinds exactly; within a kind, first order around the current most probable
   valid config: ``c(a) + sum_field sum_value p(value) * (c(a with field=value) - c(a))`` (exact
   when a kind's cost is additive over its fields; it costs 1 + sum |values| probes per kind
-  rather than the product);
+  rather than the product). The layer's precision (``layer<i>.precision``) is one more field of
+  every kind: it changes the bytes of the layer's matrices, not its FLOPs;
 - each layer's input width is the one the derived (most probable) stack gives it;
 - the over-arch's cost follows the last layer's output width, so it is folded into the last
   layer's cost;
@@ -153,14 +154,14 @@ class ExpectedCost:
             return _t(self._config_cost(fallback, f_in, last))
         c0 = self._config_cost(op.config(base), f_in, last)
         total = _t(c0)
-        for key, values in op.fields.items():
-            name = f"layer{i}.{kind}.{key}"
+        for key, allowed in op.fields.items():
+            name = self.net.choice_name(f"layer{i}.{kind}.{key}")
             if name not in probs:
                 continue
             deltas = []
-            for value in values:
+            for value in self.net.arch.choices[name].values:  # the layer's precisions: a superset
                 variant: dict[str, Any] = {**base, key: value}
-                ok = op.out_features(variant, f_in) is not None
+                ok = value in allowed and op.out_features(variant, f_in) is not None
                 deltas.append(self._config_cost(op.config(variant), f_in, last) - c0 if ok else 0.0)
             total = total + probs[name].double() @ _t(deltas)
         return total

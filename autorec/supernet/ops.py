@@ -25,6 +25,7 @@ from autorec.arch import BLOCK_CONFIGS, DHEN_MODULES, BlockConfig, DhenConfig
 from autorec.blocks import out_features
 from autorec.blocks.dhen import _interaction_module
 from autorec.blocks.mlp import FeatureLinear
+from autorec.precision.layers import PrecisionAware, quant_linear
 from autorec.supernet.mixed import Choice, Weights, pad_features, width_mask
 
 Fields = Mapping[str, tuple[Any, ...]]  # config field -> the values the supernet searches
@@ -48,9 +49,12 @@ class SuperBlock(nn.Module):
         self.num_out = num_in
 
     def choices(self) -> list[Choice]:
-        """The fields with more than one value, as supernet choices."""
+        """The fields with more than one value, as supernet choices. ``precision`` is left out:
+        it is the layer's choice (``layer<i>.precision``), mixed around the whole layer."""
         return [
-            Choice(f"{self.prefix}.{key}", values) for key, values in self.fields.items() if len(values) > 1
+            Choice(f"{self.prefix}.{key}", values)
+            for key, values in self.fields.items()
+            if len(values) > 1 and key != "precision"
         ]
 
     def weights(self, weights: Weights, key: str) -> torch.Tensor:
@@ -273,12 +277,13 @@ class SuperDot(SuperBlock):
         return flat.view(-1, self.num_out, self.dim)
 
 
-class SuperCross(SuperBlock):
+class SuperCross(SuperBlock, PrecisionAware):
     """DCNv2 cross network with its depth and rank as choices (see :class:`autorec.blocks.dcn.CrossBlock`).
 
     Layer l runs with weight P(num_layers > l): ``x_{l+1} = x_l + g_l * x_0 * (W_l x_l + b_l)``.
     Rank 0 (full rank) has its own [N, N] kernels; the low ranks share one rank-max U V^T
-    factorisation whose rank is masked. Both mirror torchrec's CrossNet / LowRankCrossNet.
+    factorisation whose rank is masked. Both mirror torchrec's CrossNet / LowRankCrossNet, and
+    run their products in ``precision`` as the quantised versions of those do.
 
     Example:
         >>> op = SuperCross("l0.dcnv2", {"num_layers": (1, 2), "rank": (0, 2)}, num_in=2, dim=4)
@@ -322,7 +327,8 @@ class SuperCross(SuperBlock):
         if self.full and w_full.item() != 0.0:
             xl = x0
             for layer in range(layers):
-                xl = xl + gate[layer] * x0 * (xl @ self.kernels[layer].T + self.full_bias[layer])
+                product = quant_linear(xl, self.kernels[layer], self.full_bias[layer], self.precision)
+                xl = xl + gate[layer] * x0 * product
             out = out + w_full * xl
         low = [(w, r) for w, r in zip(w_rank, ranks, strict=True) if r > 0]
         w_low = sum((w for w, _ in low), x0.new_zeros(()))
@@ -330,8 +336,9 @@ class SuperCross(SuperBlock):
             mask = width_mask(torch.stack([w for w, _ in low]) / w_low, [r for _, r in low], self.r_max)
             xl = x0
             for layer in range(layers):
-                v = (xl @ self.V[layer].T) * mask
-                xl = xl + gate[layer] * x0 * (v @ self.W[layer].T + self.low_bias[layer])
+                v = quant_linear(xl, self.V[layer], None, self.precision) * mask
+                product = quant_linear(v, self.W[layer], self.low_bias[layer], self.precision)
+                xl = xl + gate[layer] * x0 * product
             out = out + w_low * xl
         return out.view_as(x)
 

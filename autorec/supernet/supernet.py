@@ -10,14 +10,19 @@ dense arch and over-arch (a DNAS trial fixes those; see :mod:`autorec.strategies
   (``layer<i>.kind``) over max-size weight-shared ops (:mod:`autorec.supernet.ops`), one per
   kind; layers past ``min(layers.num)`` also offer ``skip``, which derive() drops when the space
   does not list skip;
+- per-layer precision: where the layer's kinds offer more than one format, the layer (its whole
+  mixed op) runs under a :class:`~autorec.supernet.mixed.MixedChoice` (``layer<i>.precision``)
+  over ``AtPrecision(layer, p)``: one set of weights, its dense products quantised in each
+  format (:mod:`autorec.precision.layers`). The choice's values are the union of the kinds'
+  formats; a kind that lacks the chosen one derives to its most probable own;
 - the over-arch MLP on the flattened (padded) output of the last layer.
 
 Data flow and shapes as in :class:`~autorec.models.RecModel`, except that every layer's output
 is padded to the widest its candidates give.
 
-Not searched here (each takes the first value the space offers that is valid at D): per-layer
-``precision`` (to plug in as one more MixedChoice once autorec/precision lands), DHEN
-``num_heads`` and ``dcn_layers``.
+Not searched here (each takes the first value the space offers that is valid at D): DHEN
+``num_heads`` and ``dcn_layers``. The dense arch's, over-arch's and tables' precisions are not
+searched either: derive() leaves them fp32.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from autorec.arch import ArchSpec, BlockConfig, TableSpec
 from autorec.data.schema import Schema
+from autorec.precision.layers import AtPrecision
 from autorec.space import SearchSpace, SpaceError, _groups
 from autorec.supernet.mixed import Choice, ChoiceSet, MixedChoice, Weights, width_mask
 from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock
@@ -51,8 +57,6 @@ class SupernetError(ValueError):
 def block_fields(space: SearchSpace, kind: str, dim: int) -> dict[str, tuple[Any, ...]]:
     """The values the supernet searches for each field of ``kind`` at width ``dim``."""
     fields = {k: tuple(v) for k, v in space.layers.blocks.get(kind, {}).items()}
-    if "precision" in fields:
-        fields["precision"] = fields["precision"][:1]
     if kind == "dhen":
         heads = [h for h in fields["num_heads"] if dim % h == 0]
         fields["num_heads"] = tuple(heads[:1]) or fields["num_heads"][:1]
@@ -138,6 +142,9 @@ class Supernet(nn.Module):
         self.dense_arch = MLP(schema.n_dense, [*self.dense_sizes, dim]) if schema.n_dense else None
         self.f0 = len(schema.sparse) + (1 if schema.n_dense else 0)
         self.layer_kinds: list[tuple[str, ...]] = []
+        self.layer_precisions: list[tuple[str, ...]] = []
+        self._aliases: dict[str, str] = {}  # layer<i>.<kind>.precision -> layer<i>.precision
+        runs: list[nn.Module] = []
         layers, num_in = [], self.f0
         for i in range(max(space.layers.num)):
             kinds = tuple(space.layers.kinds)
@@ -152,10 +159,23 @@ class Supernet(nn.Module):
             if len(kinds) > 1:
                 choices.append(Choice(f"layer{i}.kind", kinds))
             layer = MixedChoice(f"layer{i}.kind", ops, max(op.num_out for op in ops.values()))
+            formats = tuple(dict.fromkeys(p for op in ops.values() for p in op.fields.get("precision", ())))
+            run: nn.Module = layer
+            if len(formats) > 1:
+                choices.append(Choice(f"layer{i}.precision", formats))
+                self._aliases.update({f"layer{i}.{k}.precision": f"layer{i}.precision" for k in kinds})
+                candidates = {p: AtPrecision(layer, p) for p in formats}
+                run = MixedChoice(f"layer{i}.precision", candidates, layer.num_out)
             self.layer_kinds.append(kinds)
+            self.layer_precisions.append(formats)
             layers.append(layer)
+            runs.append(run)
             num_in = layer.num_out
         self.layers = nn.ModuleList(layers)
+        # What forward runs per layer. A plain list, not registered: the precision mixes hold
+        # self.layers[i] once per format, and registering them would repeat every weight in the
+        # state_dict under each format's name.
+        self._runs = runs
         self.num_final = num_in
         self.over_arch = nn.Sequential(MLP(num_in * dim, list(over_arch)), nn.Linear(over_arch[-1], 1))
         self.arch = ChoiceSet(choices)
@@ -218,17 +238,27 @@ class Supernet(nn.Module):
     ) -> torch.Tensor:
         """Logits [B] of the architecture mix that ``weights`` (from ``arch.sample``) select."""
         x = self.embed(dense, sparse, weights, detach_embeddings)
-        for layer in self.layers:
-            x = layer(x, weights)
+        for run in self._runs:
+            x = run(x, weights)
         return self.over_arch(x.flatten(1)).squeeze(-1)
 
     # ---- derive -----------------------------------------------------------------------
+    def choice_name(self, name: str) -> str:
+        """The choice that decides field ``name`` (``layer<i>.<kind>.<field>``): itself, or for a
+        kind's ``precision`` its layer's ``layer<i>.precision``."""
+        return self._aliases.get(name, name)
+
     def ranker(self, preferred: Mapping[str, Any] | None = None) -> Ranker:
-        """Values by probability (most probable first); ``preferred`` values go first."""
+        """Values by probability (most probable first); ``preferred`` values go first. A kind's
+        ``precision`` field ranks by its layer's precision choice, kept to the kind's formats."""
 
         def rank(name: str, values: tuple[Any, ...]) -> list[Any]:
-            order = self.arch.ranked(name) if name in self.arch.choices else list(values)
-            if preferred and name in preferred:
+            if name in self._aliases:
+                name = self.choice_name(name)
+                order = [v for v in self.arch.ranked(name) if v in values]
+            else:
+                order = self.arch.ranked(name) if name in self.arch.choices else list(values)
+            if preferred and name in preferred and preferred[name] in order:
                 order = [preferred[name], *(v for v in order if v != preferred[name])]
             return order
 
