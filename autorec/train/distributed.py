@@ -158,9 +158,10 @@ def _check_fused(plan: ShardingPlan, tables: list[str]) -> None:
             if ps is not None and ps.compute_kernel not in FUSED_KERNELS:
                 raise ValueError(
                     f"table {name} ({module}): a reduced-precision (fp16) table trains only on a "
-                    f"fused kernel ({', '.join(FUSED_KERNELS)}); the plan gives it "
-                    f"{ps.sharding_type}/{ps.compute_kernel}, whose optimizer turns it NaN. Use "
-                    f"table_wise or column_wise (fused), or make the table fp32")
+                    f"fused kernel ({', '.join(FUSED_KERNELS)}), whose optimizer state is fp32; "
+                    f"the plan gives it {ps.sharding_type}/{ps.compute_kernel} (on the dense "
+                    f"kernel, torchrec's row-wise Adagrad keeps fp16 state and the table turns "
+                    f"NaN). Use table_wise or column_wise (fused), or make the table fp32")
 
 
 def gather_rows(local: np.ndarray, part_sizes: list[int]) -> np.ndarray:

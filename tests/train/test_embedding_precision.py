@@ -66,14 +66,22 @@ def test_a_plan_putting_an_fp16_table_on_the_dense_kernel_is_refused(planted_dat
         Trainer(spec, planted_data, dataclasses.replace(FAST, plan=str(plan)))
 
 
+def fused_plan(spec: ArchSpec, path) -> str:
+    """A plan file putting every table table_wise on rank 0, on the fused kernel."""
+    path.write_text(json.dumps({"version": 1, "tables": {
+        t.name: {"sharding_type": "table_wise", "ranks": [0]} for t in spec.tables}}))
+    return str(path)
+
+
 @pytest.mark.slow
-def test_fp16_tables_reach_the_auc_of_fp32_over_hundreds_of_steps(planted_data):
-    config = dataclasses.replace(FAST, epochs=10, patience=10)  # 10 x 50 = 500 steps
+def test_fp16_tables_reach_the_auc_of_fp32_over_hundreds_of_steps(planted_data, tmp_path):
     spec = preset("dlrm", planted_data.schema, dim=8)
+    # Both on the fused kernel, so the runs differ only in the tables' precision (the planner
+    # alone would put the fp32 tables data_parallel, on another optimizer implementation).
+    config = dataclasses.replace(FAST, epochs=6, patience=6, plan=fused_plan(spec, tmp_path / "p.json"))
     results = {p: Trainer(tables_in(spec, p), planted_data, config).fit() for p in ("fp32", "fp16")}
     for result in results.values():
-        assert len(result.step_losses) == 500 and all(map(math.isfinite, result.step_losses))
+        assert len(result.step_losses) == 6 * 50 and all(map(math.isfinite, result.step_losses))
     fp32, fp16 = results["fp32"].test["auc"], results["fp16"].test["auc"]
     assert fp16 > 0.9, fp16
-    # 400 test rows: AUC's sampling error alone is about 0.01.
-    assert abs(fp32 - fp16) < 0.02, (fp32, fp16)
+    assert abs(fp32 - fp16) < 0.01, (fp32, fp16)  # measured at 500 steps: 0.0012
