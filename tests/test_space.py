@@ -24,11 +24,11 @@ from autorec.space import SPACES_DIR, SearchSpace, SpaceError
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ["zoo", "wukong", "dhen", "dlrm", "quickstart"]
+SHIPPED = ["zoo", "wukong", "dhen", "dlrm", "quickstart", "precision"]
 # Which presets each shipped space must hold, so a search over it can match them.
 PRESETS_IN = {"zoo": ["dlrm", "dcnv2", "wukong", "dhen"], "quickstart": ["dlrm", "dcnv2", "wukong", "dhen"],
               "wukong": ["wukong"], "dhen": ["dhen"],
-              "dlrm": ["dlrm", "dcnv2"]}
+              "dlrm": ["dlrm", "dcnv2"], "precision": ["wukong"]}
 
 SMALL = Schema(dense=("d0", "d1", "d2"),
                sparse=(SparseFeature("user", 50), SparseFeature("item", 80), SparseFeature("city", 12),
