@@ -32,7 +32,7 @@ from autorec.data import RecDataset
 from autorec.space import SearchSpace
 from autorec.supernet.cost import COST_METRICS, ExpectedCost
 from autorec.supernet.supernet import Supernet
-from autorec.train.distributed import default_device, ensure_process_group
+from autorec.train.distributed import default_device, ensure_process_group, planner_constraints
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,8 @@ def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParal
     ensure_process_group()
     sharders = [EmbeddingBagCollectionSharder()]
     topology = Topology(world_size=dist.get_world_size(), compute_device=device.type)
-    plan = EmbeddingShardingPlanner(topology=topology).collective_plan(net, sharders, dist.GroupMember.WORLD)
+    planner = EmbeddingShardingPlanner(topology=topology, constraints=planner_constraints(net))
+    plan = planner.collective_plan(net, sharders, dist.GroupMember.WORLD)
     # The architecture logits are used outside forward (sampling, E[cost]) and have their own
     # optimizer, so data parallelism leaves them alone.
     arch = [f"arch.{name}" for name, _ in net.arch.named_parameters()]
