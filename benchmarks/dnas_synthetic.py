@@ -38,10 +38,10 @@ def run(data: str, seed: int = 0, space: str = "quickstart", dim: int = 16, step
                                            seed=seed))
     result = search.fit()
     supernet_s = time.perf_counter() - t0
-    train = TrainConfig(epochs=epochs, batch_size=1024, seed=seed, patience=patience, progress=False)
     models = {"derived": result.spec, **{name: preset(name, dataset.schema, dim=dim) for name in presets}}
     rows = {}
     for name, spec in models.items() if epochs else ():  # epochs 0: only which kinds it picks
+        train = TrainConfig(epochs=epochs, batch_size=1024, seed=seed, patience=patience, progress=False)
         t1 = time.perf_counter()
         fit = Trainer(spec, dataset, train).fit()
         rows[name] = {"test_auc": fit.test["auc"], "val_auc": fit.val["auc"],
