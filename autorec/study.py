@@ -38,6 +38,7 @@ OBJECTIVES: dict[str, str] = {
     "flops": "minimize",
     "params_bytes": "minimize",
     "embedding_bytes": "minimize",
+    "compute_time_h100": "minimize",  # seconds of dense forward compute per sample at H100 peaks
     "latency_ms": "minimize",
 }
 PRUNERS = ("median", "hyperband", "none")
@@ -317,14 +318,15 @@ def finished_count(study: optuna.Study) -> int:
 
 # ---- one trial ---------------------------------------------------------------------------
 def cost_summary(spec: ArchSpec) -> dict[str, float]:
-    """The analytic costs a study records and optimises (per-sample FLOPs; bytes)."""
+    """The analytic costs a study records and optimises (per-sample FLOPs and seconds; bytes)."""
     from autorec.costs import arch_cost
 
     cost = arch_cost(spec)
     return {"flops": cost.forward_flops, "train_flops": cost.train_flops,
             "params_bytes": cost.dense_bytes, "embedding_bytes": cost.embedding_bytes,
             "dense_params": cost.dense_params, "embedding_params": cost.embedding_params,
-            "embedding_lookup_bytes": cost.embedding_lookup_bytes}
+            "embedding_lookup_bytes": cost.embedding_lookup_bytes,
+            "compute_time_h100": cost.compute_time("h100")}
 
 
 class TrialRunner:

@@ -14,6 +14,12 @@ precision; biases, norm scales and other vectors stay fp32, as quantised layers 
 The dense arch and over-arch take ``dense_arch_precision`` / ``over_arch_precision``; the
 feature projections stay fp32.
 
+Format throughput (:mod:`autorec.costs.throughput`): :meth:`ArchCost.compute_time` divides each
+part's forward FLOPs by a device's peak dense matmul rate in the part's precision (seconds per
+sample, a lower bound); on the CPU, whose formats are emulated,
+:attr:`ArchCost.fp32_equivalent_flops` weights each part's FLOPs by the format's measured
+emulation overhead instead.
+
 Example:
     >>> from autorec.arch import ArchSpec, TableSpec
     >>> spec = ArchSpec(dim=4, tables=(TableSpec(name="t", features=("f",), num_embeddings=10, dim=4),),
@@ -41,6 +47,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from autorec.arch import ArchSpec
+from autorec.costs.throughput import emulation_factor, peak_flops
 
 # Storage bits per element. MX formats also store one shared 8-bit scale per block of 32.
 PRECISION_BITS: dict[str, float] = {
@@ -121,6 +128,17 @@ class ArchCost:
     @property
     def bytes(self) -> int:
         return self.dense_bytes + self.embedding_bytes
+
+    def compute_time(self, device: str = "h100") -> float:
+        """Seconds of dense forward compute per sample on ``device`` at its peak: the sum over
+        parts of FLOPs / peak FLOP/s in the part's precision (``throughput.PEAK_FLOPS``)."""
+        return sum(p.forward_flops / peak_flops(device, p.precision) for p in self.parts)
+
+    @property
+    def fp32_equivalent_flops(self) -> float:
+        """Forward FLOPs per sample weighted by the CPU's measured emulation overhead of each
+        part's precision (``throughput.CPU_EMULATION_FACTOR``; fp32 counts 1)."""
+        return sum(p.forward_flops * emulation_factor(p.precision) for p in self.parts)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict: every field, the totals, and ``parts`` as a list of dicts."""
