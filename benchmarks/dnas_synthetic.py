@@ -2,7 +2,7 @@
 against the presets trained with the same budget.
 
     .venv/bin/python benchmarks/dnas_synthetic.py --data order2
-    .venv/bin/python benchmarks/dnas_synthetic.py --data order3 --steps 600
+    .venv/bin/python benchmarks/dnas_synthetic.py --data order3 --epochs 0   # the supernet alone
 
 Prints the final kind probabilities per layer, the derived layers, and test AUCs (derived,
 presets, Bayes), then one JSON line.
@@ -27,8 +27,8 @@ PAIRWISE = ("dlrm", "dcnv2")  # what a 2nd-order teacher should make the superne
 HIGHER = ("wukong", "dhen")  # what a 3rd-order teacher should
 
 
-def run(data: str, seed: int = 0, space: str = "quickstart", dim: int = 16, steps: int = 400,
-        warmup: int = 100, batch_size: int = 512, epochs: int = 8, patience: int = 2,
+def run(data: str, seed: int = 0, space: str = "quickstart", dim: int = 16, steps: int = 4000,
+        warmup: int = 2000, batch_size: int = 512, epochs: int = 8, patience: int = 2,
         presets: tuple[str, ...] = ("dlrm", "dcnv2", "wukong", "dhen"), **data_options: Any) -> dict:
     dataset = load_dataset("synthetic", preset=data, seed=seed, **data_options)
     loaded = SearchSpace.load(space)
@@ -59,8 +59,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--space", default=str(SPACES_DIR / "quickstart.yaml"))
     parser.add_argument("--dim", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=400)
-    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--warmup", type=int, default=2000)
     parser.add_argument("--epochs", type=int, default=8, help="0: only run the supernet")
     parser.add_argument("--presets", default="dlrm,dcnv2,wukong,dhen")
     parser.add_argument("--data-opt", action="append", default=[], metavar="KEY=VALUE")
