@@ -18,10 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
-import torch.distributed as dist
-from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
 from torchrec.distributed.model_parallel import DefaultDataParallelWrapper, DistributedModelParallel
-from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
 from torchrec.optim.optimizers import in_backward_optimizer_filter
@@ -32,7 +29,7 @@ from autorec.data import RecDataset
 from autorec.space import SearchSpace
 from autorec.supernet.cost import COST_METRICS, ExpectedCost
 from autorec.supernet.supernet import Supernet
-from autorec.train.distributed import default_device, ensure_process_group, planner_constraints
+from autorec.train.distributed import default_device, shard
 
 
 @dataclass(frozen=True)
@@ -140,19 +137,11 @@ def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParal
     subset of its ops every step (hard sampling skips the unchosen candidates), so its DDP
     wrapper must look for unused parameters instead.
     """
-    ensure_process_group()
-    sharders = [EmbeddingBagCollectionSharder()]
-    topology = Topology(world_size=dist.get_world_size(), compute_device=device.type)
-    planner = EmbeddingShardingPlanner(topology=topology, constraints=planner_constraints(net))
-    plan = planner.collective_plan(net, sharders, dist.GroupMember.WORLD)
     # The architecture logits are used outside forward (sampling, E[cost]) and have their own
     # optimizer, so data parallelism leaves them alone.
     arch = [f"arch.{name}" for name, _ in net.arch.named_parameters()]
-    wrapper = DefaultDataParallelWrapper(static_graph=False, find_unused_parameters=True,
-                                         params_to_ignore=arch)
-    return DistributedModelParallel(
-        net, device=device, plan=plan, sharders=sharders, data_parallel_wrapper=wrapper
-    )
+    return shard(net, device, wrapper=DefaultDataParallelWrapper(
+        static_graph=False, find_unused_parameters=True, params_to_ignore=arch))
 
 
 def _forever(dataset: RecDataset, split: str, batch_size: int, seed: int) -> Iterator[Any]:

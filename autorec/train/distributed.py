@@ -122,7 +122,8 @@ def planner_constraints(model: nn.Module) -> dict[str, ParameterConstraints]:
 
 
 def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = None,
-          dense_parallel: str = "ddp") -> DistributedModelParallel:
+          dense_parallel: str = "ddp",
+          wrapper: DataParallelWrapper | None = None) -> DistributedModelParallel:
     """Wrap ``model`` (embeddings possibly on meta) in DistributedModelParallel.
 
     Args:
@@ -132,6 +133,8 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
             world and device kind (collectively, so every rank gets the same plan), with
             reduced-precision tables on fused kernels (:func:`planner_constraints`).
         dense_parallel: ``"ddp"`` (DistributedDataParallel, torchrec's default) or ``"fsdp"``.
+        wrapper: a data-parallel wrapper for the dense parts that replaces the one
+            ``dense_parallel`` names (the supernet's must find unused parameters).
     """
     if dense_parallel not in DENSE_PARALLEL:
         raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
@@ -146,7 +149,8 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         plan = planner.collective_plan(
             model, sharders, dist.GroupMember.WORLD)
     _check_fused(plan, reduced_precision_tables(model))
-    wrapper = FullyShardWrapper() if dense_parallel == "fsdp" else DefaultDataParallelWrapper()
+    if wrapper is None:
+        wrapper = FullyShardWrapper() if dense_parallel == "fsdp" else DefaultDataParallelWrapper()
     return DistributedModelParallel(model, device=device, plan=plan, sharders=sharders,
                                     data_parallel_wrapper=wrapper)
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import doctest
-import importlib
-
 import pytest
+
+from tests.doctests import assert_examples_run
 
 MODULES = ["formats", "quantisers", "recipes", "layers", "native", "probe", "embeddings"]
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_doctests(name: str) -> None:
-    module = importlib.import_module(f"autorec.precision.{name}")
-    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0, f"autorec.precision.{name} has no Example:"
-    assert result.failed == 0
+    assert_examples_run(f"autorec.precision.{name}")
