@@ -28,9 +28,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from autorec.textfiles import read_text
+
+if TYPE_CHECKING:
+    from autorec.growth.schedule import GrowthSchedule
 
 FORMAT_VERSION = 1
 
@@ -226,6 +229,73 @@ class TableSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TowerSpec:
+    """DMT towers: the sparse features split into groups, each compressed by a tower module.
+
+    Tower ``k`` takes the pooled embeddings of ``groups[k]`` ``[B, F_k, D]`` through ``module``
+    (any block kind) and a linear compression to ``n_out`` vectors ``[B, n_out, D]``
+    (autorec.blocks.towers); the towers' outputs, concatenated after the dense vector, are X0
+    ``[B, 1 + K * n_out, D]`` of the interaction stack. Every sparse feature is in exactly one
+    group, and the features of one table in the same group (a tower's tables live together).
+
+    Example:
+        >>> TowerSpec(groups=(("a", "b"), ("c",)), module=MLPConfig(hidden=(8,), n_out=2), n_out=1).num_towers
+        2
+    """
+
+    groups: tuple[tuple[str, ...], ...]
+    module: BlockConfig
+    n_out: int = 1
+
+    @property
+    def num_towers(self) -> int:
+        return len(self.groups)
+
+    def validate(self, path: str) -> None:
+        if not isinstance(self.groups, tuple) or not self.groups:
+            _fail(f"{path}.groups", "expected a non-empty list of feature groups")
+        for i, group in enumerate(self.groups):
+            if not isinstance(group, tuple) or not group:
+                _fail(f"{path}.groups[{i}]", f"expected a non-empty list of feature names, got {group!r}")
+            for j, name in enumerate(group):
+                if not isinstance(name, str) or not name:
+                    _fail(f"{path}.groups[{i}][{j}]", f"expected a feature name, got {name!r}")
+        if not isinstance(self.module, BlockConfig) or type(self.module) is BlockConfig:
+            _fail(f"{path}.module", f"expected a block config, got {type(self.module).__name__}")
+        self.module.validate(f"{path}.module")
+        _check_int(f"{path}.n_out", self.n_out, 1)
+
+    def check_features(self, path: str, tables: tuple[TableSpec, ...], dim: int) -> None:
+        """What only the whole spec knows: groups against the tables, the module against D."""
+        from autorec.blocks import out_features
+
+        table_of = {f: t for t in tables for f in t.features}
+        tower_of: dict[str, int] = {}
+        for i, group in enumerate(self.groups):
+            for j, name in enumerate(group):
+                if name not in table_of:
+                    _fail(f"{path}.groups[{i}][{j}]", f"unknown feature {name!r}; the tables' features "
+                          f"are {', '.join(table_of)}")
+                if name in tower_of:
+                    _fail(f"{path}.groups[{i}][{j}]", f"feature {name!r} is already in "
+                          f"{path}.groups[{tower_of[name]}]")
+                tower_of[name] = i
+        missing = [f for f in table_of if f not in tower_of]
+        if missing:
+            _fail(f"{path}.groups", f"every sparse feature must be in a tower; missing {', '.join(missing)}")
+        for table in tables:
+            towers = sorted({tower_of[f] for f in table.features})
+            if len(towers) > 1:
+                _fail(f"{path}.groups[{towers[1]}]", f"table {table.name!r} is split across towers "
+                      f"{towers} (its features {list(table.features)} must share one tower)")
+        for i, group in enumerate(self.groups):
+            try:
+                out_features(self.module, len(group), dim)
+            except ValueError as exc:
+                _fail(f"{path}.module", f"does not fit {path}.groups[{i}] ({len(group)} features): {exc}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ArchSpec:
     """A complete model. See the module docstring for the data flow and shapes."""
 
@@ -240,6 +310,10 @@ class ArchSpec:
     # Precision of the dense arch and of the over-arch MLP (its final Linear(., 1) included).
     dense_arch_precision: str = "fp32"
     over_arch_precision: str = "fp32"
+    # DMT towers (None: every pooled embedding enters the interaction stack directly).
+    towers: TowerSpec | None = None
+    # The growth-and-pruning schedule that trained this architecture (autorec.growth.schedule).
+    schedule: GrowthSchedule | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -275,6 +349,13 @@ class ArchSpec:
         _check_sizes("over_arch", self.over_arch)
         _check_choice("dense_arch_precision", self.dense_arch_precision, PRECISIONS)
         _check_choice("over_arch_precision", self.over_arch_precision, PRECISIONS)
+        if self.towers is not None:
+            if not isinstance(self.towers, TowerSpec):
+                _fail("towers", f"expected a TowerSpec, got {type(self.towers).__name__}")
+            self.towers.validate("towers")
+            self.towers.check_features("towers", self.tables, self.dim)
+        if self.schedule is not None:
+            _check_schedule(self)
         self.layer_widths()
 
     def layer_widths(self) -> tuple[int, ...]:
@@ -302,8 +383,11 @@ class ArchSpec:
 
     @property
     def num_inputs(self) -> int:
-        """F0: vectors entering the first interaction layer (dense vector + one per feature)."""
-        return len(self.feature_names) + (1 if self.n_dense else 0)
+        """F0: vectors entering the first interaction layer: the dense vector, then one per
+        feature, or with towers ``n_out`` per tower."""
+        sparse = (len(self.feature_names) if self.towers is None
+                  else self.towers.num_towers * self.towers.n_out)
+        return sparse + (1 if self.n_dense else 0)
 
     def replace(self, **changes: Any) -> ArchSpec:
         """A copy with ``changes`` applied (validated again)."""
@@ -324,6 +408,8 @@ class ArchSpec:
             # Written only when set, so the arch.json of an all-fp32 model stays as it was.
             **{key: getattr(self, key) for key in ("dense_arch_precision", "over_arch_precision")
                if getattr(self, key) != "fp32"},
+            **({"towers": _towers_dict(self.towers)} if self.towers is not None else {}),
+            **({"schedule": self.schedule.to_dict()} if self.schedule is not None else {}),
             "metadata": dict(self.metadata),
         }
 
@@ -352,6 +438,13 @@ class ArchSpec:
     @classmethod
     def load(cls, path: str | Path) -> ArchSpec:
         return cls.from_json(read_text(path, ArchSpecError), str(path))
+
+
+def _towers_dict(towers: TowerSpec) -> dict[str, Any]:
+    module = towers.module
+    return {"groups": [list(g) for g in towers.groups],
+            "module": {"kind": module.kind, **_plain(dataclasses.asdict(module))},
+            "n_out": towers.n_out}
 
 
 def _plain(value: Any) -> Any:
@@ -400,22 +493,57 @@ def _parse_arch(data: Any) -> ArchSpec:
     layers = data.get("layers", [])
     if not isinstance(layers, list):
         _fail("layers", f"expected a list of layers, got {type(layers).__name__}")
-    parsed = []
-    for i, layer in enumerate(layers):
-        path = f"layers[{i}]"
-        if not isinstance(layer, Mapping):
-            _fail(path, f"expected an object, got {type(layer).__name__}")
-        kind = layer.get("kind")
-        if kind not in BLOCK_CONFIGS:
-            _fail(f"{path}.kind", f"expected one of {', '.join(BLOCK_CONFIGS)}, got {kind!r}")
-        cls = BLOCK_CONFIGS[kind]
-        parsed.append(_build(cls, _take(layer, path, cls, skip=("kind",)), path))
-    kwargs["layers"] = tuple(parsed)
+    kwargs["layers"] = tuple(_parse_block(layer, f"layers[{i}]") for i, layer in enumerate(layers))
+    if data.get("towers") is not None:
+        kwargs["towers"] = _parse_towers(data["towers"])
+    if data.get("schedule") is not None:
+        kwargs["schedule"] = _parse_schedule(data["schedule"])
     metadata = data.get("metadata", {})
     if not isinstance(metadata, Mapping):
         _fail("metadata", "expected an object of string values")
     kwargs["metadata"] = tuple((str(k), str(v)) for k, v in metadata.items())
     return ArchSpec(**kwargs)
+
+
+def _check_schedule(spec: ArchSpec) -> None:
+    """The schedule is a GrowthSchedule whose parts exist in ``spec``."""
+    from autorec.growth.schedule import GrowthSchedule, ScheduleError
+
+    if not isinstance(spec.schedule, GrowthSchedule):
+        _fail("schedule", f"expected a GrowthSchedule, got {type(spec.schedule).__name__}")
+    try:
+        spec.schedule.validate("schedule")
+        spec.schedule.check_parts(spec)
+    except ScheduleError as exc:
+        raise ArchSpecError(str(exc)) from None
+
+
+def _parse_schedule(data: Any) -> GrowthSchedule:
+    from autorec.growth.schedule import GrowthSchedule, ScheduleError
+
+    try:
+        return GrowthSchedule.from_dict(data, "schedule")
+    except ScheduleError as exc:
+        raise ArchSpecError(str(exc)) from None
+
+
+def _parse_block(layer: Any, path: str) -> BlockConfig:
+    if not isinstance(layer, Mapping):
+        _fail(path, f"expected an object, got {type(layer).__name__}")
+    kind = layer.get("kind")
+    if kind not in BLOCK_CONFIGS:
+        _fail(f"{path}.kind", f"expected one of {', '.join(BLOCK_CONFIGS)}, got {kind!r}")
+    cls = BLOCK_CONFIGS[kind]
+    return _build(cls, _take(layer, path, cls, skip=("kind",)), path)
+
+
+def _parse_towers(data: Any) -> TowerSpec:
+    kwargs = _take(data, "towers", TowerSpec)
+    groups = data["groups"]
+    if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
+        _fail("towers.groups", f"expected a list of lists of feature names, got {groups!r}")
+    kwargs["module"] = _parse_block(data["module"], "towers.module")
+    return _build(TowerSpec, kwargs, "towers")
 
 
 def _build(cls: type, kwargs: dict[str, Any], path: str) -> Any:

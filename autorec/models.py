@@ -11,7 +11,8 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor, KeyedTensor
 
 from autorec.arch import ArchSpec
 from autorec.blocks import build_block
-from autorec.precision.layers import quantise_model
+from autorec.blocks.towers import Towers
+from autorec.precision.layers import quantise_model, quantise_module_
 
 _EMBEDDING_TYPES = {"fp32": DataType.FP32, "fp16": DataType.FP16}
 
@@ -74,6 +75,11 @@ class RecModel(nn.Module):
             for t in spec.tables if t.dim != dim for f in t.features
         })
         self.dense_arch = MLP(spec.n_dense, [*spec.dense_arch, dim]) if spec.n_dense else None
+        self.towers = None
+        if spec.towers is not None:  # DMT: each feature group compressed by its tower module
+            position = {f: i for i, f in enumerate(spec.feature_names)}
+            self.towers = Towers(spec.towers.module, [[position[f] for f in g] for g in spec.towers.groups],
+                                 dim, spec.towers.n_out)
         num = spec.num_inputs
         layers = []
         for config in spec.layers:
@@ -85,11 +91,16 @@ class RecModel(nn.Module):
         self.over_arch = nn.Sequential(MLP(num * dim, list(spec.over_arch)),
                                        nn.Linear(spec.over_arch[-1], 1))
         quantise_model(self)  # each part's dense modules in its precision (fp32: unchanged)
+        if self.towers is not None and spec.towers.module.precision != "fp32":
+            quantise_module_(self.towers, spec.towers.module.precision)
 
     def embed(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
-        """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature."""
+        """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature, or
+        with towers the towers' outputs [B, K * n_out, D]."""
         x = _place_features(self.sparse_arch(sparse), self.spec.feature_names, self.spec.dim,
                             self.projections)
+        if self.towers is not None:
+            x = self.towers(x)
         if self.dense_arch is not None:
             x = torch.cat([self.dense_arch(dense).unsqueeze(1), x], dim=1)
         return x
