@@ -1,0 +1,477 @@
+"""Sharding planners: the :class:`Planner` interface and the RL planner trained on the cost model.
+
+Every planner answers ``plan(tables, num_devices, memory_per_device, seed=) -> Assignment``:
+each table on one device (table_wise) or split into even column blocks on distinct devices
+(column_wise), every device within its memory. The baselines are in
+:mod:`autorec.sharding.baselines`; :class:`RLPlanner` is the learned one.
+
+The RL planner (DreamShard-style sequential assignment). Tables are visited in decreasing order
+of their predicted cost (:class:`~autorec.sharding.cost_model.ShardCostModel`, whose device
+cost is a per-shard overhead plus the sum of its tables' costs, so an episode keeps a running
+load per device). For each table the policy first picks a column split k (1, 2, 4, 8 or 16 even
+blocks, where the dim divides and the blocks are >= 4 wide), then a device for each block. Both
+choices score candidates with one shared network, so the same weights serve any number of
+tables and devices:
+
+- a table encoder reads the table's normalised features (sizes, pooling, access reuse) and its
+  predicted cost and bytes relative to the episode's scale (total cost / D, memory per device);
+- the split head scores each k from [table encoding, k's block cost, its split overhead, its
+  bytes, the least loaded device's load]; the device head scores each device from [table
+  encoding, its load before and after taking the block, its gap to the current maximum, its
+  memory before and after], plus a learnt multiple of the load after (a greedy prior the
+  policy starts from and corrects);
+- devices without room for the block (or holding another block of the table) and splits with
+  too few such devices are masked out (:func:`autorec.rl.masked_categorical`).
+
+The reward is minus the episode's maximum device cost over the scale (total cost / D); the
+policy is trained by REINFORCE (:class:`autorec.rl.PolicyGradient`) on generated table sets
+and device counts, and plans greedily, keeping the best of that and a few sampled episodes.
+
+Shapes: B episodes played at once, D devices, K split options, H hidden width.
+
+Example:
+    >>> from autorec.sharding.cost_model import ShardCostModel
+    >>> from autorec.sharding.tables import TableSet
+    >>> _ = torch.manual_seed(0)
+    >>> planner = RLPlanner(ShardCostModel(hidden=16), ShardingPolicy(hidden=16), samples=2)
+    >>> tables = TableSet.generate(10, seed=0, rows_range=(1e3, 1e5))
+    >>> a = planner.plan(tables, num_devices=4, memory_per_device=2**30)
+    >>> len(a.placements), a.num_devices
+    (10, 4)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from autorec.rl import PolicyGradient, Rollout, masked_categorical
+from autorec.sharding.cost_model import DEFAULT_DIR, ShardCostModel, normalised_inputs
+from autorec.sharding.plans import Assignment, Placement, PlanningError
+from autorec.sharding.tables import TableInfo, TableSet
+
+SPLITS = (1, 2, 4, 8, 16)
+MIN_BLOCK_DIM = 4
+POLICY_WEIGHTS, POLICY_CONFIG = "planner.safetensors", "planner.json"
+# Scales that bring normalised_inputs' logs (log10 rows, log2 dim, log2 pooling, log10 bytes,
+# log2 dim x pooling) near [0, 1]; the reuse fractions already are.
+_INPUT_SCALE = torch.tensor([8.0, 8.0, 8.0, 12.0, 16.0] + [1.0] * 8)
+_DEAD_REWARD = -10.0
+
+
+class Planner(ABC):
+    """A sharding planner: tables -> devices under a per-device memory limit.
+
+    Implementations must place every table exactly once (whole or as even column blocks on
+    distinct devices), keep every device within ``memory_per_device`` bytes, return the same
+    assignment for the same ``seed``, and raise :class:`PlanningError` when the tables cannot
+    fit. ``tests/sharding/test_conformance.py`` checks every planner for this.
+    """
+
+    name: ClassVar[str] = "planner"
+
+    @abstractmethod
+    def plan(self, tables: TableSet, num_devices: int, memory_per_device: float, *,
+             seed: int = 0) -> Assignment:
+        """Place ``tables`` on ``num_devices`` devices of ``memory_per_device`` bytes each."""
+
+
+def split_options(table: TableInfo, num_devices: int) -> list[int]:
+    """The column splits k allowed for ``table``: k in :data:`SPLITS`, k <= num_devices, the dim
+    divisible by k (torchrec's column_wise takes even blocks) and blocks >= 4 wide (or k = 1).
+
+    Example:
+        >>> from autorec.sharding.tables import TableInfo
+        >>> split_options(TableInfo("t", 10, 24, 1.0, 4.0, (1.0,) + (0.0,) * 7), 8)
+        [1, 2, 4]
+    """
+    return [k for k in SPLITS if k <= num_devices and table.dim % k == 0
+            and (k == 1 or table.dim // k >= MIN_BLOCK_DIM)]
+
+
+def check_fits(tables: TableSet, num_devices: int, memory_per_device: float) -> None:
+    """Raise PlanningError when the tables clearly cannot fit: too few devices, a table whose
+    smallest column block exceeds a device, or more bytes in all than all devices hold."""
+    if not isinstance(num_devices, int) or num_devices < 1:
+        raise PlanningError(f"num_devices: expected a positive integer, got {num_devices!r}")
+    if not memory_per_device > 0:
+        raise PlanningError(f"memory_per_device: expected a positive number of bytes, "
+                            f"got {memory_per_device!r}")
+    if len(tables) == 0:
+        raise PlanningError("the table set is empty")
+    for table in tables.tables:
+        k = split_options(table, num_devices)[-1]
+        smallest = table.column_shard(k)[0].bytes
+        if smallest > memory_per_device:
+            raise PlanningError(
+                f"table {table.name} ({table.bytes:,} bytes) does not fit: its smallest column "
+                f"block ({k} blocks of {smallest:,} bytes) exceeds the {memory_per_device:,.0f} "
+                f"bytes of a device")
+    if tables.total_bytes > num_devices * memory_per_device:
+        raise PlanningError(
+            f"the tables need {tables.total_bytes:,} bytes; {num_devices} devices of "
+            f"{memory_per_device:,.0f} bytes hold {num_devices * memory_per_device:,.0f}")
+
+
+def max_device_cost(model: ShardCostModel, tables: TableSet, assignment: Assignment) -> float:
+    """The cost model's maximum per-device cost (ms per step) of an assignment."""
+    return float(device_costs(model, tables, assignment).max())
+
+
+def device_costs(model: ShardCostModel, tables: TableSet, assignment: Assignment) -> Tensor:
+    """[D] the cost model's per-device cost (forward + backward + comm, ms) of an assignment,
+    column blocks as their own shards."""
+    shards, devices = assignment.shards(tables)
+    return model.device_costs(TableSet(tuple(shards)), devices, assignment.num_devices)
+
+
+class ShardingPolicy(nn.Module):
+    """The planner's policy network: a table encoder, a split head and a device head.
+
+    Args:
+        hidden: width H of every layer.
+        prior: initial weight of the greedy prior (minus the load after placing, on the
+            device logits).
+
+    Example:
+        >>> policy = ShardingPolicy(hidden=8)
+        >>> enc = policy.encode(torch.zeros(3, TABLE_FEATURES))          # [B, H]
+        >>> policy.split_logits(enc, torch.zeros(3, 5, SPLIT_FEATURES)).shape   # [B, K]
+        torch.Size([3, 5])
+        >>> policy.device_logits(enc, torch.zeros(3, 4, DEVICE_FEATURES)).shape  # [B, D]
+        torch.Size([3, 4])
+    """
+
+    def __init__(self, hidden: int = 64, prior: float = 8.0) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.table = nn.Sequential(nn.Linear(TABLE_FEATURES, hidden), nn.ReLU(),
+                                   nn.Linear(hidden, hidden), nn.ReLU())
+        self.split = nn.Sequential(nn.Linear(hidden + SPLIT_FEATURES, hidden), nn.ReLU(),
+                                   nn.Linear(hidden, 1))
+        self.device = nn.Sequential(nn.Linear(hidden + DEVICE_FEATURES, hidden), nn.ReLU(),
+                                    nn.Linear(hidden, 1))
+        # greedy priors (module doc): device: gap to the least loaded choice; split: overflow
+        # of the average load, and the extra cost splitting adds
+        self.prior = nn.Parameter(torch.tensor(float(prior)))
+        self.split_prior = nn.Parameter(torch.tensor([float(prior), float(prior) / 2]))
+
+    def encode(self, table_features: Tensor) -> Tensor:
+        """[B, TABLE_FEATURES] -> [B, H]."""
+        return self.table(table_features)
+
+    def split_logits(self, encoding: Tensor, split_features: Tensor) -> Tensor:
+        """encoding [B, H], split_features [B, K, SPLIT_FEATURES] -> logits [B, K]."""
+        enc = encoding.unsqueeze(1).expand(-1, split_features.shape[1], -1)
+        learnt = self.split(torch.cat([enc, split_features], dim=-1)).squeeze(-1)
+        overflow = (split_features[..., 5] - 1).clamp_min(0)
+        return learnt - self.split_prior[0] * overflow - self.split_prior[1] * split_features[..., 3]
+
+    def device_logits(self, encoding: Tensor, device_features: Tensor) -> Tensor:
+        """encoding [B, H], device_features [B, D, DEVICE_FEATURES] -> logits [B, D]; the last
+        feature, the load after taking the block above the least such load (in blocks), is the
+        greedy prior's term."""
+        enc = encoding.unsqueeze(1).expand(-1, device_features.shape[1], -1)
+        learnt = self.device(torch.cat([enc, device_features], dim=-1)).squeeze(-1)
+        return learnt - self.prior * device_features[..., -1]
+
+
+TABLE_FEATURES = 13 + 4
+SPLIT_FEATURES = 7
+DEVICE_FEATURES = 8
+
+
+@dataclass
+class _Problem:
+    """One table set prepared for episodes: the visiting order, each table's split options with
+    their block cost and bytes, and the episode's scales."""
+
+    order: list[int]
+    options: list[list[int]]          # per visited table: allowed k
+    block_cost: list[Tensor]          # per visited table: [K] one block's cost (ms)
+    block_bytes: list[Tensor]         # per visited table: [K] one block's bytes
+    table_features: Tensor            # [T_visited, TABLE_FEATURES]
+    overhead: float                   # cost of a non-empty device beyond its tables (ms)
+    scale: float                      # total cost / D (ms)
+    memory: float
+    num_devices: int
+    num_tables: int
+
+
+def prepare(model: ShardCostModel, tables: TableSet, num_devices: int, memory_per_device: float,
+            order: str = "cost") -> _Problem:
+    """Cost every table under every split it allows (one batched cost-model call)."""
+    options = [split_options(t, num_devices) for t in tables.tables]
+    variants = [t.column_shard(k)[0] for t, ks in zip(tables.tables, options, strict=True) for k in ks]
+    with torch.no_grad():
+        costs = model.table_costs(TableSet(tuple(
+            replace(v, name=f"v{i}") for i, v in enumerate(variants))).features()).sum(-1)
+        overhead = float(model.shard_overhead().sum())
+    block_cost, block_bytes, start = [], [], 0
+    for t, ks in zip(tables.tables, options, strict=True):
+        block_cost.append(costs[start:start + len(ks)])
+        block_bytes.append(torch.tensor([float(t.column_shard(k)[0].bytes) for k in ks],
+                                        dtype=torch.float64))
+        start += len(ks)
+    whole = torch.stack([c[0] for c in block_cost])
+    scale = float(whole.sum()) / num_devices + overhead
+    key = whole if order == "cost" else torch.tensor([float(t.bytes) for t in tables.tables])
+    visit = sorted(range(len(tables)), key=lambda i: (-float(key[i]), i))
+    inputs = normalised_inputs(tables.features()) / _INPUT_SCALE
+    extra = torch.stack([whole / scale, (whole / scale).clamp_min(1e-6).log() / 5,
+                         torch.tensor([t.bytes / memory_per_device for t in tables.tables]),
+                         torch.tensor([len(o) / len(SPLITS) for o in options])], dim=-1)
+    feats = torch.cat([inputs, extra.float()], dim=-1)[visit]
+    return _Problem(visit, [options[i] for i in visit], [block_cost[i] for i in visit],
+                    [block_bytes[i] for i in visit], feats, overhead, scale, float(memory_per_device),
+                    num_devices, len(tables))
+
+
+@dataclass
+class Episodes:
+    """B episodes played at once: their per-table ranks, log-probs, entropies, final loads."""
+
+    ranks: list[list[tuple[int, ...]]]   # [B][T] in table-set order
+    log_prob: Tensor                     # [B]
+    entropy: Tensor                      # [B]
+    max_cost: Tensor                     # [B] ms; inf for an episode that ran out of memory
+    dead: Tensor                         # [B] bool
+
+    def rewards(self, scale: float) -> list[float]:
+        return [(_DEAD_REWARD if bool(d) else -float(c) / scale)
+                for c, d in zip(self.max_cost, self.dead, strict=True)]
+
+
+def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Sequence[bool] | bool,
+         generator: torch.Generator | None = None) -> Episodes:
+    """Play ``batch`` episodes on ``problem`` (greedy[b]: argmax instead of sampling)."""
+    D, B = problem.num_devices, batch
+    greedy_rows = torch.tensor([greedy] * B if isinstance(greedy, bool) else list(greedy))
+    load = torch.zeros(B, D, dtype=torch.float64)
+    used = torch.zeros(B, D, dtype=torch.float64)
+    dead = torch.zeros(B, dtype=torch.bool)
+    log_prob = torch.zeros(B)
+    entropy = torch.zeros(B)
+    ranks: list[list[tuple[int, ...]]] = [[()] * problem.num_tables for _ in range(B)]
+    scale, mem = problem.scale, problem.memory
+    encodings = policy.encode(problem.table_features)                       # [T, H]
+    rows = torch.arange(B)
+    for step, table in enumerate(problem.order):
+        ks = problem.options[step]
+        cost_k, bytes_k = problem.block_cost[step].double(), problem.block_bytes[step]
+        K = len(ks)
+        enc = encodings[step].unsqueeze(0).expand(B, -1)
+        room = used.unsqueeze(1) + bytes_k.view(1, K, 1) <= mem              # [B, K, D]
+        split_mask = room.sum(-1) >= torch.tensor(ks).view(1, K)            # [B, K]
+        newly_dead = ~split_mask.any(-1) & ~dead
+        dead |= newly_dead
+        split_mask[dead] = True
+        min_load = load.min(-1).values
+        k_tensor = torch.tensor(ks, dtype=torch.float64)
+        split_feats = torch.stack([
+            (k_tensor / 16).expand(B, K), k_tensor.log2().div(4).expand(B, K),
+            (cost_k / scale).expand(B, K), (cost_k * k_tensor / cost_k[0] - 1).expand(B, K),
+            (bytes_k / mem).expand(B, K), (min_load.unsqueeze(1) + cost_k) / scale,
+            (load.max(-1).values.unsqueeze(1) / scale).expand(B, K)], dim=-1).float()
+        logits = policy.split_logits(enc, split_feats)
+        k_idx, lp, ent = _choose(logits, split_mask, greedy_rows, generator)
+        log_prob = log_prob + lp * ~dead
+        entropy = entropy + ent * ~dead
+        k_per = torch.tensor(ks)[k_idx]                                      # [B]
+        c_block, b_block = cost_k[k_idx], bytes_k[k_idx]                     # [B]
+        taken = torch.zeros(B, D, dtype=torch.bool)
+        chosen: list[list[int]] = [[] for _ in range(B)]
+        for j in range(int(k_per.max())):
+            active = (j < k_per) & ~dead
+            add = c_block.unsqueeze(1) + problem.overhead * (used == 0)      # [B, D]
+            after = load + add
+            fits = (used + b_block.unsqueeze(1) <= mem) & ~taken
+            no_room = active & ~fits.any(-1)
+            dead |= no_room
+            active &= ~no_room
+            mask = fits | ~active.unsqueeze(1)
+            max_load = load.max(-1, keepdim=True).values
+            least = after.masked_fill(~mask, math.inf).min(-1, keepdim=True).values
+            gap = ((after - least) / c_block.unsqueeze(1)).clamp(0, 10).masked_fill(~mask, 10)
+            dev_feats = torch.stack([
+                load / scale, after / scale, (after - max_load) / scale, used / mem,
+                (used + b_block.unsqueeze(1)) / mem, (used == 0).double(),
+                (load - load.min(-1, keepdim=True).values) / scale, gap], dim=-1).float()
+            logits = policy.device_logits(enc, dev_feats)
+            d, lp, ent = _choose(logits, mask, greedy_rows, generator)
+            log_prob = log_prob + lp * active
+            entropy = entropy + ent * active
+            sel = rows[active]
+            load[sel, d[sel]] = after[sel, d[sel]]
+            used[sel, d[sel]] += b_block[sel]
+            taken[sel, d[sel]] = True
+            for b in sel.tolist():
+                chosen[b].append(int(d[b]))
+        for b in range(B):
+            ranks[b][table] = tuple(chosen[b])
+    max_cost = load.max(-1).values.masked_fill(dead, math.inf)
+    return Episodes(ranks, log_prob, entropy, max_cost, dead)
+
+
+def _choose(logits: Tensor, mask: Tensor, greedy: Tensor,
+            generator: torch.Generator | None) -> tuple[Tensor, Tensor, Tensor]:
+    """masked_categorical per row, greedy where ``greedy`` [B] says so."""
+    if bool(greedy.all()):
+        return masked_categorical(logits, mask, greedy=True)
+    if not bool(greedy.any()):
+        return masked_categorical(logits, mask, generator=generator)
+    sampled = masked_categorical(logits, mask, generator=generator)
+    argmax = masked_categorical(logits, mask, greedy=True)
+    return tuple(torch.where(greedy, a, s) for a, s in zip(argmax, sampled, strict=True))  # type: ignore[return-value]
+
+
+def _assignment(problem: _Problem, tables: TableSet, ranks: list[tuple[int, ...]]) -> Assignment:
+    return Assignment(tuple(Placement(r, (t.dim // len(r),) * len(r))
+                            for t, r in zip(tables.tables, ranks, strict=True)), problem.num_devices)
+
+
+class RLPlanner(Planner):
+    """The learned planner (module doc): greedy decoding plus ``samples`` sampled episodes,
+    the best by the cost model kept.
+
+    Args:
+        cost_model: the shard cost model (default: the fitted one for ``device_kind``).
+        policy: the policy (default: the trained one under ``cost_models/<device_kind>/``).
+        samples: sampled episodes besides the greedy one (0: greedy only).
+        device_kind: which committed cost model and policy to load by default.
+    """
+
+    name = "rl"
+
+    def __init__(self, cost_model: ShardCostModel | None = None,
+                 policy: ShardingPolicy | None = None, *, samples: int = 7,
+                 device_kind: str = "cpu") -> None:
+        self.cost_model = cost_model if cost_model is not None else ShardCostModel.default(device_kind)
+        self.policy = policy if policy is not None else load_policy(DEFAULT_DIR / device_kind)
+        self.samples = samples
+
+    def plan(self, tables: TableSet, num_devices: int, memory_per_device: float, *,
+             seed: int = 0) -> Assignment:
+        check_fits(tables, num_devices, memory_per_device)
+        generator = torch.Generator().manual_seed(seed)
+        self.policy.eval()
+        # Costliest tables first; if every episode runs out of memory, largest first.
+        for order in ("cost", "bytes"):
+            problem = prepare(self.cost_model, tables, num_devices, memory_per_device, order)
+            with torch.no_grad():
+                episodes = play(self.policy, problem, 1 + self.samples,
+                                greedy=[True] + [False] * self.samples, generator=generator)
+            best = int(episodes.max_cost.argmin())
+            if not bool(episodes.dead[best]):
+                return _assignment(problem, tables, episodes.ranks[best])
+        raise PlanningError(
+            f"no placement of the {len(tables)} tables ({tables.total_bytes:,} bytes) on "
+            f"{num_devices} devices of {memory_per_device:,.0f} bytes was found (memory too tight "
+            "for the planner's episodes)")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What the policy is trained on: generated table sets of ``tables`` tables on
+    ``devices`` devices, each device with ``slack`` x (total bytes / D) of memory."""
+
+    iterations: int = 300
+    batch_size: int = 16
+    tables: tuple[int, int] = (40, 200)
+    devices: tuple[int, ...] = (4, 8)
+    slack: tuple[float, float] = (1.1, 2.0)
+    lr: float = 3e-3
+    entropy_weight: float = 1e-3
+    hidden: int = 64
+    seed: int = 0
+
+
+def memory_for(tables: TableSet, num_devices: int, slack: float) -> float:
+    """``slack`` x the even share of the tables' bytes, at least the largest table's smallest
+    column block (the memory a generated problem gets)."""
+    smallest = max(t.column_shard(split_options(t, num_devices)[-1])[0].bytes for t in tables.tables)
+    return max(slack * tables.total_bytes / num_devices, 1.05 * smallest)
+
+
+def train_policy(cost_model: ShardCostModel, config: TrainConfig = TrainConfig(),
+                 policy: ShardingPolicy | None = None,
+                 log: Callable[[int, dict[str, float]], None] | None = None) -> ShardingPolicy:
+    """REINFORCE on generated table sets: every iteration one problem (table set, device count,
+    memory), ``batch_size`` episodes on it, one PolicyGradient update."""
+    torch.manual_seed(config.seed)
+    policy = policy if policy is not None else ShardingPolicy(config.hidden)
+    trainer = PolicyGradient(policy, lr=config.lr, entropy_weight=config.entropy_weight)
+    rng = torch.Generator().manual_seed(config.seed)
+    policy.train()
+    for i in range(config.iterations):
+        n = int(torch.randint(config.tables[0], config.tables[1] + 1, (1,), generator=rng))
+        d = config.devices[int(torch.randint(len(config.devices), (1,), generator=rng))]
+        slack = config.slack[0] + float(torch.rand(1, generator=rng)) * (config.slack[1] - config.slack[0])
+        # training sets use seeds 10^6 + i: the benchmark's held-out sets use others
+        tables = TableSet.generate(n, seed=1_000_000 + config.seed * 10_000 + i)
+        problem = prepare(cost_model, tables, d, memory_for(tables, d, slack))
+        episodes = play(policy, problem, config.batch_size, greedy=False, generator=rng)
+        rewards = episodes.rewards(problem.scale)
+        stats = trainer.update([Rollout(episodes.log_prob[b], episodes.entropy[b], rewards[b])
+                                for b in range(config.batch_size)])
+        if log is not None:
+            log(i, {**stats, "tables": n, "devices": d})
+    policy.eval()
+    return policy
+
+
+def save_policy(policy: ShardingPolicy, path: str | Path, metadata: dict[str, Any] | None = None) -> Path:
+    """Write ``planner.safetensors`` and ``planner.json`` into the directory ``path``."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous() for k, v in policy.state_dict().items()}, path / POLICY_WEIGHTS)
+    config = {"format": "autorec-sharding-policy", "version": 1, "hidden": policy.hidden,
+              "metadata": metadata or {}}
+    (path / POLICY_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+def load_policy(path: str | Path) -> ShardingPolicy:
+    """The policy :func:`save_policy` wrote into the directory ``path``."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    config_path, weights_path = path / POLICY_CONFIG, path / POLICY_WEIGHTS
+    for p in (config_path, weights_path):
+        if not p.is_file():
+            raise PlanningError(f"{p}: no such file; train the planner's policy first "
+                                f"(python benchmarks/sharding_plans.py --train --out {path})")
+    try:
+        config = json.loads(config_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise PlanningError(f"{config_path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    if not isinstance(config, dict) or config.get("format") != "autorec-sharding-policy":
+        raise PlanningError(f"{config_path}: format: expected 'autorec-sharding-policy'")
+    hidden = config.get("hidden")
+    if not isinstance(hidden, int) or hidden < 1:
+        raise PlanningError(f"{config_path}: hidden: expected a positive integer, got {hidden!r}")
+    policy = ShardingPolicy(hidden)
+    try:
+        policy.load_state_dict(load_file(weights_path))
+    except RuntimeError as exc:
+        raise PlanningError(f"{weights_path}: does not fit {config_path}: {exc}") from None
+    return policy.eval()
+
+
+def timed_plan(planner: Planner, tables: TableSet, num_devices: int,
+               memory_per_device: float, seed: int = 0) -> tuple[Assignment, float]:
+    """(assignment, seconds of process CPU time) of one planning call."""
+    start = time.process_time()
+    assignment = planner.plan(tables, num_devices, memory_per_device, seed=seed)
+    return assignment, time.process_time() - start
