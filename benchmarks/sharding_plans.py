@@ -1,0 +1,338 @@
+"""Sharding plan quality: the RL planner against torchrec's planner and the greedy baselines.
+
+Three modes:
+
+    # train the policy on the fitted cost model and commit it (cost_models/cpu/planner.*)
+    python benchmarks/sharding_plans.py --train --iterations 300 --out cost_models/cpu
+
+    # plan quality on 20 held-out generated table sets (100-500 tables, 5-16 devices but never
+    # the training device counts 4 and 8, seeds never used in training)
+    python benchmarks/sharding_plans.py --sets 20
+
+    # measured step time of the RL plan and the best baseline's under DistributedModelParallel,
+    # 2 and 4 gloo processes (torchrun), on table sets scaled to fit this machine
+    python benchmarks/sharding_plans.py --measure --nproc 2 4 --sets 3
+
+Quality is the cost model's maximum per-device cost (ms per step): the slowest device sets the
+step time of a synchronous step. Planning time is process CPU time (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autorec.sharding.baselines import (  # noqa: E402
+    BASELINES,
+    TorchrecPlanner,
+    _greedy,
+    _least_loaded,
+)
+from autorec.sharding.cost_model import ShardCostModel  # noqa: E402
+from autorec.sharding.planner import (  # noqa: E402
+    Planner,
+    RLPlanner,
+    TrainConfig,
+    device_costs,
+    memory_for,
+    save_policy,
+    train_policy,
+)
+from autorec.sharding.plans import Assignment, PlanningError  # noqa: E402
+from autorec.sharding.tables import TableSet  # noqa: E402
+
+TRAIN_DEVICES = (4, 8)
+HELD_OUT_DEVICES = tuple(d for d in range(5, 17) if d not in TRAIN_DEVICES)
+HELD_OUT_SEED = 2_000_000
+SLACK = 1.3
+
+
+class CostGreedy(Planner):
+    """Ablation, not one of the issue's baselines: size/lookup-greedy's rule with the cost
+    model's own per-table cost as the score (what knowing the cost model gives without RL)."""
+
+    name = "cost-greedy"
+
+    def __init__(self, model: ShardCostModel) -> None:
+        self.model = model
+
+    def plan(self, tables: TableSet, num_devices: int, memory_per_device: float, *,
+             seed: int = 0) -> Assignment:
+        with torch.no_grad():
+            costs = self.model.table_costs(tables.features()).sum(-1).tolist()
+        index = {t.name: i for i, t in enumerate(tables.tables)}
+
+        def score(t: object) -> float:
+            name = t.name  # type: ignore[attr-defined]
+            base = name.split("@c")[0]
+            return costs[index[base]] * (t.dim / tables.tables[index[base]].dim)  # type: ignore[attr-defined]
+
+        return _greedy(tables, num_devices, memory_per_device, score, _least_loaded)
+
+
+def held_out_problems(n_sets: int) -> list[tuple[int, TableSet, int, float]]:
+    """(seed, tables, devices, memory) of the held-out sets: 100-500 tables, unseen seeds and
+    device counts, memory SLACK x the even share of the bytes."""
+    out = []
+    for i in range(n_sets):
+        rng = np.random.default_rng(HELD_OUT_SEED + i)
+        n = int(rng.integers(100, 501))
+        d = int(rng.choice(HELD_OUT_DEVICES))
+        tables = TableSet.generate(n, seed=HELD_OUT_SEED + i)
+        out.append((HELD_OUT_SEED + i, tables, d, memory_for(tables, d, SLACK)))
+    return out
+
+
+def quality(n_sets: int, samples: int, log: bool = True) -> dict:
+    model = ShardCostModel.default("cpu")
+    planners: dict[str, Planner] = {"rl": RLPlanner(model, samples=samples)}
+    planners.update({name: make() for name, make in BASELINES.items()})
+    planners["cost-greedy (ablation)"] = CostGreedy(model)
+    rows: dict[str, list[dict]] = {name: [] for name in planners}
+    for seed, tables, d, memory in held_out_problems(n_sets):
+        for name, planner in planners.items():
+            start = time.process_time()
+            try:
+                a = planner.plan(tables, d, memory, seed=0)
+                seconds = time.process_time() - start
+                a.check(tables, memory)
+                cost = float(device_costs(model, tables, a).max())
+            except PlanningError as exc:
+                rows[name].append({"seed": seed, "error": str(exc)})
+                continue
+            rows[name].append({"seed": seed, "tables": len(tables), "devices": d, "cost": cost,
+                               "seconds": seconds})
+        if log:
+            rl = rows["rl"][-1].get("cost")
+            print(f"set {seed}: {len(tables)} tables, {d} devices: " + ", ".join(
+                f"{n} {r[-1]['cost']:.1f}" if "cost" in r[-1] else f"{n} failed"
+                for n, r in rows.items()) + (f" (rl {rl:.1f})" if rl else ""), file=sys.stderr)
+    return {"rows": rows, "sets": n_sets, "samples": samples}
+
+
+def summarise(result: dict) -> dict:
+    rows = result["rows"]
+    rl = {r["seed"]: r for r in rows["rl"] if "cost" in r}
+    summary = {}
+    for name, rs in rows.items():
+        ok = [r for r in rs if "cost" in r and r["seed"] in rl]
+        summary[name] = {
+            "mean_max_device_ms": statistics.mean(r["cost"] for r in ok) if ok else None,
+            "ratio_vs_rl": statistics.mean(r["cost"] / rl[r["seed"]]["cost"] for r in ok) if ok else None,
+            "rl_saving": statistics.mean(1 - rl[r["seed"]]["cost"] / r["cost"] for r in ok) if ok else None,
+            "mean_seconds": statistics.mean(r["seconds"] for r in ok) if ok else None,
+            "max_seconds": max(r["seconds"] for r in ok) if ok else None,
+            "failures": sum("error" in r for r in rs)}
+    baselines = [n for n in rows if n in BASELINES]
+    per_set_best = []
+    for seed, r in rl.items():
+        costs = [x["cost"] for n in baselines for x in rows[n] if x["seed"] == seed and "cost" in x]
+        per_set_best.append(1 - r["cost"] / min(costs))
+    best_mean = min(baselines, key=lambda n: summary[n]["mean_max_device_ms"] or float("inf"))
+    return {"planners": summary, "best_baseline_by_mean": best_mean,
+            "rl_saving_vs_best_baseline_per_set": statistics.mean(per_set_best),
+            "rl_saving_vs_best_baseline_min_over_sets": min(per_set_best),
+            "rl_max_plan_seconds_500ish": max(r["seconds"] for r in rl.values())}
+
+
+def print_table(summary: dict) -> None:
+    print("| planner | mean max-device cost (ms) | ratio to RL | RL saving | mean planning s "
+          "| max planning s | failures |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, s in summary["planners"].items():
+        if s["mean_max_device_ms"] is None:
+            print(f"| {name} | - | - | - | - | - | {s['failures']} |")
+            continue
+        print(f"| {name} | {s['mean_max_device_ms']:.2f} | {s['ratio_vs_rl']:.3f} | "
+              f"{100 * s['rl_saving']:.1f}% | {s['mean_seconds']:.2f} | {s['max_seconds']:.2f} | "
+              f"{s['failures']} |")
+    print(f"\nRL saving against the best baseline of each set: "
+          f"{100 * summary['rl_saving_vs_best_baseline_per_set']:.1f}% on average, "
+          f"{100 * summary['rl_saving_vs_best_baseline_min_over_sets']:.1f}% at the least; "
+          f"best baseline by mean: {summary['best_baseline_by_mean']}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Measured step time under DistributedModelParallel (torchrun workers)
+
+
+def _kjt(tables: TableSet, batch: int, rng: np.random.Generator):
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+    from autorec.sharding.tables import access_indices
+
+    lengths, values = [], []
+    for t in tables.tables:
+        n = rng.poisson(t.pooling, batch).clip(0, 4 * max(1.0, t.pooling) + 4).astype(np.int64)
+        lengths.append(n)
+        values.append(access_indices(t.rows, t.access_exponent, int(n.sum()), rng))
+    return KeyedJaggedTensor(keys=[f"f_{t.name}" for t in tables.tables],
+                             values=torch.from_numpy(np.concatenate(values)),
+                             lengths=torch.from_numpy(np.concatenate(lengths)))
+
+
+def worker(request_path: str) -> None:
+    """One torchrun rank: build one DMP per plan over the same tables, time train steps
+    alternating between the plans, write the per-plan step times (rank 0)."""
+    import torch.distributed as dist
+    from torchrec.distributed import sharding_plan as sp
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+    from torchrec.distributed.model_parallel import DistributedModelParallel
+    from torchrec.distributed.types import ShardingPlan
+    from torchrec.modules.embedding_configs import EmbeddingBagConfig
+    from torchrec.modules.embedding_modules import EmbeddingBagCollection
+    from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
+    from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
+
+    torch.set_num_threads(1)
+    request = json.loads(Path(request_path).read_text())
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    tables = TableSet.from_dict(request["tables"])
+    configs = [EmbeddingBagConfig(name=t.name, embedding_dim=t.dim, num_embeddings=t.rows,
+                                  feature_names=[f"f_{t.name}"]) for t in tables.tables]
+    models = {}
+    for name, ranks in request["plans"].items():
+        ebc = EmbeddingBagCollection(tables=configs, device=torch.device("meta"))
+        apply_optimizer_in_backward(RowWiseAdagrad, ebc.parameters(), {"lr": 0.01})
+        gens = {t.name: (sp.table_wise(rank=r[0], compute_kernel="fused") if len(r) == 1
+                         else sp.column_wise(ranks=r, compute_kernel="fused"))
+                for t, r in zip(tables.tables, ranks, strict=True)}
+        module_plan = sp.construct_module_sharding_plan(
+            ebc, gens, sharder=EmbeddingBagCollectionSharder(), local_size=world, world_size=world,
+            device_type="cpu")
+        models[name] = DistributedModelParallel(ebc, device=torch.device("cpu"),
+                                                plan=ShardingPlan({"": module_plan}),
+                                                sharders=[EmbeddingBagCollectionSharder()])
+    rng = np.random.default_rng(1000 + rank)
+    batches = [_kjt(tables, request["batch_size"], rng) for _ in range(4)]
+    times: dict[str, list[float]] = {name: [] for name in models}
+    for step in range(request["warmup"] + request["steps"]):
+        for name, model in models.items():
+            dist.barrier()
+            start = time.perf_counter()
+            out = model(batches[step % len(batches)])
+            out.values().sum().backward()
+            dist.barrier()
+            if step >= request["warmup"]:
+                times[name].append(time.perf_counter() - start)
+    if rank == 0:
+        Path(request["result"]).write_text(json.dumps(times))
+    dist.destroy_process_group()
+
+
+def measure(nprocs: list[int], n_sets: int, steps: int, batch_size: int) -> list[dict]:
+    """Step time of the RL plan and of the best baseline (by the cost model) on scaled table
+    sets (rows 10^3..10^5, 30-60 tables), under torchrun with each process count."""
+    model = ShardCostModel.default("cpu")
+    rl = RLPlanner(model)
+    results = []
+    for i in range(n_sets):
+        rng = np.random.default_rng(3_000_000 + i)
+        tables = TableSet.generate(int(rng.integers(30, 61)), seed=3_000_000 + i,
+                                   rows_range=(1e3, 1e5))
+        for nproc in nprocs:
+            memory = memory_for(tables, nproc, SLACK)
+            plans = {"rl": rl.plan(tables, nproc, memory)}
+            costs = {"rl": float(device_costs(model, tables, plans["rl"]).max())}
+            for name, make in BASELINES.items():
+                try:
+                    a = (TorchrecPlanner() if name == "torchrec" else make()).plan(tables, nproc, memory)
+                except PlanningError:
+                    continue
+                if all(p.even for p in a.placements):
+                    plans[name], costs[name] = a, float(device_costs(model, tables, a).max())
+            best = min((n for n in plans if n != "rl"), key=costs.__getitem__)
+            with tempfile.TemporaryDirectory() as tmp:
+                req = Path(tmp) / "request.json"
+                req.write_text(json.dumps({
+                    "tables": tables.to_dict(), "batch_size": batch_size, "warmup": 3, "steps": steps,
+                    "result": str(Path(tmp) / "result.json"),
+                    "plans": {n: [list(p.ranks) for p in plans[n].placements] for n in ("rl", best)}}))
+                cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                       "--nproc-per-node", str(nproc), str(Path(__file__).resolve()), "--worker", str(req)]
+                env = {**os.environ, "OMP_NUM_THREADS": "1"}
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+                if proc.returncode != 0:
+                    raise RuntimeError(proc.stderr[-3000:])
+                times = json.loads((Path(tmp) / "result.json").read_text())
+            row = {"set": 3_000_000 + i, "tables": len(tables), "nproc": nproc, "best_baseline": best,
+                   "predicted_ms": {"rl": costs["rl"], best: costs[best]},
+                   "min_step_ms": {n: 1000 * min(t) for n, t in times.items()},
+                   "median_step_ms": {n: 1000 * statistics.median(t) for n, t in times.items()}}
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", action="store_true", help="train the policy and save it to --out")
+    parser.add_argument("--iterations", type=int, default=TrainConfig.iterations)
+    parser.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    parser.add_argument("--out", default=str(ROOT / "cost_models" / "cpu"))
+    parser.add_argument("--sets", type=int, default=20)
+    parser.add_argument("--samples", type=int, default=7)
+    parser.add_argument("--measure", action="store_true", help="measure step times under torchrun")
+    parser.add_argument("--nproc", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--step-batch", type=int, default=1024, help="per-rank batch of --measure")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.worker:
+        worker(args.worker)
+        return 0
+    if args.train:
+        config = TrainConfig(iterations=args.iterations, batch_size=args.batch_size,
+                             devices=TRAIN_DEVICES)
+        start = time.time()
+
+        def log(i: int, stats: dict) -> None:
+            if i % 10 == 0 or i == config.iterations - 1:
+                print(f"iter {i}: reward mean {stats['reward_mean']:.4f} max {stats['reward_max']:.4f} "
+                      f"entropy {stats['entropy']:.2f} ({stats['tables']} tables, {stats['devices']} "
+                      f"devices, {time.time() - start:.0f} s)", file=sys.stderr)
+
+        policy = train_policy(ShardCostModel.default("cpu"), config, log=log)
+        save_policy(policy, args.out, {
+            "trained_by": f"python benchmarks/sharding_plans.py --train --iterations {args.iterations} "
+                          f"--batch-size {args.batch_size}",
+            "config": {k: v for k, v in config.__dict__.items()}, "seconds": round(time.time() - start)})
+        print(f"policy saved to {args.out}", file=sys.stderr)
+        return 0
+    if args.measure:
+        rows = measure(args.nproc, args.sets, args.steps, args.step_batch)
+        for r in rows:
+            names = list(r["min_step_ms"])
+            print(f"set {r['set']} ({r['tables']} tables), {r['nproc']} processes: " + ", ".join(
+                f"{n} min {r['min_step_ms'][n]:.1f} ms / median {r['median_step_ms'][n]:.1f} ms "
+                f"(predicted max-device {r['predicted_ms'][n]:.2f} ms)" for n in names))
+        if args.json:
+            print(json.dumps(rows))
+        return 0
+    result = quality(args.sets, args.samples)
+    summary = summarise(result)
+    print_table(summary)
+    if args.json:
+        print(json.dumps({"summary": summary, **result}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The RL planner: its environment, its policy, training on the cost model, saving/loading."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from autorec.sharding.cost_model import DEFAULT_DIR, ShardCostModel
+from autorec.sharding.planner import (
+    RLPlanner,
+    ShardingPolicy,
+    TrainConfig,
+    check_fits,
+    device_costs,
+    load_policy,
+    max_device_cost,
+    memory_for,
+    play,
+    prepare,
+    save_policy,
+    split_options,
+    train_policy,
+)
+from autorec.sharding.plans import Assignment, PlanningError
+from autorec.sharding.tables import TableSet
+
+
+@pytest.fixture(scope="module")
+def model() -> ShardCostModel:
+    torch.manual_seed(0)
+    return ShardCostModel(hidden=16)
+
+
+TABLES = TableSet.generate(30, seed=11, rows_range=(1e3, 1e6))
+
+
+def test_split_options_follow_dim_and_devices():
+    t = dataclasses.replace(TABLES.tables[0], dim=48)
+    assert split_options(t, 16) == [1, 2, 4, 8]   # 48/16 = 3 columns: too narrow
+    assert split_options(t, 3) == [1, 2]
+    assert split_options(dataclasses.replace(t, dim=6), 8) == [1]
+
+
+def test_episode_loads_equal_the_cost_model(model):
+    """The running loads an episode keeps are the cost model's device costs of its plan."""
+    memory = memory_for(TABLES, 5, 1.2)
+    problem = prepare(model, TABLES, 5, memory)
+    episodes = play(ShardingPolicy(16), problem, 4, greedy=False, generator=torch.Generator().manual_seed(0))
+    for b in range(4):
+        assert not episodes.dead[b]
+        a = Assignment.of(episodes.ranks[b], TABLES, 5)
+        a.check(TABLES, memory)
+        assert float(episodes.max_cost[b]) == pytest.approx(max_device_cost(model, TABLES, a), rel=1e-4)
+
+
+def test_greedy_episode_is_deterministic_and_sampled_ones_vary(model):
+    problem = prepare(model, TABLES, 4, memory_for(TABLES, 4, 1.5))
+    policy = ShardingPolicy(16)
+    one = play(policy, problem, 2, greedy=True)
+    assert one.ranks[0] == one.ranks[1]
+    sampled = play(policy, problem, 6, greedy=False, generator=torch.Generator().manual_seed(1))
+    assert len({tuple(r) for r in sampled.ranks}) > 1
+
+
+def test_policy_generalises_over_table_and_device_counts(model):
+    planner = RLPlanner(model, ShardingPolicy(16), samples=1)
+    for n, d in ((5, 2), (60, 16)):
+        tables = TableSet.generate(n, seed=n, rows_range=(1e3, 1e5))
+        memory = memory_for(tables, d, 1.3)
+        planner.plan(tables, d, memory).check(tables, memory)
+
+
+def test_training_improves_the_policy_on_its_problem(model):
+    """REINFORCE on the cost model raises the mean reward of sampled episodes on fixed problems."""
+    torch.manual_seed(0)
+    policy = ShardingPolicy(16, prior=0.0)  # no greedy prior: everything is to be learnt
+    config = TrainConfig(iterations=25, batch_size=12, tables=(20, 20), devices=(4,), slack=(2.0, 2.0),
+                         hidden=16, lr=1e-2)
+    history: list[float] = []
+    train_policy(model, config, policy, log=lambda i, s: history.append(s["reward_mean"]))
+    assert len(history) == 25
+    assert sum(history[-5:]) / 5 > sum(history[:5]) / 5
+
+
+def test_plan_keeps_the_best_episode(model):
+    memory = memory_for(TABLES, 4, 1.3)
+    policy = ShardingPolicy(16)
+    greedy_only = RLPlanner(model, policy, samples=0).plan(TABLES, 4, memory)
+    with_samples = RLPlanner(model, policy, samples=6).plan(TABLES, 4, memory)
+    assert max_device_cost(model, TABLES, with_samples) <= max_device_cost(model, TABLES, greedy_only) + 1e-6
+
+
+def test_device_costs_count_column_blocks(model):
+    t = dataclasses.replace(TABLES.tables[0], dim=32)
+    tables = TableSet((t,))
+    whole = device_costs(model, tables, Assignment.of([(0,)], tables, 2))
+    split = device_costs(model, tables, Assignment.of([(0, 1)], tables, 2))
+    assert whole[1] == 0 and split[0] > 0 and split[1] > 0
+
+
+def test_save_and_load_policy(tmp_path, model):
+    policy = ShardingPolicy(8)
+    save_policy(policy, tmp_path, {"note": "test"})
+    loaded = load_policy(tmp_path)
+    memory = memory_for(TABLES, 3, 1.4)
+    assert RLPlanner(model, loaded).plan(TABLES, 3, memory) == \
+        RLPlanner(model, policy).plan(TABLES, 3, memory)
+    assert json.loads((tmp_path / "planner.json").read_text())["metadata"] == {"note": "test"}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: (d / "planner.json").unlink(), "planner.json: no such file"),
+    (lambda d: (d / "planner.json").write_text("{"), "planner.json:1: not valid JSON"),
+    (lambda d: (d / "planner.json").write_text('{"format": "x"}'),
+     "format: expected 'autorec-sharding-policy'"),
+    (lambda d: (d / "planner.json").write_text('{"format": "autorec-sharding-policy", "hidden": 9}'),
+     "does not fit"),
+])
+def test_bad_policy_files(tmp_path, change, message):
+    save_policy(ShardingPolicy(8), tmp_path)
+    change(tmp_path)
+    with pytest.raises(PlanningError, match=message):
+        load_policy(tmp_path)
+
+
+def test_check_fits_messages():
+    with pytest.raises(PlanningError, match="memory_per_device: expected a positive number"):
+        check_fits(TABLES, 2, 0)
+    with pytest.raises(PlanningError, match="the table set is empty"):
+        check_fits(TableSet(()), 2, 1e9)
+
+
+@pytest.mark.skipif(not (DEFAULT_DIR / "cpu" / "planner.json").is_file(), reason="no committed policy")
+def test_committed_policy_plans_500_tables_on_16_devices():
+    tables = TableSet.generate(500, seed=77)
+    memory = memory_for(tables, 16, 1.3)
+    RLPlanner().plan(tables, 16, memory).check(tables, memory)
