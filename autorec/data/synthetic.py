@@ -40,6 +40,7 @@ represents; stacked interaction layers (Wukong, DHEN, DCNv2) can.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -73,6 +74,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     "order2": {**_QUALITY, "teacher_order": 2},
     "order3": {**_QUALITY, "teacher_order": 3, "interaction_share": 0.8},
     # Smoke tests and quickstarts.
+    # DMT towers: 16 tables in 4 planted groups; features interact (pairwise) only within their
+    # group, the dense field only at first order. Tables are dealt to groups in blocks of 4 of
+    # equal rows (50, 100, 200, 500), so every group holds one table of each size and a
+    # partition that recovers the groups is also balanced in bytes and lookups.
+    "groups4": {**_QUALITY, "num_tables": 16, "num_groups": 4,
+                "rows": (50,) * 4 + (100,) * 4 + (200,) * 4 + (500,) * 4, "teacher_order": 2,
+                "interaction_share": 0.8},
     "tiny": {"num_samples": 5000, "num_dense": 3, "num_tables": 4, "rows": (50, 100, 200, 1000),
              "pooling": (1.0, 1.0, 2.0, 3.0), "teacher_order": 2, "teacher_dim": 4},
 }
@@ -86,7 +94,7 @@ _SQRT3 = math.sqrt(3.0)
 _CHUNK_FLOATS = 1 << 21
 
 # Purposes of the random streams and hash salts, so no two draws share one.
-_IDS, _LENGTHS, _DENSE, _TEACHER, _LABELS, _SCRAMBLE, _VECTORS = range(7)
+_IDS, _LENGTHS, _DENSE, _TEACHER, _LABELS, _SCRAMBLE, _VECTORS, _GROUPS = range(8)
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,10 @@ class SyntheticConfig:
         interaction_share: share of logit variance in the highest-order term (order >= 2).
         temperature: divides the unit-variance teacher score; lower is less label noise.
         base_ctr: mean click probability, reached through the bias.
+        num_groups: 0 (off) or G planted feature groups: the tables are dealt to G groups in
+            blocks of G consecutive tables, each block shuffled by the seed (every group gets
+            one table of each block); pairs and triples of the teacher are drawn within groups
+            only and the dense field keeps its first-order term only (``feature_groups``).
     """
 
     num_samples: int = 100_000
@@ -124,6 +136,7 @@ class SyntheticConfig:
     interaction_share: float = 0.7
     temperature: float = 0.5
     base_ctr: float = 0.25
+    num_groups: int = 0
 
     def __post_init__(self) -> None:
         for name in ("rows", "pooling"):
@@ -145,6 +158,8 @@ class SyntheticConfig:
             (0.0 <= self.interaction_share <= 1.0, "interaction_share must lie in [0, 1]"),
             (self.temperature > 0, "temperature must be > 0"),
             (0.0 < self.base_ctr < 1.0, "base_ctr must lie in (0, 1)"),
+            (0 <= self.num_groups <= self.num_tables,
+             f"num_groups must lie in [0, num_tables={self.num_tables}], got {self.num_groups}"),
             (self.num_fields >= self.teacher_order,
              f"teacher_order {self.teacher_order} needs as many fields (tables + dense)"),
         ]
@@ -277,6 +292,25 @@ def _sample_table(config: SyntheticConfig, seed: int, table: int) -> Jagged:
 
 # --- the teacher ---------------------------------------------------------------------------
 
+def table_groups(config: SyntheticConfig, seed: int) -> tuple[int, ...]:
+    """The planted group of each table (all 0 when ``num_groups`` is 0): blocks of G consecutive
+    tables, each dealt to the G groups in a seeded random order.
+
+    Example:
+        >>> table_groups(SyntheticConfig(num_tables=6, num_groups=3, num_dense=0), seed=0)
+        (2, 0, 1, 0, 1, 2)
+    """
+    g = config.num_groups
+    if g == 0:
+        return (0,) * config.num_tables
+    rng = _rng(seed, _GROUPS)
+    groups: list[int] = []
+    for start in range(0, config.num_tables, g):
+        groups.extend(int(k) for k in rng.permutation(g)[: config.num_tables - start])
+    return tuple(groups)
+
+
+
 def _chunk(column: Jagged, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Values and lengths of samples ``start:stop``."""
     offsets = column.offsets[start:stop + 1]
@@ -328,7 +362,14 @@ class Teacher:
         pairs = np.triu(rng.standard_normal((f, f)), k=1)
         num_triples = min(config.num_triples, math.comb(f, 3)) if f >= 3 else 0
         chosen: set[tuple[int, ...]] = set()
-        while len(chosen) < num_triples:
+        if config.num_groups:  # interactions within planted groups only; dense: first order only
+            group = np.array([-1] * (config.num_dense > 0) + list(table_groups(config, seed)))
+            pairs *= (group[:, None] == group[None, :]) & (group[:, None] >= 0)
+            within = [c for c in itertools.combinations(range(f), 3)
+                      if group[c[0]] >= 0 and group[c[0]] == group[c[1]] == group[c[2]]]
+            picked = rng.choice(len(within), min(num_triples, len(within)), replace=False) if within else []
+            chosen = {within[i] for i in picked}
+        while len(chosen) < num_triples and not config.num_groups:
             chosen.add(tuple(sorted(rng.choice(f, 3, replace=False).tolist())))
         triples = np.array(sorted(chosen), dtype=np.int64).reshape(-1, 3)
         triple_weight = rng.standard_normal(len(triples))
@@ -447,6 +488,20 @@ class SyntheticDataset(InMemoryDataset):
         self.config, self.seed, self.probs = config, seed, probs
         self.teacher, self.readout = teacher, readout
         self._bayes_auc: dict[str, float] = {}
+
+    def feature_groups(self) -> tuple[tuple[str, ...], ...]:
+        """The planted groups of sparse feature names (``num_groups`` > 0), in group order.
+
+        Example:
+            >>> ds = load_synthetic(seed=0, preset="groups4", num_samples=1000)
+            >>> [len(g) for g in ds.feature_groups()]
+            [4, 4, 4, 4]
+        """
+        if not self.config.num_groups:
+            raise DataError("synthetic: this dataset has no planted groups (num_groups is 0)")
+        of = table_groups(self.config, self.seed)
+        return tuple(tuple(f"cat_{t}" for t in range(self.config.num_tables) if of[t] == g)
+                     for g in range(self.config.num_groups))
 
     def probability(self, data: TabularData) -> torch.Tensor:
         """The teacher's ``p`` [N] for any samples of this schema."""

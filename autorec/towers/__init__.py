@@ -1,0 +1,1 @@
+"""DMT towers: learned feature partitioning (partition) and tower-wise sharding (sharding)."""
