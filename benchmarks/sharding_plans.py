@@ -45,8 +45,10 @@ from autorec.sharding.cost_model import ShardCostModel  # noqa: E402
 from autorec.sharding.planner import (  # noqa: E402
     Planner,
     RLPlanner,
+    ShardingPolicy,
     TrainConfig,
     device_costs,
+    load_policy,
     memory_for,
     save_policy,
     train_policy,
@@ -96,11 +98,24 @@ def held_out_problems(n_sets: int) -> list[tuple[int, TableSet, int, float]]:
     return out
 
 
-def quality(n_sets: int, samples: int, log: bool = True) -> dict:
-    model = ShardCostModel.default("cpu")
-    planners: dict[str, Planner] = {"rl": RLPlanner(model, samples=samples)}
+def validation_problems() -> list[tuple[TableSet, int, float]]:
+    """Problems the training keeps its best policy by: seeds of their own, the training device
+    counts (the held-out counts stay unseen)."""
+    out = []
+    for i, (n, d) in enumerate(((150, 4), (300, 8), (80, 4), (400, 8))):
+        tables = TableSet.generate(n, seed=4_000_000 + i)
+        out.append((tables, d, memory_for(tables, d, SLACK)))
+    return out
+
+
+def quality(n_sets: int, samples: int, model: ShardCostModel, policy: ShardingPolicy,
+            log: bool = True) -> dict:
+    planners: dict[str, Planner] = {"rl": RLPlanner(model, policy, samples=samples)}
     planners.update({name: make() for name, make in BASELINES.items()})
     planners["cost-greedy (ablation)"] = CostGreedy(model)
+    torch.manual_seed(0)
+    planners["rl untrained, priors only (ablation)"] = RLPlanner(model, ShardingPolicy(policy.hidden),
+                                                                 samples=samples)
     rows: dict[str, list[dict]] = {name: [] for name in planners}
     for seed, tables, d, memory in held_out_problems(n_sets):
         for name, planner in planners.items():
@@ -234,11 +249,11 @@ def worker(request_path: str) -> None:
     dist.destroy_process_group()
 
 
-def measure(nprocs: list[int], n_sets: int, steps: int, batch_size: int) -> list[dict]:
+def measure(nprocs: list[int], n_sets: int, steps: int, batch_size: int, model: ShardCostModel,
+            policy: ShardingPolicy) -> list[dict]:
     """Step time of the RL plan and of the best baseline (by the cost model) on scaled table
     sets (rows 10^3..10^5, 30-60 tables), under torchrun with each process count."""
-    model = ShardCostModel.default("cpu")
-    rl = RLPlanner(model)
+    rl = RLPlanner(model, policy)
     results = []
     for i in range(n_sets):
         rng = np.random.default_rng(3_000_000 + i)
@@ -292,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--step-batch", type=int, default=1024, help="per-rank batch of --measure")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--cost-model", default=str(ROOT / "cost_models" / "cpu"),
+                        help="the fitted cost model's directory")
+    parser.add_argument("--policy", help="the policy's directory (default: --cost-model's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -304,20 +322,26 @@ def main(argv: list[str] | None = None) -> int:
         start = time.time()
 
         def log(i: int, stats: dict) -> None:
-            if i % 10 == 0 or i == config.iterations - 1:
+            if "validation" in stats:
+                print(f"iter {i}: validation (greedy max-device cost / even share) "
+                      f"{stats['validation']:.4f}", file=sys.stderr)
+            elif i % 10 == 0 or i == config.iterations - 1:
                 print(f"iter {i}: reward mean {stats['reward_mean']:.4f} max {stats['reward_max']:.4f} "
                       f"entropy {stats['entropy']:.2f} ({stats['tables']} tables, {stats['devices']} "
                       f"devices, {time.time() - start:.0f} s)", file=sys.stderr)
 
-        policy = train_policy(ShardCostModel.default("cpu"), config, log=log)
+        policy = train_policy(ShardCostModel.load(args.cost_model), config, log=log,
+                              validation=validation_problems())
         save_policy(policy, args.out, {
             "trained_by": f"python benchmarks/sharding_plans.py --train --iterations {args.iterations} "
                           f"--batch-size {args.batch_size}",
             "config": {k: v for k, v in config.__dict__.items()}, "seconds": round(time.time() - start)})
         print(f"policy saved to {args.out}", file=sys.stderr)
         return 0
+    model = ShardCostModel.load(args.cost_model)
+    policy = load_policy(args.policy or args.cost_model)
     if args.measure:
-        rows = measure(args.nproc, args.sets, args.steps, args.step_batch)
+        rows = measure(args.nproc, args.sets, args.steps, args.step_batch, model, policy)
         for r in rows:
             names = list(r["min_step_ms"])
             print(f"set {r['set']} ({r['tables']} tables), {r['nproc']} processes: " + ", ".join(
@@ -326,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(rows))
         return 0
-    result = quality(args.sets, args.samples)
+    result = quality(args.sets, args.samples, model, policy)
     summary = summarise(result)
     print_table(summary)
     if args.json:

@@ -404,13 +404,34 @@ def memory_for(tables: TableSet, num_devices: int, slack: float) -> float:
 
 def train_policy(cost_model: ShardCostModel, config: TrainConfig = TrainConfig(),
                  policy: ShardingPolicy | None = None,
-                 log: Callable[[int, dict[str, float]], None] | None = None) -> ShardingPolicy:
+                 log: Callable[[int, dict[str, float]], None] | None = None,
+                 validation: Sequence[tuple[TableSet, int, float]] = (),
+                 validate_every: int = 25) -> ShardingPolicy:
     """REINFORCE on generated table sets: every iteration one problem (table set, device count,
-    memory), ``batch_size`` episodes on it, one PolicyGradient update."""
+    memory), ``batch_size`` episodes on it, one PolicyGradient update.
+
+    With ``validation`` problems (tables, devices, memory), the greedy plans' mean max-device
+    cost over scale is measured every ``validate_every`` iterations (and at the start and the
+    end); the policy returned is the best one measured (logged as ``validation``)."""
     torch.manual_seed(config.seed)
     policy = policy if policy is not None else ShardingPolicy(config.hidden)
     trainer = PolicyGradient(policy, lr=config.lr, entropy_weight=config.entropy_weight)
     rng = torch.Generator().manual_seed(config.seed)
+    problems = [prepare(cost_model, t, d, m) for t, d, m in validation]
+    best: tuple[float, dict[str, Tensor]] | None = None
+
+    def validate(i: int) -> None:
+        nonlocal best
+        with torch.no_grad():
+            score = sum(float(play(policy, p, 1, greedy=True).max_cost[0]) / p.scale
+                        for p in problems) / len(problems)
+        if log is not None:
+            log(i, {"validation": score})
+        if best is None or score < best[0]:
+            best = (score, {k: v.detach().clone() for k, v in policy.state_dict().items()})
+
+    if problems:
+        validate(-1)
     policy.train()
     for i in range(config.iterations):
         n = int(torch.randint(config.tables[0], config.tables[1] + 1, (1,), generator=rng))
@@ -425,6 +446,10 @@ def train_policy(cost_model: ShardCostModel, config: TrainConfig = TrainConfig()
                                 for b in range(config.batch_size)])
         if log is not None:
             log(i, {**stats, "tables": n, "devices": d})
+        if problems and ((i + 1) % validate_every == 0 or i == config.iterations - 1):
+            validate(i)
+    if best is not None:
+        policy.load_state_dict(best[1])
     policy.eval()
     return policy
 
