@@ -344,6 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
     from autorec.precision.command import add_parser as add_precision_parser
 
     add_precision_parser(commands)
+    from autorec.sharding.profile_command import add_parser as add_profile_parser
+
+    add_profile_parser(commands)
+    from autorec.sharding.command import add_parser as add_shard_parser
+
+    add_shard_parser(commands)
     return parser
 
 

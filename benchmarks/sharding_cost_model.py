@@ -1,0 +1,107 @@
+"""Fit the sharding cost model on measured shard profiles and report its held-out error.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sharding_cost_model.py \
+        [--profiles cost_models/cpu/profiles.jsonl] [--out cost_models/cpu] [--test-fraction 0.2]
+        [--steps 3000] [--hidden 64] [--seed 0]
+
+The profiles (``autorec profile sharding``) are shuffled with ``--seed`` and split into training
+and held-out shards; every shard was drawn from its own generated table set, so the held-out
+shards' tables were never seen in training. The model fits on the training shards only; the
+script prints the held-out mean absolute percentage error (MAPE) per head (forward, backward,
+comm) and of the total, next to a reference fitted on the same split: a least-squares linear
+model per head on hand-made shard features (tables, lookups x dim, sum of dims, bytes). With
+``--out`` it saves the model fitted on the training split (so the recorded error is that
+model's), with the numbers and the split in its ``model.json`` metadata.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+
+import torch
+
+from autorec.sharding.cost_model import HEADS, ShardCostModel, fit, mape, predict_shards
+from autorec.sharding.profiler import ShardProfile, load_profiles
+from autorec.sharding.tables import TableSet
+
+
+def shard_summary(shard: TableSet, batch_size: int) -> list[float]:
+    """Hand-made features of a shard for the linear reference: 1, tables, B * sum(pooling * dim),
+    sum of dims, bytes."""
+    t = shard.tables
+    return [1.0, float(len(t)), batch_size * sum(x.pooling * x.dim for x in t) / 1e6,
+            sum(x.dim for x in t) / 1e3, shard.total_bytes / 1e9]
+
+
+def linear_reference(train: list[ShardProfile], test: list[ShardProfile]) -> torch.Tensor:
+    """Per head least squares on :func:`shard_summary`, weighted by 1/cost (relative error);
+    predictions [S_test, 3] floored at 1 microsecond."""
+    x = torch.tensor([shard_summary(p.tables, p.batch_size) for p in train], dtype=torch.float64)
+    y = torch.stack([p.targets for p in train]).double()
+    xt = torch.tensor([shard_summary(p.tables, p.batch_size) for p in test], dtype=torch.float64)
+    preds = []
+    for h in range(len(HEADS)):
+        w = 1.0 / y[:, h:h + 1]
+        coef = torch.linalg.lstsq(x * w, y[:, h:h + 1] * w).solution
+        preds.append((xt @ coef).squeeze(-1).clamp_min(1e-3))
+    return torch.stack(preds, dim=-1).float()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profiles", default="cost_models/cpu/profiles.jsonl")
+    parser.add_argument("--out", help="save the fitted model into this directory (e.g. cost_models/cpu)")
+    parser.add_argument("--test-fraction", type=float, default=0.2)
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    profiles = load_profiles(args.profiles)
+    kinds = {(p.batch_size, p.device, p.world_size) for p in profiles}
+    if len(kinds) != 1:
+        sys.exit(f"{args.profiles}: profiles of several (batch size, device, world size): {sorted(kinds)}")
+    batch_size, device, world_size = kinds.pop()
+    order = list(range(len(profiles)))
+    random.Random(args.seed).shuffle(order)
+    n_test = max(1, round(len(order) * args.test_fraction))
+    test = [profiles[i] for i in order[:n_test]]
+    train = [profiles[i] for i in order[n_test:]]
+    targets = torch.stack([p.targets for p in train])
+    test_targets = torch.stack([p.targets for p in test])
+
+    torch.manual_seed(args.seed)
+    model = ShardCostModel(args.hidden, batch_size=batch_size, world_size=world_size,
+                           device_kind=device)
+    start = time.perf_counter()
+    fit(model, [p.tables for p in train], targets, steps=args.steps, seed=args.seed)
+    fit_s = time.perf_counter() - start
+    with torch.no_grad():
+        held_out = mape(predict_shards(model, [p.tables for p in test]), test_targets)
+        in_train = mape(predict_shards(model, [p.tables for p in train]), targets)
+    reference = mape(linear_reference(train, test), test_targets)
+
+    print(f"{len(profiles)} profiles ({len(train)} train, {len(test)} held out), batch {batch_size}, "
+          f"{device}, comm at {world_size} processes; fit {args.steps} steps in {fit_s:.0f} s")
+    print("| head | held-out MAPE (cost model) | train MAPE | held-out MAPE (linear reference) |")
+    print("|---|---|---|---|")
+    for h in [*HEADS, "total"]:
+        print(f"| {h} | {held_out[h]:.1f}% | {in_train[h]:.1f}% | {reference[h]:.1f}% |")
+    if args.out:
+        model.metadata = {
+            "profiles": str(args.profiles), "n_profiles": len(profiles), "n_train": len(train),
+            "n_test": len(test), "split_seed": args.seed, "steps": args.steps,
+            "heldout_mape": {k: round(v, 2) for k, v in held_out.items()},
+            "linear_reference_heldout_mape": {k: round(v, 2) for k, v in reference.items()},
+            "command": "benchmarks/sharding_cost_model.py " + " ".join(argv or sys.argv[1:])}
+        path = model.save(args.out)
+        print(f"saved to {path}: {json.dumps(model.metadata['heldout_mape'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
