@@ -32,9 +32,22 @@ def _greedy(tables: TableSet, num_devices: int, memory_per_device: float,
             choose: Callable[[list[int], list[float]], int]) -> Assignment:
     """Tables in decreasing ``score``, each on ``choose(devices with room, load)``; load is the
     sum of the placed shards' scores per device. A table that fits no device whole is split
-    into the fewest even column blocks that fit, on distinct devices."""
+    into the fewest even column blocks that fit, on distinct devices. Where memory is so tight
+    that this order strands a large table, the tables are placed largest first instead (with
+    the same ``choose``)."""
     check_fits(tables, num_devices, memory_per_device)
-    order = sorted(range(len(tables)), key=lambda i: (-score(tables.tables[i]), i))
+    try:
+        return _greedy_in_order(tables, num_devices, memory_per_device, score, choose, score)
+    except PlanningError:
+        return _greedy_in_order(tables, num_devices, memory_per_device, score, choose,
+                                lambda t: float(t.bytes))
+
+
+def _greedy_in_order(tables: TableSet, num_devices: int, memory_per_device: float,
+                     score: Callable[[TableInfo], float],
+                     choose: Callable[[list[int], list[float]], int],
+                     key: Callable[[TableInfo], float]) -> Assignment:
+    order = sorted(range(len(tables)), key=lambda i: (-key(tables.tables[i]), i))
     load = [0.0] * num_devices
     used = [0] * num_devices
     placements: list[Placement | None] = [None] * len(tables)

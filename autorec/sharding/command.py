@@ -146,6 +146,13 @@ def cmd_shard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(n: float) -> str:
+    for unit, factor in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= factor:
+            return f"{n / factor:,.2f} {unit}"
+    return f"{n:,.0f} B"
+
+
 def _print_report(report: dict[str, Any], spec: Any) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -153,7 +160,7 @@ def _print_report(report: dict[str, Any], spec: Any) -> None:
     console = Console()
     sizes = {t.name: t for t in spec.tables}
     plan = Table(title=f"{report['arch']}: sharding plan on {report['world_size']} devices "
-                       f"({report['memory_per_device'] / 1e9:,.2f} GB each)")
+                       f"({_size(report['memory_per_device'])} each)")
     for column in ("table", "rows", "dim", "sharding", "ranks"):
         plan.add_column(column, justify="left" if column in ("table", "sharding") else "right")
     for name, entry in report["plan"]["tables"].items():
@@ -165,7 +172,7 @@ def _print_report(report: dict[str, Any], spec: Any) -> None:
         devices.add_column(column, justify="right")
     for d in report["devices"]:
         devices.add_row(str(d["rank"]), f"{d['forward_ms']:.3f}", f"{d['backward_ms']:.3f}",
-                        f"{d['comm_ms']:.3f}", f"{d['total_ms']:.3f}", f"{d['bytes'] / 1e9:,.3f} GB")
+                        f"{d['comm_ms']:.3f}", f"{d['total_ms']:.3f}", _size(d["bytes"]))
     console.print(devices)
     side = Table(title="planners side by side (max-device cost; lower is better)")
     for column in ("planner", "max-device ms", "RL saves", "seconds"):
