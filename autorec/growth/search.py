@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +50,8 @@ SEARCHES = ("rl", "tpe")
 
 
 def prunable_parts(spec: ArchSpec) -> tuple[str, ...]:
-    """The parts of ``spec`` that :func:`autorec.growth.ops.shrink` makes narrower at ratio 0.5.
+    """The parts of ``spec`` that :func:`autorec.growth.ops.shrink` makes narrower at ratio 0.5
+    and that the growth operations can prune and grow back (a dlrm layer's input rows cannot).
 
     Example:
         >>> from autorec.data import Schema, SparseFeature
@@ -60,16 +61,21 @@ def prunable_parts(spec: ArchSpec) -> tuple[str, ...]:
         ('dense_arch', 'over_arch')
     """
     from autorec.growth.ops import shrink
+    from autorec.growth.plan import build_plan
 
     names = [*(["dense_arch"] if spec.n_dense and spec.dense_arch else []),
              *(f"layers.{i}" for i in range(len(spec.layers))), "over_arch"]
     out = []
     for name in names:
         try:
-            if shrink(spec, {name: 0.5}) != spec:
-                out.append(name)
-        except (ValueError, NotImplementedError, KeyError):
+            small = shrink(spec, {name: 0.5})
+            if small == spec:
+                continue
+            build_plan(spec, small)  # prune and grow both need the plan (a GrowthError if not)
+            build_plan(small, spec)
+        except (ValueError, NotImplementedError):
             continue
+        out.append(name)
     return tuple(out)
 
 
@@ -228,12 +234,14 @@ class ScheduleEvaluator:
         budget: trained schedules allowed (:attr:`exhausted` after that many).
         stopper: learning-curve early stopping (None: every run trains to the end).
         baseline: the dense baseline's evaluation (its schedule is then never trained again).
+        on_trained: called with each new evaluation (progress logs).
     """
 
     def __init__(self, spec: ArchSpec, dataset: RecDataset, space: ScheduleSpace,
                  config: GrowthTrainConfig, cost_model: TrainingCostModel, *, lam: float = 0.01,
                  budget: int = 16, stopper: CurveStopper | None = None,
-                 baseline: Evaluation | None = None) -> None:
+                 baseline: Evaluation | None = None,
+                 on_trained: Callable[[Evaluation], None] | None = None) -> None:
         if budget < 1:
             raise ValueError(f"budget: expected a positive number of trained schedules, got {budget}")
         if not math.isfinite(lam) or lam < 0:
@@ -243,6 +251,7 @@ class ScheduleEvaluator:
         self.cache: dict[GrowthSchedule, Evaluation] = {}
         self.trained: list[Evaluation] = []  # in training order
         self.requests = 0
+        self.on_trained = on_trained
         if baseline is not None:
             self.cache[baseline.schedule] = baseline
 
@@ -266,6 +275,8 @@ class ScheduleEvaluator:
             evaluation.reward = -1.0 - self.lam * ratio  # NaN AUC (one class): worst
         self.cache[schedule] = evaluation
         self.trained.append(evaluation)
+        if self.on_trained is not None:
+            self.on_trained(evaluation)
         return evaluation
 
 
@@ -292,8 +303,8 @@ def _best(evaluations: Sequence[Evaluation]) -> Evaluation | None:
     return max(finished, key=lambda e: e.reward) if finished else None
 
 
-def rl_search(evaluator: ScheduleEvaluator, *, batch_size: int = 4, lr: float = 0.05,
-              entropy_weight: float = 0.01, seed: int = 0, max_iterations: int | None = None,
+def rl_search(evaluator: ScheduleEvaluator, *, batch_size: int = 4, lr: float = 0.02,
+              entropy_weight: float = 0.02, seed: int = 0, max_iterations: int | None = None,
               hidden: int = 64) -> SearchResult:
     """REINFORCE over the evaluator's space until its budget of trained schedules is spent
     (or ``max_iterations`` updates: equal schedules are not trained again, so a converged policy

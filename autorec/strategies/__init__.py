@@ -6,10 +6,11 @@ from typing import Any
 
 from autorec.strategies.base import Strategy
 from autorec.strategies.dnas import DnasStrategy
+from autorec.strategies.growth import GrowthStrategy
 from autorec.strategies.samplers import NSGA2Strategy, RandomStrategy, TPEStrategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (RandomStrategy, TPEStrategy, NSGA2Strategy, DnasStrategy)
+    cls.name: cls for cls in (RandomStrategy, TPEStrategy, NSGA2Strategy, DnasStrategy, GrowthStrategy)
 }
 
 

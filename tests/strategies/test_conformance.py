@@ -21,7 +21,9 @@ DATA = load_dataset("synthetic", preset="tiny", num_samples=600, num_dense=2, nu
                     rows=[100, 50, 20], pooling=[1.0, 1.0, 2.0])
 SCHEMA = DATA.schema
 # Options that keep a strategy's proposal fast here (dnas: a supernet run of two steps).
-FAST = {"dnas": {"steps": 2, "warmup_steps": 1, "batch_size": 64, "record_every": 1}}
+FAST = {"dnas": {"steps": 2, "warmup_steps": 1, "batch_size": 64, "record_every": 1},
+        # growth: per proposal, a dense baseline and one searched schedule of four steps each.
+        "growth": {"steps": 4, "budget": 1, "batch_size": 64, "rl_batch_size": 1, "early_stopping": False}}
 
 
 def strategy(name: str, seed: int) -> Strategy:
@@ -31,8 +33,9 @@ def strategy(name: str, seed: int) -> Strategy:
 
 
 # dnas trains a supernet per proposal (seconds each on the zoo space): its 46 proposals here run
-# with the slow tests; tests/strategies/test_dnas.py runs a short dnas study by default.
-@pytest.fixture(params=[pytest.param(n, marks=pytest.mark.slow) if n == "dnas" else n
+# with the slow tests; tests/strategies/test_dnas.py runs a short dnas study by default. growth
+# trains schedules per proposal (about 1 s each): the same, with tests/strategies/test_growth.py.
+@pytest.fixture(params=[pytest.param(n, marks=pytest.mark.slow) if n in ("dnas", "growth") else n
                         for n in sorted(STRATEGIES)])
 def name(request) -> str:
     return request.param

@@ -1,0 +1,145 @@
+"""Growth-and-pruning schedules as a study strategy: each trial searches how to train its proposal.
+
+The Optuna sampler (TPE) picks the architecture from the space, as the ``tpe`` strategy does.
+Then, on the study's data, the trial trains the dense baseline (that architecture at full size
+for ``steps`` steps) and runs a schedule search (:mod:`autorec.growth.search`: ``rl`` or
+``tpe``, ``budget`` trained schedules, reward = val AUC - ``lambda`` x FLOPs ratio). The
+proposal is the architecture with the best schedule recorded in ``ArchSpec.schedule`` (the
+baseline's single full-size phase when no schedule beats it). The search's summary goes into
+the trial's ``growth`` user attribute; the report draws the schedule. With ``retrain: warm``
+the study's trainer starts from the model the best schedule trained (recurring training on the
+full-size model); with ``scratch`` it trains the architecture anew.
+
+Example (in a study file)::
+
+    strategy:
+      name: growth
+      options: {search: rl, steps: 400, budget: 8, lambda: 0.01, batch_size: 1024}
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from autorec.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from autorec.arch import ArchSpec
+    from autorec.data import RecDataset
+    from autorec.data.schema import Schema
+    from autorec.space import SearchSpace
+
+GROWTH_ATTR = "growth"
+RETRAIN = ("scratch", "warm")
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"strategy 'growth': {name}: expected a positive integer, got {value!r}")
+    return value
+
+
+class GrowthStrategy(Strategy):
+    """Architectures by TPE, each trained under a searched growth schedule (module docstring).
+
+    Args:
+        seed: seeds the sampler and (with the trial number) each schedule search.
+        search: ``rl`` (REINFORCE policy) or ``tpe`` (Optuna TPE over the schedule space).
+        steps: training steps of every schedule (the dense baseline's too).
+        budget: trained schedules per trial.
+        lambda: weight of the FLOPs ratio in the reward.
+        batch_size: samples per training step.
+        phases: reduced phases before the final full-size one.
+        shares, ratios, min_final: the schedule space (:class:`~autorec.growth.search.ScheduleSpace`).
+        early_stopping: learning-curve early stopping against the best curve so far.
+        rl_batch_size: schedules per policy update (``rl``).
+        retrain: ``scratch`` or ``warm`` (see the module docstring).
+        n_startup_trials: random trials before the architecture sampler's TPE starts.
+    """
+
+    name = "growth"
+
+    def __init__(self, seed: int = 0, search: str = "rl", steps: int = 400, budget: int = 8,
+                 batch_size: int = 1024, phases: int = 2, shares: Any = None, ratios: Any = None,
+                 min_final: float = 0.2, early_stopping: bool = True, rl_batch_size: int = 4,
+                 retrain: str = "scratch", n_startup_trials: int = 5, **options: Any) -> None:
+        from autorec.growth.search import SEARCHES
+
+        lam = options.pop("lambda", 0.01)
+        super().__init__(seed, **options)
+        if search not in SEARCHES:
+            raise ValueError(f"strategy 'growth': search: expected one of {', '.join(SEARCHES)}, "
+                             f"got {search!r}")
+        if retrain not in RETRAIN:
+            raise ValueError(f"strategy 'growth': retrain: expected one of {', '.join(RETRAIN)}, "
+                             f"got {retrain!r}")
+        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
+            raise ValueError(f"strategy 'growth': lambda: expected a number >= 0, got {lam!r}")
+        self.search, self.retrain, self.lam = search, retrain, float(lam)
+        self.steps = _positive_int("steps", steps)
+        self.budget = _positive_int("budget", budget)
+        self.batch_size = _positive_int("batch_size", batch_size)
+        self.phases = _positive_int("phases", phases)
+        self.rl_batch_size = _positive_int("rl_batch_size", rl_batch_size)
+        self.n_startup_trials = n_startup_trials
+        self.shares, self.ratios, self.min_final = shares, ratios, min_final
+        self.early_stopping = bool(early_stopping)
+        try:  # the schedule space's own checks, now rather than at the first trial
+            from autorec.growth.search import ScheduleSpace
+
+            ScheduleSpace((), self.steps, self.phases, min_final=min_final,
+                          **({"shares": tuple(shares)} if shares is not None else {}),
+                          **({"ratios": tuple(ratios)} if ratios is not None else {}))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"strategy 'growth': {exc}") from None
+        self.dataset: RecDataset | None = None
+        self._models: dict[int, Any] = {}
+
+    def bind(self, dataset: RecDataset) -> None:
+        self.dataset = dataset
+
+    def sampler(self, num_objectives: int) -> optuna.samplers.BaseSampler:
+        return optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.n_startup_trials,
+                                          multivariate=True, group=True)
+
+    def propose(self, trial: optuna.Trial, space: SearchSpace, schema: Schema) -> ArchSpec:
+        from autorec.growth.search import search
+        from autorec.growth.train import GrowthTrainConfig, train_schedule
+
+        if self.dataset is None:
+            raise ValueError("strategy 'growth' trains schedules on the study's data: "
+                             "call bind(dataset) first")
+        if self.dataset.schema != schema:
+            raise ValueError(f"strategy 'growth': the bound dataset {self.dataset.name!r} has another "
+                             "schema than the one proposed for")
+        spec = space.suggest(trial, schema)
+        seed = self.seed + trial.number
+        config = GrowthTrainConfig(batch_size=self.batch_size, seed=seed)
+        result, baseline = search(spec, self.dataset, method=self.search, total_steps=self.steps,
+                                  budget=self.budget, lam=self.lam, config=config, seed=seed,
+                                  phases=self.phases, shares=self.shares, ratios=self.ratios,
+                                  min_final=self.min_final, early_stopping=self.early_stopping,
+                                  rl_batch_size=self.rl_batch_size)
+        best = result.best if result.best is not None and result.best.reward > baseline.reward else baseline
+        trial.set_user_attr(GROWTH_ATTR, {
+            "search": self.search, "lambda": self.lam, "steps": self.steps, "budget": self.budget,
+            "best": best.to_dict(), "baseline": baseline.to_dict(),
+            "trained": len(result.evaluations),
+            "stopped_early": sum(e.stopped_at is not None for e in result.evaluations),
+            "seconds": result.seconds + baseline.seconds})
+        self._models = {}
+        if self.retrain == "warm":
+            run = train_schedule(spec, best.schedule, self.dataset, config, keep_model=True)
+            self._models[trial.number] = run.model
+        return spec.replace(schedule=best.schedule)
+
+    def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:
+        """With ``retrain: warm``, start the study's model from the schedule-trained one."""
+        model = self._models.pop(trial.number, None)
+        if model is not None:
+            from autorec.supernet.warm import warm_start
+
+            trial.set_user_attr("warm_started", warm_start(model, trainer.model))

@@ -1,0 +1,113 @@
+"""Schedule search: the space, the RL policy, the TPE baseline, the evaluator's budget and cache."""
+
+import math
+
+import pytest
+import torch
+
+from autorec.data import load_dataset
+from autorec.growth.cost import TrainingCostModel
+from autorec.growth.schedule import GrowthSchedule, Phase
+from autorec.growth.search import (
+    ScheduleEvaluator,
+    SchedulePolicy,
+    ScheduleSpace,
+    baseline_evaluation,
+    prunable_parts,
+    rl_search,
+    search,
+    tpe_search,
+)
+from autorec.growth.train import GrowthTrainConfig
+from autorec.presets import preset
+from tests.doctests import assert_examples_run
+
+DATA = load_dataset("synthetic", preset="tiny", num_samples=1200)
+SPEC = preset("dcnv2", DATA.schema)
+CONFIG = GrowthTrainConfig(batch_size=64, eval_batch_size=512)
+
+
+def test_examples_run():
+    assert_examples_run("autorec.growth.search")
+
+
+def test_prunable_parts_leave_out_what_cannot_be_grown_back():
+    assert prunable_parts(SPEC) == ("dense_arch", "layers.0", "over_arch")
+    assert prunable_parts(preset("dlrm", DATA.schema)) == ("dense_arch", "over_arch")  # dot has no width
+
+
+def test_space_decisions_masks_and_decoding():
+    space = ScheduleSpace(("layers.0", "over_arch"), 100, phases=2, shares=(0.0, 0.3, 0.6), ratios=(0.5, 1.0),
+                          min_final=0.2)
+    assert [n for n, _ in space.decisions] == ["phase0.share", "phase0.layers.0", "phase0.over_arch",
+                                               "phase1.share", "phase1.layers.0", "phase1.over_arch"]
+    assert space.allowed(3, [0.6, 0.5, 0.5]) == [True, False, False]  # only 0.2 of the steps left
+    assert space.allowed(3, [0.3, 0.5, 0.5]) == [True, True, False]
+    s = space.schedule([0.3, 0.5, 1.0, 0.3, 1.0, 0.5])
+    assert s == GrowthSchedule((Phase(30, {"layers.0": 0.5}), Phase(30, {"over_arch": 0.5}), Phase(40)))
+    # shares past the budget are cut (TPE proposes them; the RL mask forbids them)
+    assert space.schedule([0.6, 0.5, 0.5, 0.6, 0.5, 0.5]) == GrowthSchedule(
+        (Phase(80, {"layers.0": 0.5, "over_arch": 0.5}), Phase(20)))
+    # all-full and zero-share choices are the dense schedule
+    assert space.schedule([0.3, 1.0, 1.0, 0.0, 0.5, 0.5]) == GrowthSchedule.full_size(100)
+    with pytest.raises(ValueError, match="expected 6 decision values, got 2"):
+        space.schedule([0.3, 0.5])
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"total_steps": 0}, "total_steps: expected a positive integer"),
+    ({"phases": 0}, "phases: expected a positive integer"),
+    ({"shares": (0.1, 0.2)}, r"shares: expected choices in \[0, 1\) including 0"),
+    ({"ratios": (0.0, 1.0)}, r"ratios: expected choices in \(0, 1\]"),
+    ({"min_final": 0.0}, "min_final: expected a share"),
+])
+def test_bad_spaces(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ScheduleSpace(**{"parts": ("over_arch",), "total_steps": 10, **kwargs})
+
+
+def test_policy_respects_the_mask_and_learns():
+    space = ScheduleSpace(("over_arch",), 100, phases=2, shares=(0.0, 0.4, 0.6), ratios=(0.25, 1.0))
+    policy = SchedulePolicy(space)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(30):
+        actions, _, _ = policy.act(g)
+        values = [c[a] for (_, c), a in zip(space.decisions, actions, strict=True)]
+        assert values[0] + values[2] <= 0.8 + 1e-9  # never past the final phase's minimum
+
+
+def test_evaluator_trains_each_schedule_once_and_counts_its_budget():
+    space = ScheduleSpace(("over_arch",), 12, phases=1, shares=(0.0, 0.5), ratios=(0.5, 1.0))
+    baseline = baseline_evaluation(SPEC, DATA, 12, CONFIG)
+    evaluator = ScheduleEvaluator(SPEC, DATA, space, CONFIG, TrainingCostModel(SPEC, 64, measure=False),
+                                  lam=0.1, budget=1, baseline=baseline)
+    assert evaluator(GrowthSchedule.full_size(12)) is baseline and not evaluator.exhausted
+    s = space.decode([1, 0])
+    first = evaluator(s)
+    assert evaluator(s) is first and evaluator.exhausted and len(evaluator.trained) == 1
+    assert first.reward == pytest.approx(first.val_auc - 0.1 * first.flops_ratio)
+    assert 0 < first.flops_ratio < 1 and math.isfinite(first.test_auc)
+    with pytest.raises(ValueError, match="budget: expected a positive number"):
+        ScheduleEvaluator(SPEC, DATA, space, CONFIG, TrainingCostModel(SPEC, 64, measure=False), budget=0)
+
+
+def test_rl_and_tpe_spend_the_same_budget_over_the_same_space():
+    space = ScheduleSpace(("layers.0", "over_arch"), 10, phases=1, shares=(0.0, 0.5), ratios=(0.25, 1.0))
+    cost = TrainingCostModel(SPEC, 64, measure=False)
+    baseline = baseline_evaluation(SPEC, DATA, 10, CONFIG)
+    rl = rl_search(ScheduleEvaluator(SPEC, DATA, space, CONFIG, cost, budget=3, baseline=baseline),
+                   batch_size=2, seed=0)
+    tpe = tpe_search(ScheduleEvaluator(SPEC, DATA, space, CONFIG, cost, budget=len(rl.evaluations),
+                                       baseline=baseline), seed=0)
+    assert 2 <= len(rl.evaluations) <= 4 and len(tpe.evaluations) == len(rl.evaluations)
+    for result in (rl, tpe):
+        assert len({e.schedule for e in result.evaluations}) == len(result.evaluations)  # none twice
+        assert result.best is not None and result.best.reward == max(e.reward for e in result.evaluations)
+        assert all(e.schedule.total_steps == 10 for e in result.evaluations)
+
+
+def test_search_end_to_end_and_bad_method():
+    result, baseline = search(SPEC, DATA, method="tpe", total_steps=8, budget=2, config=CONFIG)
+    assert baseline.flops_ratio == 1.0 and len(result.evaluations) == 2
+    with pytest.raises(ValueError, match="method: expected one of rl, tpe, got 'grid'"):
+        search(SPEC, DATA, method="grid")
