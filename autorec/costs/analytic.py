@@ -109,7 +109,12 @@ class ArchCost:
         embedding_params, embedding_bytes: rows x dim of every table, at the table's precision.
         embedding_lookup_bytes: embedding rows read per sample: dim x bytes x ids, summed over
             features (ids per sample = the feature's mean pooling factor, 1 by default).
-        parts: the dense parts in model order.
+        parts: the dense parts in model order (with DMT towers, ``towers`` holds every tower
+            module).
+        exchange_bytes: fp32 bytes per sample that leave the ranks holding the tables (forward;
+            the backward returns as many): every pooled embedding (F x D x 4) for a flat model,
+            only the tower outputs (K x n_out x D x 4) with towers. Under table-wise sharding on
+            W ranks, (W - 1) / W of them cross ranks (autorec.towers.sharding).
     """
 
     forward_flops: int
@@ -120,6 +125,7 @@ class ArchCost:
     embedding_bytes: int
     embedding_lookup_bytes: float
     parts: tuple[PartCost, ...] = ()
+    exchange_bytes: float = 0.0
 
     @property
     def params(self) -> int:
@@ -166,7 +172,15 @@ def arch_cost(spec: ArchSpec, pooling_factors: Mapping[str, float] | None = None
     return ArchCost(forward_flops=forward, train_flops=TRAIN_FLOPS_FACTOR * forward,
                     dense_params=sum(p.params for p in parts), dense_bytes=sum(p.bytes for p in parts),
                     embedding_params=embedding_params, embedding_bytes=embedding_bytes,
-                    embedding_lookup_bytes=float(lookup), parts=parts)
+                    embedding_lookup_bytes=float(lookup), parts=parts,
+                    exchange_bytes=float(_exchanged_vectors(spec) * spec.dim * 4))
+
+
+def _exchanged_vectors(spec: ArchSpec) -> int:
+    """Vectors per sample that leave the embedding side: one per feature, or K x n_out."""
+    if spec.towers is None:
+        return len(spec.feature_names)
+    return spec.towers.num_towers * spec.towers.n_out
 
 
 def _pooling_factors(spec: ArchSpec, given: Mapping[str, float] | None) -> dict[str, float]:
@@ -229,6 +243,8 @@ def _dense_parts(spec: ArchSpec) -> tuple[PartCost, ...]:
 
     parts = [part("dense_arch", model.dense_arch, "mlp", spec.dense_arch_precision),
              part("projections", model.projections, "linear")]
+    if spec.towers is not None:
+        parts.append(part("towers", model.towers, "towers", spec.towers.module.precision))
     parts += [part(f"layers.{i}", block, config.kind, config.precision)
               for i, (block, config) in enumerate(zip(model.layers, spec.layers, strict=True))]
     parts.append(part("over_arch", model.over_arch, "mlp", spec.over_arch_precision))
