@@ -80,9 +80,11 @@ from autorec.arch import (
     ArchSpecError,
     BlockConfig,
     TableSpec,
+    TowerSpec,
 )
 from autorec.data.schema import Schema, SparseFeature
 from autorec.textfiles import parse_yaml, read_text
+from autorec.towers.space import TowerChoices, parse_towers
 
 if TYPE_CHECKING:
     import optuna
@@ -95,7 +97,7 @@ Values = tuple[Any, ...] | range
 _Field = tuple[type[BlockConfig], str]  # a config class and one of its fields
 
 _TOP_KEYS = ("name", "description", "dim", "embedding", "dense_arch", "over_arch", "layers",
-             "dense_arch_precision", "over_arch_precision")
+             "dense_arch_precision", "over_arch_precision", "towers")
 _EMBEDDING_KEYS = ("dim", "dim_ratio", "groups", "precision")
 _LAYER_KEYS = ("num", "kinds", "precision", *KINDS)
 # Fields that can change a layer's number of output vectors or which values of later fields are
@@ -154,6 +156,7 @@ class SearchSpace:
     layers: LayerChoices = field(default_factory=LayerChoices)
     dense_arch_precision: Values = ("fp32",)
     over_arch_precision: Values = ("fp32",)
+    towers: TowerChoices | None = None  # DMT towers (autorec.towers.space); None: no towers
     source: str = "<space>"
     _bound: dict[Schema, _Bound] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -325,11 +328,12 @@ dcnv2, skip, mlp, got 'transformr'
         bound = self._bind(schema)
         dim = chooser.choose("dim", self.dim, getattr(target, "dim", None))
         tables = self._tables(chooser, bound, dim, target)
+        towers = self._towers(chooser, bound, target)
         dense_arch = (chooser.choose("dense_arch", self.dense_arch, getattr(target, "dense_arch", None))
                       if schema.n_dense else ())
         num = chooser.choose("num_layers", self.layers.num, len(target.layers) if target else None)
         layers: list[BlockConfig] = []
-        f_in = bound.f0
+        f_in = bound.f0 if towers is None else towers.num_towers * towers.n_out + (1 if schema.n_dense else 0)
         for i in range(num):
             layer = self._layer(chooser, i, dim, f_in, target.layers[i] if target else None)
             f_in = out_features(layer, f_in, dim)
@@ -342,7 +346,21 @@ dcnv2, skip, mlp, got 'transformr'
                                         getattr(target, "over_arch_precision", None))
         return ArchSpec(name=self.name, dim=dim, tables=tables, n_dense=schema.n_dense,
                         dense_arch=dense_arch, layers=tuple(layers), over_arch=over_arch,
-                        dense_arch_precision=dense_precision, over_arch_precision=over_precision)
+                        dense_arch_precision=dense_precision, over_arch_precision=over_precision,
+                        towers=towers)
+
+    def _towers(self, chooser: _Chooser, bound: _Bound, target: ArchSpec | None) -> TowerSpec | None:
+        """Tower count, then (with towers) the tower module's kind and n_out (autorec.towers.space)."""
+        if self.towers is None:
+            return None
+        have = target.towers if target is not None else None
+        k = chooser.choose("towers.num", self.towers.num,
+                           None if target is None else (have.num_towers if have else 0))
+        if k == 0:
+            return None
+        kind = chooser.choose("towers.kind", self.towers.kinds, have.module.kind if have else None)
+        n_out = chooser.choose("towers.n_out", self.towers.n_out, have.n_out if have else None)
+        return self.towers.spec(k, kind, n_out, bound.schema.sparse_names)
 
     def _tables(self, chooser: _Chooser, bound: _Bound, dim: int,
                 target: ArchSpec | None) -> tuple[TableSpec, ...]:
@@ -511,7 +529,9 @@ class _Bound:
         self.space, self.schema = space, schema
         self.f0 = len(schema.sparse) + (1 if schema.n_dense else 0)
         self.groups = _groups(space.embedding.groups, schema)
-        space._stacks.check_no_dead_ends(self.f0)
+        self.f0_ways = _tower_inputs(space.towers, schema) if space.towers else {self.f0: 1}
+        for f0 in self.f0_ways:
+            space._stacks.check_no_dead_ends(f0)
 
     def size(self) -> int:
         space = self.space
@@ -519,8 +539,37 @@ class _Bound:
         widths = len(emb.dim if emb.dim is not None else emb.dim_ratio)
         tables = (widths * len(emb.precision)) ** len(self.groups)
         dense = len(space.dense_arch) * len(space.dense_arch_precision) if self.schema.n_dense else 1
-        stacks = sum(space._stacks.ways(num, dim, self.f0) for dim in space.dim for num in space.layers.num)
+        stacks = sum(ways * space._stacks.ways(num, dim, f0) for f0, ways in self.f0_ways.items()
+                     for dim in space.dim for num in space.layers.num)
         return tables * dense * stacks * len(space.over_arch) * len(space.over_arch_precision)
+
+
+def _tower_inputs(towers: TowerChoices, schema: Schema) -> dict[int, int]:
+    """F0 -> how many tower choices (count, kind, n_out) give it; checks every choice fits."""
+    from autorec.blocks import out_features
+    from autorec.towers.space import TOWER_MODULES
+
+    ways: dict[int, int] = {}
+    for k in towers.num:
+        if k == 0:
+            f0 = towers.f0(0, 1, len(schema.sparse), schema.n_dense)
+            ways[f0] = ways.get(f0, 0) + 1
+            continue
+        try:
+            groups = towers.groups(k, schema.sparse_names)
+        except ValueError as exc:
+            raise _Invalid("", str(exc)) from None
+        for kind in towers.kinds:
+            for size in {len(g) for g in groups}:
+                try:
+                    out_features(TOWER_MODULES[kind], size, 8)
+                except ValueError as exc:
+                    raise _Invalid("towers.kinds", f"{kind} cannot be the module of a {size}-feature tower "
+                                   f"(towers.num {k}): {exc}") from None
+            for n_out in towers.n_out:
+                f0 = towers.f0(k, n_out, len(schema.sparse), schema.n_dense)
+                ways[f0] = ways.get(f0, 0) + 1
+    return ways
 
 
 def _groups(spec: str | tuple[tuple[str, tuple[str, ...]], ...],
@@ -711,7 +760,7 @@ def _parse(data: Any, source: str) -> SearchSpace:
                       for key in ("dense_arch_precision", "over_arch_precision")}
     return SearchSpace(name=name, description=description, dim=dim, embedding=embedding,
                        dense_arch=dense_arch, over_arch=over_arch, layers=layers, source=source,
-                       **part_precision)
+                       towers=parse_towers(top.get("towers"), source), **part_precision)
 
 
 def _parse_embedding(data: Any, dims: Values) -> EmbeddingChoices:
