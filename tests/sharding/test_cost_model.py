@@ -1,0 +1,120 @@
+"""The learned shard cost model: shapes and semantics, fitting on measured profiles, files."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from autorec.sharding import cost_model as cm
+from autorec.sharding.cost_model import CostModelError, ShardCostModel, fit, mape, predict_shards
+from autorec.sharding.profiler import load_profiles
+from autorec.sharding.tables import TableSet
+
+PROFILES = cm.DEFAULT_DIR / "cpu" / "profiles.jsonl"
+
+
+def one_hot(devices: list[int], d: int) -> torch.Tensor:
+    return torch.nn.functional.one_hot(torch.tensor(devices), d).float()
+
+
+def test_forward_agrees_with_device_costs() -> None:
+    torch.manual_seed(0)
+    ts = TableSet.generate(30, seed=1)
+    model = ShardCostModel(hidden=16)
+    devices = [random.Random(0).randrange(4) for _ in range(30)]
+    devices[:3] = [0, 1, 2]
+    with torch.no_grad():
+        costs = model(ts.features(), one_hot(devices, 5))
+    assert costs.shape == (5, 3)
+    torch.testing.assert_close(costs, model.device_head_costs(ts, devices, 5))
+    torch.testing.assert_close(costs.sum(-1), model.device_costs(ts, devices, 5))
+    assert float(costs[4].abs().sum()) == 0.0 and bool((costs[:4] > 0).all())  # device 4 is empty
+
+
+def test_costs_add_over_tables() -> None:
+    ts = TableSet.generate(6, seed=2)
+    model = ShardCostModel(hidden=16)
+    per_table = model.table_costs(ts.features())
+    with torch.no_grad():
+        together = model(ts.features(), one_hot([0] * 6, 1))[0]
+    torch.testing.assert_close(together, per_table.sum(0) + model.shard_overhead())
+
+
+def test_batched_and_soft_assignments() -> None:
+    ts = TableSet.generate(8, seed=3)
+    model = ShardCostModel(hidden=16)
+    a = torch.softmax(torch.randn(4, 8, 3), dim=-1)
+    with torch.no_grad():
+        batched = model(ts.features(), a)
+        single = torch.stack([model(ts.features(), a[i]) for i in range(4)])
+    torch.testing.assert_close(batched, single)
+    with pytest.raises(ValueError, match="one row per table"):
+        model(ts.features(), torch.ones(7, 3))
+    with pytest.raises(ValueError, match="one device per table"):
+        model.device_costs(ts, [0, 1], 2)
+
+
+def test_device_cost_cache_follows_the_parameters() -> None:
+    ts = TableSet.generate(5, seed=4)
+    model = ShardCostModel(hidden=8)
+    before = model.device_costs(ts, [0, 0, 1, 1, 1], 2)
+    with torch.no_grad():
+        model.heads.bias += 1.0
+    model.invalidate()
+    after = model.device_costs(ts, [0, 0, 1, 1, 1], 2)
+    assert bool((after > before).all())
+
+
+def test_fitting_on_measured_profiles_beats_the_unfitted_model() -> None:
+    profiles = load_profiles(PROFILES)[:80]
+    shards = [p.tables for p in profiles]
+    targets = torch.stack([p.targets for p in profiles])
+    train, test = slice(0, 60), slice(60, 80)
+    torch.manual_seed(0)
+    model = ShardCostModel(hidden=16)
+    model.set_normalisation(torch.cat([s.features() for s in shards[train]]))
+    with torch.no_grad():
+        unfitted = mape(predict_shards(model, shards[test]), targets[test])
+    fit(model, shards[train], targets[train], steps=300)
+    with torch.no_grad():
+        fitted = mape(predict_shards(model, shards[test]), targets[test])
+    assert fitted["total"] < 0.5 * unfitted["total"]
+    assert all(fitted[h] < unfitted[h] for h in cm.HEADS)
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    ts = TableSet.generate(10, seed=5)
+    model = ShardCostModel(hidden=8, batch_size=512)
+    model.set_normalisation(ts.features())
+    model.metadata = {"note": "x"}
+    model.save(tmp_path / "m")
+    loaded = ShardCostModel.load(tmp_path / "m")
+    assert loaded.batch_size == 512 and loaded.metadata == {"note": "x"}
+    devices = [i % 3 for i in range(10)]
+    torch.testing.assert_close(loaded.device_costs(ts, devices, 3), model.device_costs(ts, devices, 3))
+
+
+def test_bad_model_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(CostModelError, match=r"model\.json: no such file"):
+        ShardCostModel.load(tmp_path)
+    ShardCostModel(hidden=8).save(tmp_path)
+    (tmp_path / "model.json").write_text("{bad")
+    with pytest.raises(CostModelError, match=r"model\.json:1: not valid JSON"):
+        ShardCostModel.load(tmp_path)
+    (tmp_path / "model.json").write_text('{"format": "autorec-shard-cost-model", "hidden": 8}')
+    with pytest.raises(CostModelError, match="missing key 'batch_size'"):
+        ShardCostModel.load(tmp_path)
+    monkeypatch.setattr(cm, "DEFAULT_DIR", tmp_path / "none")
+    with pytest.raises(CostModelError, match=r"'tpu'.*none/tpu/model\.json is missing"):
+        ShardCostModel.default("tpu")
+
+
+def test_the_committed_cpu_model() -> None:
+    model = ShardCostModel.default("cpu")
+    assert model.device_kind == "cpu" and model.metadata["n_test"] > 0
+    ts = TableSet.generate(500, seed=11)
+    costs = model.device_costs(ts, [i % 16 for i in range(500)], 16)
+    assert costs.shape == (16,) and bool((costs > 0).all()) and bool(costs.isfinite().all())
