@@ -7,7 +7,7 @@ import torch
 
 from autorec.arch import CrossConfig, DhenConfig, WukongConfig
 from autorec.costs import arch_cost
-from autorec.growth import GrowthError, add_gates, gate_penalty, prune, shrink
+from autorec.growth import GrowthError, add_gates, drop_modules, gate_penalty, prune, shrink
 from autorec.growth.gates import gates_of
 from autorec.models import build_model
 from tests.growth.cases import SPECS, batch, outputs, scramble, spec
@@ -97,6 +97,30 @@ def test_dropping_a_dhen_module_that_contributes_nothing_is_exact(ensemble):
     small = prune(model, full, target)
     assert list(small.layers[0].interactions) == ["dot", "conv"]
     torch.testing.assert_close(outputs(small, batch()), outputs(model, batch()))
+
+
+@pytest.mark.parametrize("ensemble", ["concat", "weighted_sum"])
+def test_drop_modules_picks_the_module_that_contributes_least(ensemble):
+    full = spec(DhenConfig(modules=("dot", "attention", "linear"), ensemble=ensemble, n_out=3),
+                over_arch=(8,))
+    model = scramble(build_model(full))
+    with torch.no_grad():
+        if ensemble == "concat":  # the attention module's rows are hardly read
+            model.over_arch[0]._mlp[0]._linear.weight.view(8, 9, 8)[:, 3:6] *= 1e-3
+        else:  # the dot module's softmax weight is tiny
+            model.layers[0].ensemble_logits.copy_(torch.tensor([-9.0, 0.0, 0.0]))
+    target = drop_modules(model, full, 1)
+    expected = ("dot", "linear") if ensemble == "concat" else ("attention", "linear")
+    assert target.layers[0].modules == expected
+    small = prune(model, full, target)
+    assert tuple(small.layers[0].interactions) == expected
+    assert drop_modules(model, full, {"layers.0": 5}).layers[0].modules != ()  # one stays
+
+
+def test_drop_modules_refuses_a_layer_that_is_not_dhen():
+    full = spec(CrossConfig(), DhenConfig(modules=("dot", "linear")))
+    with pytest.raises(GrowthError, match=r"count\['layers.0'\]: not a DHEN layer; expected one of layers.1"):
+        drop_modules(build_model(full), full, {"layers.0": 1})
 
 
 def test_gates_prune_exactly_the_units_whose_gates_are_zero():
