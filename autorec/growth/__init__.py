@@ -3,5 +3,9 @@
 from autorec.growth.gates import add_gates, gate_penalty
 from autorec.growth.ops import drop_modules, grow, prune, shrink
 from autorec.growth.plan import GrowthError
+from autorec.growth.schedule import GrowthSchedule, Phase, ScheduleError
 
-__all__ = ["GrowthError", "add_gates", "drop_modules", "gate_penalty", "grow", "prune", "shrink"]
+# Training under a schedule and the schedule search import the trainer: from their modules,
+# autorec.growth.train (train_schedule) and autorec.growth.search (search, rl_search, tpe_search).
+__all__ = ["GrowthError", "GrowthSchedule", "Phase", "ScheduleError", "add_gates", "drop_modules",
+           "gate_penalty", "grow", "prune", "shrink"]
