@@ -103,15 +103,17 @@ def _scale_all(sizes: tuple[int, ...], ratio: float) -> tuple[int, ...]:
 
 
 def _divided(sizes: tuple[int, ...], ratio: float, minimum: int = 1) -> tuple[int, ...]:
-    """``sizes`` divided by the common divisor c whose 1/c is nearest ``ratio`` (ties: the
-    smaller result; their sum kept >= ``minimum``), so that growing back multiplies every size
-    by the same whole number."""
+    """``sizes`` divided by the power of two c (a common divisor) whose 1/c is nearest
+    ``ratio`` (ties: the smaller result; their sum kept >= ``minimum``). Growing back then
+    multiplies every size by one whole number, and of any two shrinks of one spec the smaller
+    size divides the larger, so every phase of a schedule grows exactly into every later one."""
     if ratio >= 1:
         return sizes
     g = 0
     for s in sizes:
         g = math.gcd(g, s)
-    fits = [c for c in range(1, g + 1) if g % c == 0 and sum(sizes) // c >= minimum]
+    fits = [c for c in (2**k for k in range(g.bit_length()))
+            if g % c == 0 and sum(sizes) // c >= minimum]
     best = min(fits, key=lambda c: (abs(1 / c - ratio), -c))
     return tuple(s // best for s in sizes)
 
@@ -161,8 +163,9 @@ def shrink(spec: ArchSpec, ratio: float | Mapping[str, float]) -> ArchSpec:
     whose FLOPs are ``ratio`` of the full ones, ``N * ratio / 2`` for N = F*D); a Wukong
     layer's FM rank, MLP widths and FMB/LCB rows; a DHEN layer's rows per module. Sizes whose
     consumers normalise over them (the FM rank; rows feeding a Wukong or attention layer) are
-    divided by a whole number, the one nearest ``1/ratio``, so :func:`grow` can restore them
-    exactly. The embedding tables, the depth, the block kinds and the interface D stay.
+    divided by a power of two, the one nearest ``1/ratio``, so :func:`grow` restores them
+    exactly, from any shrink of the same spec to any wider one. The embedding tables, the
+    depth, the block kinds and the interface D stay.
 
     Example:
         >>> from autorec.arch import ArchSpec, TableSpec, WukongConfig
@@ -600,7 +603,10 @@ def _new_model(target: ArchSpec, generator: torch.Generator | None, device: torc
 
 
 def _state_dict(model: nn.Module) -> StateDict:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    """Detached tensors; the dense ones cloned (they are edited), the embedding tables not
+    (they are only read, and may be large)."""
+    return {k: v.detach() if k.startswith("sparse_arch.") else v.detach().clone()
+            for k, v in model.state_dict().items()}
 
 
 def _dhen_ensembles(spec: ArchSpec, target: ArchSpec, sd: StateDict, new: StateDict) -> None:

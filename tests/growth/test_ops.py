@@ -37,15 +37,27 @@ def test_a_full_rank_cross_layer_becomes_low_rank_at_the_ratio_of_its_flops():
     assert ratio == pytest.approx(0.5, rel=0.1)
 
 
-def test_sizes_a_layernorm_spans_are_divided_by_a_whole_number():
-    full = spec(WukongConfig(n_fm=6, n_lcb=3, rank=6, mlp=(30,)),
+def test_sizes_a_layernorm_spans_are_divided_by_a_power_of_two():
+    full = spec(WukongConfig(n_fm=12, n_lcb=4, rank=6, mlp=(30,)),
                 WukongConfig(n_fm=8, n_lcb=8, rank=8, mlp=(30,)))
-    small = shrink(full, 0.6)
-    # layer 0's rows feed layer 1's FM LayerNorm: 9 rows / 3 (1/3 is nearest 0.6 among 1, 1/3);
-    # the FM ranks 6 -> 3, 8 -> 4; the last layer's rows feed the over-arch: scaled freely.
-    assert (small.layers[0].n_fm, small.layers[0].n_lcb, small.layers[0].rank) == (2, 1, 3)
-    assert (small.layers[1].n_fm, small.layers[1].n_lcb, small.layers[1].rank) == (5, 5, 4)
-    assert small.layers[0].mlp == (18,)
+    small = shrink(full, 0.3)
+    # layer 0's rows feed layer 1's FM LayerNorm: 16 rows / 4 (1/4 is nearest 0.3 among 1, 1/2,
+    # 1/4); the FM ranks 6 -> 3 (6 is no multiple of 4), 8 -> 2; the last layer's rows feed the
+    # over-arch: scaled freely.
+    assert (small.layers[0].n_fm, small.layers[0].n_lcb, small.layers[0].rank) == (3, 1, 3)
+    assert (small.layers[1].n_fm, small.layers[1].n_lcb, small.layers[1].rank) == (2, 2, 2)
+    assert small.layers[0].mlp == (9,)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS) + [f"preset:{p}" for p in sorted(PRESETS)])
+def test_every_shrink_grows_exactly_into_every_wider_one(name):
+    full = PRESETS[name[7:]](SCHEMA) if name.startswith("preset:") else SPECS[name]
+    ratios = [0.2, 0.45, 0.8, 1.0]
+    for i, small_ratio in enumerate(ratios[:-1]):
+        small = shrink(full, small_ratio)
+        model = build_model(small)
+        for wider in ratios[i + 1:]:
+            grow(model, small, shrink(full, wider))  # would raise if not exact
 
 
 def test_an_identity_shortcut_stays_an_identity():
