@@ -113,8 +113,8 @@ def gated_state(model: nn.Module) -> tuple[StateDict, dict[str, torch.Tensor]]:
     if not scores:
         raise ValueError("prune(method='gates'): the model has no gates; call "
                          "autorec.growth.gates.add_gates(model, spec) and train it first")
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()
-             if ".parametrizations." not in k}
+    state = {k: v.detach() if k.startswith("sparse_arch.") else v.detach().clone()
+             for k, v in model.state_dict().items() if ".parametrizations." not in k}
     # Read each gated weight through its parametrization (weight * gate) under its plain name;
     # the model itself keeps its gates (removing them from a copy would also strip the
     # parametrized class the copy shares with the model).

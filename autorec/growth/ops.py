@@ -649,7 +649,12 @@ def transfer(model: nn.Module, spec: ArchSpec, target: ArchSpec, *, growing: boo
         if not isinstance(value, ArchSpec):
             raise GrowthError(f"{name}: expected an ArchSpec, got {type(value).__name__}")
     check_pair(spec, target, growing)
-    sd = state if state is not None else _state_dict(model)
+    if state is None:
+        from autorec.growth.gates import gated_state, gates_of
+
+        # A gated model enters with its gates folded into the weights (the new model has none).
+        state = gated_state(model)[0] if gates_of(model) else _state_dict(model)
+    sd = state
     _check_model(spec, sd)
     device = next(iter(sd.values())).device
     sd = {k: v.detach().cpu() for k, v in sd.items()}
@@ -734,7 +739,9 @@ def grow(model: nn.Module, spec: ArchSpec, target: ArchSpec, *,
     else a :class:`GrowthError`, unless ``exact=False``). Deepening: MLP layers initialised to
     the identity after the last hidden layer, cross layers with zero weights, a low-rank cross
     layer made full-rank as ``W V``; DHEN modules added silent (zero last layer). Fresh weights
-    are drawn from ``generator`` when given.
+    are drawn from ``generator`` when given. A model carrying gates
+    (:func:`autorec.growth.gates.add_gates`) enters with its gates folded into its weights;
+    the grown model has none (as a pruned one).
 
     Example:
         >>> from autorec.arch import ArchSpec, TableSpec

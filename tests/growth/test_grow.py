@@ -64,6 +64,19 @@ def test_copied_units_split_their_outgoing_weights():
     torch.testing.assert_close(w_out[:, :4], small.over_arch[1].weight / 2)
 
 
+def test_a_gated_model_grows_with_its_gates_folded_in():
+    from autorec.growth import add_gates
+
+    small_spec = spec(over_arch=(4,))
+    small = scramble(build_model(small_spec))
+    gates = add_gates(small, small_spec)
+    with torch.no_grad():
+        gates["over_arch[0]"].copy_(torch.tensor([0.5, 0.0, 2.0, 1.0]))
+    grown = grow(small, small_spec, spec(over_arch=(8,)))
+    assert not any("parametrizations" in k for k in grown.state_dict())
+    assert_same_function(small, grown)
+
+
 def test_the_embedding_tables_are_carried_over_exactly():
     full = SPECS["wukong"]
     small_spec = shrink(full, 0.5)
