@@ -11,7 +11,7 @@ kind of decision (per-layer precision, the tower count) is one more Choice and o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +120,22 @@ def pad_features(x: torch.Tensor, num: int) -> torch.Tensor:
     return F.pad(x, (0, 0, 0, num - x.shape[1]))
 
 
+def rms_rescale(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """``x`` divided by its root mean square over each sample's values (no learned scale).
+
+    One scale per sample, so zero (absent or masked) vectors stay zero and the ratios between a
+    sample's vectors, which the width masks set, are kept.
+
+    Shapes: [B, F, D] -> [B, F, D].
+
+    Example:
+        >>> rms_rescale(torch.tensor([[[300.0, 0.0], [0.0, 400.0]]])).round(decimals=3)
+        tensor([[[1.2000, 0.0000],
+                 [0.0000, 1.6000]]])
+    """
+    return F.rms_norm(x, x.shape[1:], eps=eps)
+
+
 class MixedChoice(nn.Module):
     """``sum_i w_i * candidate_i(x, weights)`` over named candidate transforms of one choice.
 
@@ -129,12 +145,21 @@ class MixedChoice(nn.Module):
     candidate. Generic on purpose: per-layer precision or the tower count plug in as one more
     MixedChoice over their own candidates.
 
+    Candidates named in ``rescale`` have their output divided by its root mean square per sample
+    (:func:`rms_rescale`) before mixing. That is for ops without a norm of their own whose output
+    scale is a power of their input's (DLRM's dots: s -> D s^2; DCNv2's x0 * (W x): s -> s^3). In
+    a deep stack that interleaves them with LayerNorm-ed blocks (Wukong, DHEN, whose outputs are
+    O(1) per element), a sampled chain such as norm, dot, dot, cross raises the scale to the
+    16th power, and an 8-layer supernet overflowed to inf/NaN within 25 steps. Rescaling keeps
+    every candidate's output at O(1), so their mix compares the ops' shapes, not their scales.
+
     Shapes: candidates map [B, F_in, D] -> [B, F_i, D]; the mix is [B, max F_i, D].
 
     Args:
         name: the Choice whose weights mix the candidates (values = candidate names).
         candidates: name -> module, in the order of the choice's values.
         num_out: max F_i, the width of the mix.
+        rescale: names of the candidates whose output is RMS-rescaled.
 
     Example:
         >>> class Scale(nn.Module):
@@ -145,18 +170,27 @@ class MixedChoice(nn.Module):
         [2.0, 2.0]
     """
 
-    def __init__(self, name: str, candidates: Mapping[str, nn.Module], num_out: int) -> None:
+    def __init__(
+        self, name: str, candidates: Mapping[str, nn.Module], num_out: int, rescale: Collection[str] = ()
+    ) -> None:
         super().__init__()
         self.name, self.num_out = name, num_out
         self.candidates = nn.ModuleDict(candidates)
+        unknown = set(rescale) - set(candidates)
+        if unknown:
+            raise ValueError(f"choice {name!r}: rescale names unknown candidates {sorted(unknown)}")
+        self.rescale = frozenset(rescale)
 
     def forward(self, x: torch.Tensor, weights: Weights) -> torch.Tensor:
         w = weights[self.name]
         out: torch.Tensor | None = None
-        for i, candidate in enumerate(self.candidates.values()):
+        for i, (key, candidate) in enumerate(self.candidates.items()):
             if w[i].item() == 0.0:
                 continue
-            y = w[i] * pad_features(candidate(x, weights), self.num_out)
+            y = candidate(x, weights)
+            if key in self.rescale:
+                y = rms_rescale(y)
+            y = w[i] * pad_features(y, self.num_out)
             out = y if out is None else out + y
         if out is None:  # all weights zero: cannot happen for a softmax, kept for safety
             raise ValueError(f"choice {self.name!r}: every candidate weight is zero")

@@ -42,6 +42,9 @@ class SuperBlock(nn.Module):
     """
 
     kind: ClassVar[str]
+    # Output scale a power of the input's, with no norm after it: the supernet's mix rescales it
+    # (see MixedChoice).
+    polynomial: ClassVar[bool] = False
 
     def __init__(self, prefix: str, fields: Fields, num_in: int, dim: int) -> None:
         super().__init__()
@@ -255,6 +258,7 @@ class SuperDot(SuperBlock):
     """
 
     kind = "dlrm"
+    polynomial = True
 
     def __init__(self, prefix: str, fields: Fields, num_in: int, dim: int) -> None:
         super().__init__(prefix, fields, num_in, dim)
@@ -293,6 +297,7 @@ class SuperCross(SuperBlock, PrecisionAware):
     """
 
     kind = "dcnv2"
+    polynomial = True
 
     def __init__(self, prefix: str, fields: Fields, num_in: int, dim: int) -> None:
         super().__init__(prefix, fields, num_in, dim)

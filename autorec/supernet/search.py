@@ -220,31 +220,40 @@ class SupernetSearch:
         )
         return torch.nn.functional.binary_cross_entropy_with_logits(logits, batch.labels)
 
+    def step(self, step: int, train: Iterator[Any], val: Iterator[Any]) -> float:
+        """Step ``step`` of the schedule: a weight step on the next training batch, then (past
+        the warm-up) an architecture step on the next validation batch. Returns the weight loss."""
+        cfg = self.config
+        tau = cfg.tau(step)
+        loss = self._loss(next(train), tau, detach_embeddings=False)
+        self.weight_optimizer.zero_grad()
+        loss.backward()
+        self.weight_optimizer.step()
+        if not math.isfinite(loss.item()):
+            raise FloatingPointError(f"supernet loss is {loss.item()} at step {step}")
+        if step >= cfg.warmup_steps:
+            arch_loss = self._loss(next(val), tau, detach_embeddings=True)
+            if cfg.cost_lambda:
+                arch_loss = arch_loss + cfg.cost_lambda * (self.cost() / self.cost_target) ** cfg.cost_beta
+            self.arch_optimizer.zero_grad()
+            arch_loss.backward()
+            self.arch_optimizer.step()
+        return loss.item()
+
+    def batches(self) -> tuple[Iterator[Any], Iterator[Any]]:
+        """Endless shuffled (training, validation) batch streams of the configured size."""
+        cfg = self.config
+        return (_forever(self.dataset, "train", cfg.batch_size, cfg.seed),
+                _forever(self.dataset, "val", cfg.batch_size, cfg.seed + 1))
+
     def fit(self) -> SupernetResult:
         cfg, net = self.config, self.supernet
-        train = _forever(self.dataset, "train", cfg.batch_size, cfg.seed)
-        val = _forever(self.dataset, "val", cfg.batch_size, cfg.seed + 1)
+        train, val = self.batches()
         history: list[list[dict[str, float]]] = [[] for _ in net.layers]
         steps, losses = [], []
         start = time.perf_counter()
         for step in range(cfg.steps):
-            tau = cfg.tau(step)
-            loss = self._loss(next(train), tau, detach_embeddings=False)
-            self.weight_optimizer.zero_grad()
-            loss.backward()
-            self.weight_optimizer.step()
-            if not math.isfinite(loss.item()):
-                raise FloatingPointError(f"supernet loss is {loss.item()} at step {step}")
-            losses.append(loss.item())
-            if step >= cfg.warmup_steps:
-                arch_loss = self._loss(next(val), tau, detach_embeddings=True)
-                if cfg.cost_lambda:
-                    arch_loss = (
-                        arch_loss + cfg.cost_lambda * (self.cost() / self.cost_target) ** cfg.cost_beta
-                    )
-                self.arch_optimizer.zero_grad()
-                arch_loss.backward()
-                self.arch_optimizer.step()
+            losses.append(self.step(step, train, val))
             if step % cfg.record_every == 0 or step == cfg.steps - 1:
                 steps.append(step)
                 for i, probs in enumerate(net.kind_probs()):

@@ -18,7 +18,10 @@ dense arch and over-arch (a DNAS trial fixes those; see :mod:`autorec.strategies
 - the over-arch MLP on the flattened (padded) output of the last layer.
 
 Data flow and shapes as in :class:`~autorec.models.RecModel`, except that every layer's output
-is padded to the widest its candidates give.
+is padded to the widest its candidates give, and the outputs of the ops without a norm whose
+scale is a power of their input's (dlrm, dcnv2) are RMS-rescaled per sample before the mix, so a
+deep stack of them cannot overflow (the derived model has no such rescale; see
+:class:`~autorec.supernet.mixed.MixedChoice`).
 
 Not searched here (each takes the first value the space offers that is valid at D): DHEN
 ``num_heads`` and ``dcn_layers``. The dense arch's, over-arch's and tables' precisions are not
@@ -158,7 +161,8 @@ class Supernet(nn.Module):
                 choices.extend(ops[kind].choices())
             if len(kinds) > 1:
                 choices.append(Choice(f"layer{i}.kind", kinds))
-            layer = MixedChoice(f"layer{i}.kind", ops, max(op.num_out for op in ops.values()))
+            rescale = [kind for kind, op in ops.items() if op.polynomial]
+            layer = MixedChoice(f"layer{i}.kind", ops, max(op.num_out for op in ops.values()), rescale)
             formats = tuple(dict.fromkeys(p for op in ops.values() for p in op.fields.get("precision", ())))
             run: nn.Module = layer
             if len(formats) > 1:
