@@ -323,6 +323,10 @@ def check_pair(spec: ArchSpec, target: ArchSpec, growing: bool) -> None:
     if spec.tables != target.tables:
         raise GrowthError(f"tables: {verb} carries the embedding tables as they are, but they differ "
                           f"({[t.name for t in spec.tables]} -> {[t.name for t in target.tables]})")
+    towers = getattr(spec, "towers", None), getattr(target, "towers", None)
+    if towers[0] != towers[1]:
+        raise GrowthError(f"towers: {verb} keeps the DMT towers as they are (they are carried "
+                          f"over, not pruned), but they differ: {towers[0]} -> {towers[1]}")
     if len(spec.layers) != len(target.layers):
         raise GrowthError(f"layers: {verb} keeps the number of interaction layers: "
                           f"{len(spec.layers)} -> {len(target.layers)}")

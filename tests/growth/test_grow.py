@@ -77,6 +77,19 @@ def test_a_gated_model_grows_with_its_gates_folded_in():
     assert_same_function(small, grown)
 
 
+def test_dmt_towers_are_carried_over_and_the_rest_grows():
+    from autorec.arch import TowerSpec
+
+    towers = TowerSpec(groups=(("cat_0", "cat_1"), ("cat_2", "cat_3")),
+                       module=MLPConfig(hidden=(8,), n_out=2), n_out=2)
+    full = SPECS["wukong"].replace(towers=towers)
+    small_spec = shrink(full, 0.5)
+    small = scramble(build_model(small_spec))
+    assert_same_function(small, grow(small, small_spec, full))
+    with pytest.raises(GrowthError, match="towers: growth keeps the DMT towers as they are"):
+        grow(small, small_spec, full.replace(towers=None))
+
+
 def test_the_embedding_tables_are_carried_over_exactly():
     full = SPECS["wukong"]
     small_spec = shrink(full, 0.5)

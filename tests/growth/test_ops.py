@@ -132,6 +132,8 @@ BAD_TARGETS = [
     (spec(), spec().replace(tables=(*TABLES[:3], TableSpec(name="x", features=("cat_3",),
                                                            num_embeddings=9, dim=8))),
      "grow", r"tables: growth carries the embedding tables as they are"),
+    (spec(WukongConfig(n_fm=4, n_lcb=4), DotConfig()), spec(WukongConfig(n_fm=2, n_lcb=4), DotConfig()),
+     "prune", r"layers\.1: a dlrm layer whose input rows are pruned or grown is not supported"),
     (spec(), spec().replace(layers=(DotConfig(),)), "prune",
      r"layers: pruning keeps the number of interaction layers: 0 -> 1"),
 ]
