@@ -48,6 +48,7 @@ from autorec.precision.layers import AtPrecision
 from autorec.space import SearchSpace, SpaceError, _groups
 from autorec.supernet.mixed import Choice, ChoiceSet, MixedChoice, Weights, width_mask
 from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock
+from autorec.supernet.towers import SuperTowers
 
 Ranker = Callable[[str, tuple[Any, ...]], list[Any]]  # choice name, values -> values, preferred first
 _MAX_TRIES = 10_000  # configs tried per layer before derive gives up on finding a valid one
@@ -143,7 +144,12 @@ class Supernet(nn.Module):
             else {}
         )
         self.dense_arch = MLP(schema.n_dense, [*self.dense_sizes, dim]) if schema.n_dense else None
-        self.f0 = len(schema.sparse) + (1 if schema.n_dense else 0)
+        # DMT towers (autorec.supernet.towers): count, module kind and size as mixed ops.
+        self.towers = SuperTowers(space.towers, schema, dim) if space.towers is not None else None
+        if self.towers is not None:
+            choices.extend(self.towers.choices())
+        sparse_in = self.towers.num_out if self.towers is not None else len(schema.sparse)
+        self.f0 = sparse_in + (1 if schema.n_dense else 0)
         self.layer_kinds: list[tuple[str, ...]] = []
         self.layer_precisions: list[tuple[str, ...]] = []
         self._aliases: dict[str, str] = {}  # layer<i>.<kind>.precision -> layer<i>.precision
@@ -231,7 +237,11 @@ class Supernet(nn.Module):
                     mask = width_mask(w[others], [self.emb_widths[i] for i in others], self.table_width)
                     out = out + self.projections[name](e * mask)
                 vectors.append(out)
-        return torch.stack(vectors, dim=1)
+        x = torch.stack(vectors, dim=1)
+        if self.towers is not None:
+            first = 1 if self.dense_arch is not None else 0
+            x = torch.cat([x[:, :first], self.towers(x[:, first:], weights)], dim=1)
+        return x
 
     def forward(
         self,
@@ -313,7 +323,10 @@ class Supernet(nn.Module):
             )
             for f in self.schema.sparse
         )
-        layers, f_in = [], self.f0
+        towers = self.towers.derive(rank) if self.towers is not None else None
+        sparse_in = len(self.schema.sparse) if towers is None else towers.num_towers * towers.n_out
+        f_in = sparse_in + (1 if self.schema.n_dense else 0)
+        layers = []
         for i in range(len(self.layers)):
             config = self.layer_config(i, f_in, rank)
             f_in = out_features(config, f_in, self.dim)
@@ -328,6 +341,7 @@ class Supernet(nn.Module):
             dense_arch=self.dense_sizes,
             layers=tuple(layers),
             over_arch=self.over_sizes,
+            towers=towers,
         )
         try:
             self.space.to_params(spec)
