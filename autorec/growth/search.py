@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -381,7 +382,7 @@ def search(spec: ArchSpec, dataset: RecDataset, *, method: str = "rl", total_ste
         raise ValueError(f"method: expected one of {', '.join(SEARCHES)}, got {method!r}")
     config = config or GrowthTrainConfig(seed=seed)
     if early_stopping and config.eval_every is None:
-        config = GrowthTrainConfig(**{**config.__dict__, "eval_every": max(1, total_steps // 10)})
+        config = dataclasses.replace(config, eval_every=max(1, total_steps // 10))
     kwargs: dict[str, Any] = {"phases": phases, "min_final": min_final}
     if shares is not None:
         kwargs["shares"] = tuple(shares)
