@@ -13,9 +13,11 @@ plays one of three roles towards its units:
 - ``"out"``: the units are computed here (a Linear's weight rows). A copy takes the old slice;
   a fresh unit takes the freshly initialised value.
 - ``"elem"``: a per-unit parameter (LayerNorm weight over the units): as ``"out"``.
-- ``"in"``: the units are consumed linearly here (a Linear's weight columns). A copy shares
-  the old slice with the units it copies (divided by their number, so the sum is unchanged);
-  a fresh unit gets zero, so its (arbitrary) value changes nothing downstream.
+- ``"in"``: the units are consumed linearly here (a Linear's weight columns). A unit and its
+  copies share the old slice, each a fraction of it (the space's ``share``; the fractions of
+  one old unit sum to 1, so the sum is unchanged; unequal fractions give the copies unequal
+  gradients, so they do not stay copies forever); a fresh unit gets zero, so its (arbitrary)
+  value changes nothing downstream.
 
 Example:
     >>> spaces = {"h": Space("h", old=3, new=2, index=torch.tensor([2, 0]))}
@@ -41,13 +43,15 @@ class Space:
     """One set of units: ``old`` of them before, ``new`` after; ``index`` [new] maps each new
     unit to the old unit it keeps or copies (-1: a fresh unit). ``stat``: some consumer
     normalises over these units (a LayerNorm across them, a softmax over them), so growth is
-    exact only by copying every old unit equally often."""
+    exact only by copying every old unit equally often. ``share`` [new]: the fraction of its
+    old unit's outgoing weights each new unit takes (None: equal fractions)."""
 
     name: str
     old: int
     new: int
     stat: bool = False
     index: torch.Tensor | None = None
+    share: torch.Tensor | None = None
 
     def resolved(self) -> torch.Tensor:
         if self.index is None:
@@ -76,6 +80,11 @@ class Layout(ABC):
     def unit_of(self, name: str, spaces: Spaces) -> torch.Tensor:
         """[old_size]: the unit of space ``name`` at each old position, -1 where none."""
 
+    @abstractmethod
+    def share(self, spaces: Spaces) -> torch.Tensor:
+        """[new_size]: the fraction of its old position's outgoing weight each new position
+        takes (0 where fresh); the fractions of one old position sum to 1."""
+
     def spaces(self) -> tuple[str, ...]:
         return ()
 
@@ -98,6 +107,9 @@ class Fixed(Layout):
     def unit_of(self, name: str, spaces: Spaces) -> torch.Tensor:
         return torch.full((self.size,), -1, dtype=torch.long)
 
+    def share(self, spaces: Spaces) -> torch.Tensor:
+        return torch.ones(self.size)
+
 
 @dataclass(frozen=True)
 class Units(Layout):
@@ -117,6 +129,12 @@ class Units(Layout):
     def unit_of(self, name: str, spaces: Spaces) -> torch.Tensor:
         old = spaces[self.space].old
         return torch.arange(old) if name == self.space else torch.full((old,), -1, dtype=torch.long)
+
+    def share(self, spaces: Spaces) -> torch.Tensor:
+        space = spaces[self.space]
+        if space.share is not None:
+            return space.share
+        return equal_shares(space.resolved(), space.old)
 
     def spaces(self) -> tuple[str, ...]:
         return (self.space,)
@@ -145,6 +163,9 @@ class Product(Layout):
         o, i = self.outer.unit_of(name, spaces), self.inner.unit_of(name, spaces)
         return torch.maximum(o[:, None], i[None, :]).flatten()
 
+    def share(self, spaces: Spaces) -> torch.Tensor:
+        return (self.outer.share(spaces)[:, None] * self.inner.share(spaces)[None, :]).flatten()
+
     def spaces(self) -> tuple[str, ...]:
         return self.outer.spaces() + self.inner.spaces()
 
@@ -172,6 +193,10 @@ class Concat(Layout):
     def unit_of(self, name: str, spaces: Spaces) -> torch.Tensor:
         pieces = [p.unit_of(name, spaces) for p in self.parts]
         return torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.long)
+
+    def share(self, spaces: Spaces) -> torch.Tensor:
+        pieces = [p.share(spaces) for p in self.parts]
+        return torch.cat(pieces) if pieces else torch.zeros(0)
 
     def spaces(self) -> tuple[str, ...]:
         return tuple(s for p in self.parts for s in p.spaces())
@@ -213,8 +238,23 @@ class Pairs(Layout):
     def unit_of(self, name: str, spaces: Spaces) -> torch.Tensor:
         return torch.full((self.old_size(spaces),), -1, dtype=torch.long)
 
+    def share(self, spaces: Spaces) -> torch.Tensor:
+        # The new pairs of old pair (a, b), a != b, are the copies of a times the copies of b:
+        # their shares multiply and sum to 1 (a row with its own copy is fresh: share 0).
+        offset = 0 if self.diagonal else 1
+        n_new = self.rows.new_size(spaces)
+        new = torch.triu_indices(n_new, n_new, offset=offset)
+        rows = self.rows.share(spaces)
+        return torch.where(self.index(spaces) >= 0, rows[new[0]] * rows[new[1]], 0.0)
+
     def spaces(self) -> tuple[str, ...]:
         return self.rows.spaces()
+
+
+def equal_shares(index: torch.Tensor, old: int) -> torch.Tensor:
+    """[new]: 1 / (number of new units of the same old unit); 0 for fresh units."""
+    counts = torch.bincount(index[index >= 0], minlength=max(old, 1)).clamp(min=1)
+    return torch.where(index >= 0, 1.0 / counts[index.clamp(min=0)], 0.0)
 
 
 def _along(values: torch.Tensor, axis: int, ndim: int) -> torch.Tensor:
@@ -246,8 +286,7 @@ def remap(old: torch.Tensor, init: torch.Tensor, axes: Sequence[AxisRule], space
         value = value.index_select(axis, idx.clamp(min=0))
         fresh = _along(idx < 0, axis, ndim)
         if role == "in":
-            counts = torch.bincount(idx[idx >= 0], minlength=old.shape[axis]).clamp(min=1)
-            share = torch.where(idx >= 0, 1.0 / counts[idx.clamp(min=0)], 0.0).to(old.dtype)
+            share = torch.where(idx >= 0, layout.share(spaces), 0.0).to(old.dtype)
             scale = scale * _along(share, axis, ndim)
         else:
             fresh_out = fresh_out | fresh

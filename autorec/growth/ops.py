@@ -10,7 +10,7 @@ from one phase's spec to the next's:
   (:mod:`autorec.growth.gates`), so the matrices really shrink;
 - :func:`grow` builds the model of a wider or deeper spec computing exactly the same function:
   Net2Net widening (new units either copy old ones, their outgoing weights split among the
-  copies, or start fresh with zero outgoing weights) and deepening by identity-initialised
+  copies in random fractions, or start fresh with zero outgoing weights) and deepening by identity-initialised
   layers (an MLP layer ``ReLU(I h) = h`` after a ReLU, a cross layer with ``W = 0, b = 0``).
 
 The embedding tables are carried over exactly.
@@ -557,10 +557,15 @@ def _prune_indices(plan: Plan, importance: Mapping[str, torch.Tensor]) -> None:
             space.index = torch.sort(top).values
 
 
-def _grow_index(space: Space, widen: str, exact: bool) -> torch.Tensor:
+def _grow_index(space: Space, widen: str, exact: bool, generator: torch.Generator | None) -> None:
+    """Set ``space.index`` (old units, then copies or fresh units) and, with copies, unequal
+    ``space.share``s: each old unit's outgoing weights split among it and its copies in random
+    fractions (uniform in [0.5, 1.5], normalised), so the function is kept and the copies,
+    getting unequal gradients, part ways in training."""
     extra = space.new - space.old
+    space.index = torch.arange(space.old)
     if extra <= 0:
-        return torch.arange(space.old)
+        return
     copy = widen == "copy" or (widen == "auto" and space.stat)
     if space.stat and exact:
         if space.old == 0 or space.new % space.old:
@@ -574,9 +579,12 @@ def _grow_index(space: Space, widen: str, exact: bool) -> torch.Tensor:
                               "these units computes; use widen='copy' or 'auto', or exact=False")
     if copy and space.old:
         added = torch.arange(extra) % space.old
+        space.index = torch.cat([space.index, added])
+        weights = 0.5 + torch.rand(space.new, generator=generator)
+        totals = torch.zeros(space.old).index_add_(0, space.index, weights)
+        space.share = weights / totals[space.index]
     else:
-        added = torch.full((extra,), -1, dtype=torch.long)
-    return torch.cat([torch.arange(space.old), added])
+        space.index = torch.cat([space.index, torch.full((extra,), -1, dtype=torch.long)])
 
 
 def _check_identities(plan: Plan) -> None:
@@ -666,7 +674,7 @@ def transfer(model: nn.Module, spec: ArchSpec, target: ArchSpec, *, growing: boo
     plan = build_plan(aligned, target)
     if growing:
         for space in plan.spaces.values():
-            space.index = _grow_index(space, widen, exact)
+            _grow_index(space, widen, exact, generator)
         if exact:
             _check_identities(plan)
     else:
@@ -738,7 +746,8 @@ def grow(model: nn.Module, spec: ArchSpec, target: ArchSpec, *,
     Widening: each space of units (hidden neurons, rank components, rows) keeps its old units
     and adds new ones: with ``widen="fresh"`` new units take fresh incoming weights and zero
     outgoing ones; with ``"copy"`` (Net2Net) they copy old units round-robin and the outgoing
-    weights are split among the copies; ``"auto"`` copies only where a consumer normalises over
+    weights are split among the copies in random fractions summing to 1 (the function is kept;
+    the copies get unequal gradients, so they part ways in training); ``"auto"`` copies only where a consumer normalises over
     the units (there every unit must be copied equally often: new size a multiple of the old,
     else a :class:`GrowthError`, unless ``exact=False``). Deepening: MLP layers initialised to
     the identity after the last hidden layer, cross layers with zero weights, a low-rank cross

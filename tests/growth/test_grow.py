@@ -54,14 +54,24 @@ def test_fresh_units_get_fresh_incoming_and_zero_outgoing_weights():
     assert grown.over_arch[1].weight.grad[:, 4:].abs().sum() > 0
 
 
-def test_copied_units_split_their_outgoing_weights():
+def test_copied_units_split_their_outgoing_weights_unequally():
     small_spec = spec(over_arch=(4,))
     small = scramble(build_model(small_spec))
-    grown = grow(small, small_spec, spec(over_arch=(8,)), widen="copy")
+    grown = grow(small, small_spec, spec(over_arch=(8,)), widen="copy",
+                 generator=torch.Generator().manual_seed(0))
     w_in, w_out = grown.over_arch[0]._mlp[0]._linear.weight, grown.over_arch[1].weight
     torch.testing.assert_close(w_in[4:], w_in[:4])
-    torch.testing.assert_close(w_out[:, 4:], small.over_arch[1].weight / 2)
-    torch.testing.assert_close(w_out[:, :4], small.over_arch[1].weight / 2)
+    old = small.over_arch[1].weight
+    torch.testing.assert_close(w_out[:, :4] + w_out[:, 4:], old)
+    fractions = w_out[:, :4] / old
+    assert ((fractions > 0.25) & (fractions < 0.75)).all() and fractions.std() > 0.01
+    # Unequal shares, unequal gradients: one step and a unit and its copy part ways.
+    b = batch()
+    optimizer = torch.optim.SGD(grown.parameters(), lr=0.1)
+    torch.nn.functional.binary_cross_entropy_with_logits(
+        grown(b.dense_features, b.sparse_features), b.labels).backward()
+    optimizer.step()
+    assert not torch.allclose(w_in[4:], w_in[:4])
 
 
 def test_a_gated_model_grows_with_its_gates_folded_in():
