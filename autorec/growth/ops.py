@@ -747,9 +747,10 @@ def grow(model: nn.Module, spec: ArchSpec, target: ArchSpec, *,
     and adds new ones: with ``widen="fresh"`` new units take fresh incoming weights and zero
     outgoing ones; with ``"copy"`` (Net2Net) they copy old units round-robin and the outgoing
     weights are split among the copies in random fractions summing to 1 (the function is kept;
-    the copies get unequal gradients, so they part ways in training); ``"auto"`` copies only where a consumer normalises over
-    the units (there every unit must be copied equally often: new size a multiple of the old,
-    else a :class:`GrowthError`, unless ``exact=False``). Deepening: MLP layers initialised to
+    the copies get unequal gradients, so they part ways in training); ``"auto"`` copies only
+    where a consumer normalises over the units (there every unit must be copied equally often:
+    new size a multiple of the old, else a :class:`GrowthError`, unless ``exact=False``).
+    Deepening: MLP layers initialised to
     the identity after the last hidden layer, cross layers with zero weights, a low-rank cross
     layer made full-rank as ``W V``; DHEN modules added silent (zero last layer). Fresh weights
     are drawn from ``generator`` when given. A model carrying gates
