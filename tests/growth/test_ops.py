@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from autorec.arch import CrossConfig, DhenConfig, DotConfig, MLPConfig, TableSpec, WukongConfig
 from autorec.costs import arch_cost
@@ -157,3 +158,18 @@ def test_a_non_spec_and_an_unknown_widening_are_refused():
         grow(build_model(spec()), spec(), {"over_arch": [64]})
     with pytest.raises(GrowthError, match="widen: expected one of auto, copy, fresh, got 'clone'"):
         grow(build_model(spec()), spec(), spec(), widen="clone")
+
+
+def test_layouts_map_products_concatenations_and_pairwise_dots():
+    from autorec.growth.layout import Concat, Fixed, Pairs, Product, Space, Units
+
+    spaces = {"a": Space("a", old=3, new=4, index=torch.tensor([0, 1, 2, 0]),
+                         share=torch.tensor([0.25, 1.0, 1.0, 0.75])),
+              "b": Space("b", old=2, new=1, index=torch.tensor([1]))}
+    assert Product(Units("a"), Fixed(2)).index(spaces).tolist() == [0, 1, 2, 3, 4, 5, 0, 1]
+    assert Concat((Units("b"), Units("a"))).index(spaces).tolist() == [1, 2, 3, 4, 2]
+    # Pairs of the 4 new rows (0, 1, 2, copy of 0) among the 3 old pairs (0,1), (0,2), (1,2):
+    pairs = Pairs(Units("a"))
+    assert pairs.index(spaces).tolist() == [0, 1, -1, 2, 0, 1]  # (0, 0') is no old pair
+    torch.testing.assert_close(pairs.share(spaces), torch.tensor([0.25, 0.25, 0.0, 1.0, 0.75, 0.75]))
+    assert Product(Units("a"), Units("b")).unit_of("b", spaces).tolist() == [0, 1] * 3
