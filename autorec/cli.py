@@ -350,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     from autorec.sharding.command import add_parser as add_shard_parser
 
     add_shard_parser(commands)
+    from autorec.towers.command import add_parser as add_towers_parser
+
+    add_towers_parser(commands)
     return parser
 
 

@@ -1,0 +1,115 @@
+"""``autorec towers partition``: train a flat architecture, then partition its tables into towers.
+
+    autorec towers partition --data synthetic --data-opt preset=groups4 --k 2 --k 4 -o parts.json
+
+The architecture (``--arch``, a preset or an arch.json without towers) is trained for
+``--epochs``; its interaction statistics (``--method``) on up to ``--rows`` validation rows make
+the table graph, partitioned for every ``--k`` within ``--tolerance``. ``-o`` writes the groups
+per K as the JSON file that a space's ``towers.partition`` reads. On data with planted groups
+(synthetic ``num_groups``) the adjusted Rand index against them is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import torch
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``towers partition`` on the CLI's subcommands."""
+    from autorec.cli import _add_data_args
+
+    group = commands.add_parser("towers", help="DMT tower tools").add_subparsers(
+        dest="towers_command", required=True)
+    parser = group.add_parser("partition", help="partition a trained model's tables into K towers")
+    _add_data_args(parser)
+    parser.add_argument("--arch", default="dlrm", help="a preset (dlrm, dcnv2, wukong, dhen) or an arch.json")
+    parser.add_argument("--k", type=int, action="append", required=True, metavar="K",
+                        help="number of towers (repeat for several)")
+    parser.add_argument("--epochs", type=int, default=2, help="training epochs before the statistics")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--method", default="ablation", choices=["ablation", "dot"])
+    parser.add_argument("--tolerance", type=float, default=0.1,
+                        help="per-tower bytes and lookups at most (1 + tolerance) x the mean")
+    parser.add_argument("--rows", type=int, default=4096, help="validation rows for the statistics")
+    parser.add_argument("-o", "--output", help="write the groups per K here (JSON, for towers.partition)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.set_defaults(func=cmd_partition)
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    from autorec.cli import UsageError, _load_data, _resolve_arch
+    from autorec.towers.partition import (
+        PartitionError,
+        adjusted_rand_index,
+        cut_fraction,
+        feature_graph,
+        imbalance,
+        interaction_matrix,
+        labels,
+        partition,
+        round_robin_partition,
+        table_loads,
+    )
+    from autorec.towers.space import write_partition
+    from autorec.train.trainer import TrainConfig, Trainer
+
+    if any(k < 1 for k in args.k):
+        raise UsageError(f"--k: expected positive tower counts, got {args.k}")
+    if args.epochs < 1 or args.batch_size < 1 or args.rows < 2 or args.tolerance < 0:
+        raise UsageError("--epochs and --batch-size must be >= 1, --rows >= 2 and --tolerance >= 0")
+    dataset = _load_data(args)
+    spec = _resolve_arch(args.arch, dataset.schema)
+    if spec.towers is not None:
+        raise UsageError(f"--arch: {args.arch} already has towers; partition a flat architecture")
+    tables = len(spec.tables)
+    if max(args.k) > tables:
+        raise UsageError(f"--k: {max(args.k)} towers for {tables} tables")
+    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, progress=False)
+    trainer = Trainer(spec, dataset, config)
+    trainer.fit()
+    batch = next(iter(dataset.batches("val", args.rows, shuffle=False, seed=args.seed)))
+    with torch.no_grad():
+        names, weights = interaction_matrix(trainer.model, batch.dense_features, batch.sparse_features,
+                                            method=args.method, seed=args.seed)
+    graph = feature_graph(spec, names, weights, table_loads(spec, batch.sparse_features))
+    truth = _planted(dataset, spec)
+    order = [t.name for t in spec.tables]
+    result: dict[str, Any] = {"arch": spec.name, "data": dataset.name, "method": args.method, "towers": {}}
+    groups_per_k = {}
+    for k in args.k:
+        try:
+            parts = partition(graph, k, tolerance=args.tolerance)
+        except PartitionError as exc:
+            raise UsageError(f"--k {k} --tolerance {args.tolerance}: {exc}") from None
+        groups = tuple(tuple(f for t in spec.tables if t.name in p for f in t.features) for p in parts)
+        groups_per_k[k] = groups
+        entry = {"groups": [list(g) for g in groups], "cut_fraction": cut_fraction(graph, parts),
+                 "imbalance": imbalance(graph, parts),
+                 "round_robin_cut_fraction": cut_fraction(graph, round_robin_partition(graph, k))}
+        if truth is not None:
+            entry["ari"] = adjusted_rand_index(truth, labels(parts, order))
+        result["towers"][str(k)] = entry
+    if args.output:
+        write_partition(args.output, groups_per_k)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for k, entry in result["towers"].items():
+            ari = f", ARI {entry['ari']:.3f}" if "ari" in entry else ""
+            rr = entry["round_robin_cut_fraction"]
+            print(f"K={k}: cut {entry['cut_fraction']:.3f} (round robin {rr:.3f}){ari}; "
+                  + " | ".join(" ".join(g) for g in entry["groups"]))
+    return 0
+
+
+def _planted(dataset: Any, spec: Any) -> list[int] | None:
+    """The planted group of each table when the dataset has them (synthetic ``num_groups``)."""
+    groups_of = getattr(dataset, "feature_groups", None)
+    if groups_of is None or not getattr(getattr(dataset, "config", None), "num_groups", 0):
+        return None
+    group = {f: i for i, g in enumerate(groups_of()) for f in g}
+    return [group[t.features[0]] for t in spec.tables]
