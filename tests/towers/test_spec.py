@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,3 +117,21 @@ def test_tower_module_precision_is_applied() -> None:
                                                                         precision="mxfp8_e4m3")))
     model = build_model(spec)
     assert any(type(m).__name__.startswith("Quant") for m in model.towers.modules())
+
+
+def test_a_tower_model_exports(tmp_path: Path) -> None:
+    """export_model's own checks (the exported program and weights give the model's logits)
+    pass for a tower model, and its arch.json carries the towers."""
+    from autorec.data import load_dataset
+    from autorec.export import export_model
+    from autorec.presets import preset
+
+    ds = load_dataset("synthetic", preset="groups4", num_samples=500)
+    flat = preset("dlrm", ds.schema, dim=8)
+    spec = flat.replace(towers=TowerSpec(groups=ds.feature_groups(), module=DotConfig(n_passthrough=0),
+                                         n_out=2))
+    torch.manual_seed(0)
+    batch = next(iter(ds.batches("test", 16, shuffle=False)))
+    out = export_model(build_model(spec), tmp_path / "export", sample_batch=batch, metrics={},
+                       retrain_command="autorec train")
+    assert ArchSpec.load(out / "arch.json") == spec
