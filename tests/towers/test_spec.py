@@ -119,6 +119,7 @@ def test_tower_module_precision_is_applied() -> None:
     assert any(type(m).__name__.startswith("Quant") for m in model.towers.modules())
 
 
+@pytest.mark.slow
 def test_a_tower_model_exports(tmp_path: Path) -> None:
     """export_model's own checks (the exported program and weights give the model's logits)
     pass for a tower model, and its arch.json carries the towers."""
