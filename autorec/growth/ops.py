@@ -717,7 +717,8 @@ def prune(model: nn.Module, spec: ArchSpec, target: ArchSpec, *, method: str = "
     of largest learned gate (``method="gates"``: ``model`` carries gates from
     :func:`autorec.growth.gates.add_gates`; the gate values are folded into the weights kept).
     A full-rank cross layer pruned to rank r keeps its truncated SVD. Embedding tables are
-    carried over as they are.
+    carried over as they are. A learned residual/shortcut that the target's sizes turn into an
+    identity (rows in == rows out) is dropped; keep rows in != rows out to avoid that.
 
     Example:
         >>> from autorec.arch import ArchSpec, TableSpec

@@ -141,6 +141,30 @@ def test_gates_prune_exactly_the_units_whose_gates_are_zero():
     assert gates_of(small) == {}
 
 
+def test_gates_on_rows_prune_exactly_the_rows_whose_gates_are_zero():
+    def layers(n_fm, n_lcb, n_out1, n_out2):
+        return (WukongConfig(n_fm=n_fm, n_lcb=n_lcb, rank=4, mlp=(16,)),
+                DhenConfig(modules=("dot", "linear", "conv"), n_out=n_out1),
+                DhenConfig(modules=("dot", "linear"), n_out=n_out2))
+
+    full = spec(*layers(4, 4, 4, 2), over_arch=(8,))
+    model = scramble(build_model(full))
+    gates = add_gates(model, full)
+    rows = {"layers.0.n_fm": [1.0, 0.0, 0.5, 2.0], "layers.0.n_lcb": [0.0, 1.5, 1.0, 0.7],
+            "layers.1.n_out.dot": [0.0, 1.0, 1.0, 0.4], "layers.1.n_out.linear": [1.0, 0.0, 0.3, 1.0],
+            "layers.1.n_out.conv": [2.0, 1.0, 0.0, 1.0], "layers.2.n_out.dot": [0.0, 1.0],
+            "layers.2.n_out.linear": [1.2, 0.0]}
+    # The FM rank feeds a LayerNorm: not gated (pruned by magnitude).
+    assert set(gates) == {"dense_arch[0]", "layers.0.mlp[0]", "over_arch[0]", *rows}
+    with torch.no_grad():
+        for name, values in rows.items():
+            gates[name].copy_(torch.tensor(values))
+    gated = outputs(model, batch())
+    # (rows in != rows out everywhere, as in the full model: no learned shortcut becomes an identity)
+    small = prune(model, full, spec(*layers(3, 3, 3, 1), over_arch=(8,)), method="gates")
+    torch.testing.assert_close(outputs(small, batch()), gated)
+
+
 def test_gates_trained_with_an_l1_penalty_switch_units_off():
     torch.manual_seed(0)
     full = spec(over_arch=(16,))
