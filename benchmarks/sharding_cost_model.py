@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sharding_cost_model.py \
         [--profiles cost_models/cpu/profiles.jsonl] [--out cost_models/cpu] [--test-fraction 0.2]
-        [--steps 3000] [--hidden 64] [--seed 0]
+        [--steps 800] [--hidden 16] [--weight-decay 1e-3] [--seed 0]
 
 The profiles (``autorec profile sharding``) are shuffled with ``--seed`` and split into training
 and held-out shards; every shard was drawn from its own generated table set, so the held-out
@@ -27,6 +27,8 @@ import torch
 from autorec.sharding.cost_model import HEADS, ShardCostModel, fit, mape, predict_shards
 from autorec.sharding.profiler import ShardProfile, load_profiles
 from autorec.sharding.tables import TableSet
+
+SIZE_BUCKETS = ((1, 1), (2, 3), (4, 8), (9, 20), (21, 10**6))
 
 
 def shard_summary(shard: TableSet, batch_size: int) -> list[float]:
@@ -56,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profiles", default="cost_models/cpu/profiles.jsonl")
     parser.add_argument("--out", help="save the fitted model into this directory (e.g. cost_models/cpu)")
     parser.add_argument("--test-fraction", type=float, default=0.2)
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=800)
+    parser.add_argument("--hidden", type=int, default=16)
+    parser.add_argument("--weight-decay", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -78,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     model = ShardCostModel(args.hidden, batch_size=batch_size, world_size=world_size,
                            device_kind=device)
     start = time.perf_counter()
-    fit(model, [p.tables for p in train], targets, steps=args.steps, seed=args.seed)
+    fit(model, [p.tables for p in train], targets, steps=args.steps,
+        weight_decay=args.weight_decay, seed=args.seed)
     fit_s = time.perf_counter() - start
     with torch.no_grad():
         held_out = mape(predict_shards(model, [p.tables for p in test]), test_targets)
@@ -91,11 +95,26 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     for h in [*HEADS, "total"]:
         print(f"| {h} | {held_out[h]:.1f}% | {in_train[h]:.1f}% | {reference[h]:.1f}% |")
+    print("\nheld-out MAPE by shard size (tables on the device):")
+    print("| tables | shards | forward | backward | comm | total |")
+    print("|---|---|---|---|---|---|")
+    by_size = {}
+    for lo, hi in SIZE_BUCKETS:
+        picked = [i for i, p in enumerate(test) if lo <= len(p.tables) <= hi]
+        if picked:
+            with torch.no_grad():
+                e = mape(predict_shards(model, [test[i].tables for i in picked]), test_targets[picked])
+            label = f"{lo}-{hi}" if hi < 10**6 else f"{lo}+"
+            by_size[label] = {k: round(v, 2) for k, v in e.items()}
+            print(f"| {label} | {len(picked)} | " + " | ".join(f"{e[h]:.1f}%" for h in [*HEADS, "total"])
+                  + " |")
     if args.out:
         model.metadata = {
             "profiles": str(args.profiles), "n_profiles": len(profiles), "n_train": len(train),
             "n_test": len(test), "split_seed": args.seed, "steps": args.steps,
+            "weight_decay": args.weight_decay,
             "heldout_mape": {k: round(v, 2) for k, v in held_out.items()},
+            "heldout_mape_by_shard_size": by_size,
             "linear_reference_heldout_mape": {k: round(v, 2) for k, v in reference.items()},
             "command": "benchmarks/sharding_cost_model.py " + " ".join(argv or sys.argv[1:])}
         path = model.save(args.out)
