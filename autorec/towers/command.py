@@ -7,12 +7,18 @@ The architecture (``--arch``, a preset or an arch.json without towers) is traine
 the table graph, partitioned for every ``--k`` within ``--tolerance``. ``-o`` writes the groups
 per K as the JSON file that a space's ``towers.partition`` reads. On data with planted groups
 (synthetic ``num_groups``) the adjusted Rand index against them is printed too.
+
+    autorec towers plan --arch arch.json --world-size 4 --local-world-size 2 -o plan.json
+
+writes a sharding plan (autorec.train.plan format) that keeps each tower's tables in one host
+group, for ``autorec train --plan``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -38,6 +44,29 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("-o", "--output", help="write the groups per K here (JSON, for towers.partition)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.set_defaults(func=cmd_partition)
+
+    plan = group.add_parser("plan", help="a sharding plan that keeps each tower's tables in one host group")
+    plan.add_argument("--arch", required=True, help="an arch.json with towers")
+    plan.add_argument("--world-size", type=int, required=True)
+    plan.add_argument("--local-world-size", type=int, default=1, help="ranks per host")
+    plan.add_argument("-o", "--output", required=True, help="the plan file (for autorec train --plan)")
+    plan.set_defaults(func=cmd_plan)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from autorec.arch import ArchSpec
+    from autorec.cli import UsageError
+    from autorec.towers.sharding import tower_plan
+
+    spec = ArchSpec.load(args.arch)
+    if spec.towers is None:
+        raise UsageError(f"--arch: {args.arch} has no towers (its arch.json has no 'towers' key)")
+    try:
+        doc = tower_plan(spec, args.world_size, args.local_world_size)
+    except ValueError as exc:
+        raise UsageError(f"--world-size / --local-world-size: {exc}") from None
+    Path(args.output).write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
 
 
 def cmd_partition(args: argparse.Namespace) -> int:

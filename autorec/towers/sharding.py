@@ -394,3 +394,35 @@ class TowerTrainer:
         for opt in self.optimizers:
             opt.step()
         return loss
+
+
+# ---- a torchrec plan with the same placement -------------------------------------------------
+def tower_plan(spec: ArchSpec, world_size: int, local_world_size: int = 1) -> dict[str, Any]:
+    """A sharding plan file (autorec.train.plan format) that places every table of a tower in one
+    host group: with H = W / L hosts of L ranks, tower k goes to host ``k mod H`` and its tables,
+    table-wise, round robin over that host's ranks. ``local_world_size`` 1 is
+    :class:`TowerParallel`'s placement (tower k on rank k mod W). torchrec's trainer then keeps
+    a tower's lookups inside its host (its output dist still sends every pooled embedding).
+
+    Example:
+        >>> from autorec.arch import TableSpec, MLPConfig
+        >>> spec = ArchSpec(dim=4, tables=tuple(TableSpec(name=f"t{i}", features=(f"f{i}",),
+        ...     num_embeddings=10, dim=4) for i in range(4)), towers=TowerSpec(groups=(("f0", "f3"),
+        ...     ("f1", "f2")), module=MLPConfig(hidden=(), n_out=1)))
+        >>> {t: e["ranks"] for t, e in tower_plan(spec, 4, local_world_size=2)["tables"].items()}
+        {'t0': [0], 't3': [1], 't1': [2], 't2': [3]}
+    """
+    if spec.towers is None:
+        raise ValueError("tower_plan: the spec has no towers (ArchSpec.towers)")
+    if local_world_size < 1 or world_size < 1 or world_size % local_world_size:
+        raise ValueError(f"tower_plan: world_size {world_size} must be a positive multiple of "
+                         f"local_world_size {local_world_size}")
+    hosts = world_size // local_world_size
+    table_of = {f: t.name for t in spec.tables for f in t.features}
+    tables: dict[str, dict[str, Any]] = {}
+    for k, group in enumerate(spec.towers.groups):
+        host = k % hosts
+        for j, name in enumerate(dict.fromkeys(table_of[f] for f in group)):
+            rank = host * local_world_size + j % local_world_size
+            tables[name] = {"sharding_type": "table_wise", "ranks": [rank]}
+    return {"format": "autorec-sharding-plan", "version": 1, "world_size": world_size, "tables": tables}

@@ -43,3 +43,28 @@ def test_a_run_writes_groups_a_space_reads(tmp_path: Path, capsys: pytest.Captur
     space = SearchSpace.from_dict({"towers": {"num": [2], "kinds": ["mlp"], "partition": str(out)}})
     schema = load_dataset("synthetic", preset="tiny", num_samples=600).schema
     assert [list(g) for g in space.sample(schema, 0).towers.groups] == written["2"]
+
+
+def test_plan_writes_a_plan_for_a_spec_with_towers(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from autorec.arch import ArchSpec, DotConfig, TowerSpec
+    from autorec.presets import preset
+    from autorec.train.plan import load_plan
+
+    ds = load_dataset("synthetic", preset="groups4", num_samples=200)
+    flat = preset("dlrm", ds.schema, dim=8)
+    flat.save(tmp_path / "flat.json")
+    towered = flat.replace(towers=TowerSpec(groups=ds.feature_groups(), module=DotConfig(n_passthrough=0)))
+    towered.save(tmp_path / "arch.json")
+    out = tmp_path / "plan.json"
+    assert main(["towers", "plan", "--arch", str(tmp_path / "arch.json"), "--world-size", "4",
+                 "--local-world-size", "2", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["world_size"] == 4 and len(doc["tables"]) == 16
+    assert load_plan(out, ArchSpec.load(tmp_path / "arch.json"), 4, "cpu").plan["sparse_arch"]
+    assert main(["towers", "plan", "--arch", str(tmp_path / "flat.json"), "--world-size", "4", "-o",
+                 str(out)]) == 2
+    assert "has no towers" in capsys.readouterr().err
+    assert main(["towers", "plan", "--arch", str(tmp_path / "arch.json"), "--world-size", "3",
+                 "--local-world-size", "2", "-o", str(out)]) == 2
+    assert "--world-size / --local-world-size" in capsys.readouterr().err

@@ -16,7 +16,13 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from autorec.arch import ArchSpec, MLPConfig, TableSpec, TowerSpec
 from autorec.models import RecModel
-from autorec.towers.sharding import CommMeter, TowerParallel, predicted_bytes_per_sample, tower_owners
+from autorec.towers.sharding import (
+    CommMeter,
+    TowerParallel,
+    predicted_bytes_per_sample,
+    tower_owners,
+    tower_plan,
+)
 from autorec.train.distributed import ensure_process_group
 from tests.doctests import assert_examples_run
 
@@ -94,3 +100,23 @@ def test_predicted_bytes_and_owners() -> None:
 
 def test_doctests() -> None:
     assert_examples_run("autorec.towers.sharding")
+
+
+def test_tower_plan_keeps_each_tower_in_one_host_and_loads_as_a_torchrec_plan() -> None:
+    from autorec.train.plan import plan_from_json
+
+    spec = _spec()
+    doc = tower_plan(spec, world_size=4, local_world_size=2)
+    host_of = {t: e["ranks"][0] // 2 for t, e in doc["tables"].items()}
+    for k, group in enumerate(spec.towers.groups):
+        assert {host_of[f"t{f[1:]}"] for f in group} == {k % 2}
+    # Tower 1 has 3 tables on a 2-rank host: round robin over the host's ranks.
+    assert [doc["tables"][t]["ranks"][0] for t in ("t1", "t4", "t5")] == [2, 3, 2]
+    plan = plan_from_json(doc, spec, world_size=4, device_type="cpu")
+    assert plan.plan["sparse_arch"]["t1"].sharding_type == "table_wise"
+    assert {t: e["ranks"] for t, e in tower_plan(spec, 3)["tables"].items()} == {
+        "t0": [0], "t3": [0], "t1": [1], "t4": [1], "t5": [1], "t2": [2]}
+    with pytest.raises(ValueError, match="must be a positive multiple"):
+        tower_plan(spec, 4, local_world_size=3)
+    with pytest.raises(ValueError, match="has no towers"):
+        tower_plan(spec.replace(towers=None), 2)
