@@ -56,7 +56,41 @@ def _check(model: RecModel, placement: TowerSpec | None, batch_global, batch_loc
                          meter.total("all_reduce")], dtype=torch.float64)
     dist.all_reduce(sent)
     return {"checked_parameters": checked, "float_all_to_all": int(sent[0]), "int_all_to_all": int(sent[1]),
-            "all_reduce": int(sent[2])}
+            "all_reduce": int(sent[2]), "max_logit_diff_after_steps": _train_alike(tp, trainer, model, start)}
+
+
+def _train_alike(tp: TowerParallel, trainer: TowerTrainer, model: RecModel, start: int) -> float:
+    """A few optimizer steps sharded and in one process (same optimizers, same global batches):
+    the largest logit difference afterwards on this rank's samples of a fresh batch."""
+    ds = load_synthetic(seed=0, preset="groups4", num_samples=400)
+    world, rank = dist.get_world_size(), dist.get_rank()
+    dense_params = [p for n, p in model.named_parameters() if not n.startswith("sparse_arch")]
+    reference = [torch.optim.Adam(dense_params, lr=1e-3),
+                 torch.optim.Adagrad(list(model.sparse_arch.parameters()), lr=0.05)]
+    for step in range(4):
+        local = next(iter(rank_batches(ds, "train", GLOBAL_BATCH, shuffle=True, seed=step, epoch=0, rank=rank,
+                                       world_size=world)))
+        whole = next(iter(rank_batches(ds, "train", GLOBAL_BATCH, shuffle=True, seed=step, epoch=0, rank=0,
+                                       world_size=1)))
+        trainer.step(local.dense_features, local.sparse_features, local.labels)
+        for opt in reference:
+            opt.zero_grad()
+        torch.nn.functional.binary_cross_entropy_with_logits(
+            model(whole.dense_features, whole.sparse_features), whole.labels).backward()
+        for opt in reference:
+            opt.step()
+    local = next(iter(rank_batches(ds, "val", GLOBAL_BATCH, shuffle=False, seed=0, epoch=0, rank=rank,
+                                   world_size=world)))
+    whole = next(iter(rank_batches(ds, "val", GLOBAL_BATCH, shuffle=False, seed=0, epoch=0, rank=0,
+                                   world_size=1)))
+    with torch.no_grad():
+        mine = tp(local.dense_features, local.sparse_features)
+        ref = model(whole.dense_features, whole.sparse_features)
+    offset = sum(len(next(iter(rank_batches(ds, "val", GLOBAL_BATCH, shuffle=False, seed=0, epoch=0, rank=r,
+                                            world_size=world))).labels) for r in range(rank))
+    diff = torch.tensor([float((mine - ref[offset:offset + len(mine)]).abs().max())])
+    dist.all_reduce(diff, op=dist.ReduceOp.MAX)
+    return float(diff)
 
 
 def main(out_path: str) -> None:
