@@ -11,6 +11,9 @@ A model described by an ArchSpec is::
     X0 --layers[0]--> [B, F1, D] --layers[1]--> ... --> flatten --over_arch--> logit [B]
 
 Every interaction layer maps ``[B, F_in, D] -> [B, F_out, D]``, so block kinds mix freely.
+With DMT towers (``towers``, a :class:`TowerSpec`), the pooled embeddings ``[B, F, D]`` first go
+through K tower modules, each compressing its features to ``n_out`` vectors, so that
+X0 is ``[B, 1 + K * n_out, D]``.
 
 Example:
     >>> spec = ArchSpec(
