@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sharding_cost_model.py \
         [--profiles cost_models/cpu/profiles.jsonl] [--out cost_models/cpu] [--test-fraction 0.2]
-        [--steps 800] [--hidden 16] [--weight-decay 1e-3] [--seed 0]
+        [--steps 800] [--hidden 16] [--weight-decay 1e-3] [--seed 0] [--retest 60] [--additivity 6]
 
 The profiles (``autorec profile sharding``) are shuffled with ``--seed`` and split into training
 and held-out shards; every shard was drawn from its own generated table set, so the held-out
@@ -11,7 +11,9 @@ script prints the held-out mean absolute percentage error (MAPE) per head (forwa
 comm) and of the total, next to a reference fitted on the same split: a least-squares linear
 model per head on hand-made shard features (tables, lookups x dim, sum of dims, bytes). With
 ``--out`` it saves the model fitted on the training split (so the recorded error is that
-model's), with the numbers and the split in its ``model.json`` metadata.
+model's), with the numbers and the split in its ``model.json`` metadata. ``--retest N``
+re-measures N profiled shards (the measurement noise under the current load); ``--additivity N``
+compares N shards' costs with the sum of their tables' costs measured alone.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import time
 import torch
 
 from autorec.sharding.cost_model import HEADS, ShardCostModel, fit, mape, predict_shards
-from autorec.sharding.profiler import ShardProfile, load_profiles
+from autorec.sharding.profiler import ShardProfile, load_profiles, measure_compute, random_shards
 from autorec.sharding.tables import TableSet
 
 SIZE_BUCKETS = ((1, 1), (2, 3), (4, 8), (9, 20), (21, 10**6))
@@ -53,6 +55,32 @@ def linear_reference(train: list[ShardProfile], test: list[ShardProfile]) -> tor
     return torch.stack(preds, dim=-1).float()
 
 
+def retest(profiles: list[ShardProfile], n: int, seed: int) -> None:
+    """Measure ``n`` random profiled shards again (other batches) and print how far the two
+    measurements lie apart: the noise floor any model's error sits on."""
+    picked = random.Random(seed).sample(profiles, min(n, len(profiles)))
+    rows = []
+    for p in picked:
+        fwd, bwd = measure_compute(p.tables, p.batch_size, p.repeats, seed=seed + 12345)
+        rows.append((len(p.tables), abs(fwd / p.forward_ms - 1), abs(bwd / p.backward_ms - 1)))
+    print(f"\nre-measured {len(rows)} profiled shards: forward differs by "
+          f"{100 * sum(r[1] for r in rows) / len(rows):.1f}%, backward by "
+          f"{100 * sum(r[2] for r in rows) / len(rows):.1f}% (mean absolute, % of the profile)")
+
+
+def additivity(n: int, seed: int, batch_size: int) -> None:
+    """For ``n`` shards of 6..12 tables: the shard's measured cost against the sum of its
+    tables' costs measured alone."""
+    print("\n| tables | forward: shard / sum alone | backward: shard / sum alone |")
+    print("|---|---|---|")
+    shards = [s for s in random_shards(20 * n, seed=seed + 77, max_tables=12) if len(s) >= 6][:n]
+    for shard in shards:
+        fwd, bwd = measure_compute(shard, batch_size, 7, seed=1)
+        alone = [measure_compute(TableSet((t,)), batch_size, 7, seed=1) for t in shard.tables]
+        print(f"| {len(shard)} | {fwd / sum(a[0] for a in alone):.2f} | "
+              f"{bwd / sum(a[1] for a in alone):.2f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profiles", default="cost_models/cpu/profiles.jsonl")
@@ -62,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=16)
     parser.add_argument("--weight-decay", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--retest", type=int, default=0, metavar="N",
+                        help="also re-measure N profiled shards (measurement noise)")
+    parser.add_argument("--additivity", type=int, default=0, metavar="N",
+                        help="also compare N shards' costs with the sum of their tables' alone")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     profiles = load_profiles(args.profiles)
@@ -108,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
             by_size[label] = {k: round(v, 2) for k, v in e.items()}
             print(f"| {label} | {len(picked)} | " + " | ".join(f"{e[h]:.1f}%" for h in [*HEADS, "total"])
                   + " |")
+    if args.retest:
+        retest(profiles, args.retest, args.seed)
+    if args.additivity:
+        additivity(args.additivity, args.seed, batch_size)
     if args.out:
         model.metadata = {
             "profiles": str(args.profiles), "n_profiles": len(profiles), "n_train": len(train),
