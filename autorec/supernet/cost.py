@@ -15,7 +15,9 @@ The expectation is differentiable through every choice probability and is taken 
 - each layer's input width is the one the derived (most probable) stack gives it;
 - the over-arch's cost follows the last layer's output width, so it is folded into the last
   layer's cost;
-- embedding widths exactly (per feature, its projection and its table bytes).
+- embedding widths exactly (per feature, its projection and its table bytes);
+- DMT towers (``towers.num``, ``towers.kind``, ``towers.n_out``) exactly over their product;
+  the stack's input width is the derived towers' ``K * n_out`` (+ the dense vector).
 
 Probe costs are cached by (config, width), so a run pays for each probe once.
 """
@@ -59,6 +61,19 @@ def over_arch_cost(num_in: int, dim: int, over_arch: tuple[int, ...], metric: st
     return _part(
         ArchSpec(dim=dim, tables=_probe_tables(num_in, dim), over_arch=over_arch), "over_arch", metric
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def towers_cost(sizes: tuple[int, ...], module: BlockConfig, n_out: int, dim: int, metric: str) -> float:
+    """Cost of towers of ``sizes`` features each, ``module`` compressed to ``n_out`` vectors."""
+    from autorec.arch import TowerSpec
+
+    tables = _probe_tables(sum(sizes), dim)
+    names = [t.features[0] for t in tables]
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    groups = tuple(tuple(names[a:a + n]) for a, n in zip(starts, sizes, strict=True))
+    spec = ArchSpec(dim=dim, tables=tables, towers=TowerSpec(groups=groups, module=module, n_out=n_out))
+    return _part(spec, "towers", metric)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -115,7 +130,8 @@ class ExpectedCost:
             p = self._p(probs, f"emb.{group}", len(net.emb_values))
             costs = _t([projection_cost(w, net.dim, self.metric) for w in net.emb_widths])
             total = total + len(features) * (p @ costs)
-        f_in, last = net.f0, len(net.layers) - 1
+        total = total + self._towers(probs)
+        f_in, last = self._stack_input(rank), len(net.layers) - 1
         for i in range(len(net.layers)):
             kinds = net.layer_kinds[i]
             fallback = net.layer_config(i, f_in, rank)
@@ -125,6 +141,37 @@ class ExpectedCost:
             f_in = _out(fallback, f_in, net.dim)
         if not net.layers:
             total = total + over_arch_cost(f_in, net.dim, net.over_sizes, self.metric)
+        return total
+
+    def _stack_input(self, rank: Ranker) -> int:
+        """Vectors entering layer 0 in the derived architecture."""
+        net = self.net
+        if net.towers is None:
+            return net.f0
+        towers = net.towers.derive(rank)
+        sparse = len(net.schema.sparse) if towers is None else towers.num_towers * towers.n_out
+        return sparse + (1 if net.schema.n_dense else 0)
+
+    def _towers(self, probs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """E over tower count, module kind and n_out of the tower modules' cost."""
+        from autorec.towers.space import TOWER_MODULES
+
+        net = self.net
+        total = _t(0.0)
+        if net.towers is None:
+            return total
+        choices = net.towers.choices_
+        p_num = self._p(probs, "towers.num", len(choices.num))
+        p_kind = self._p(probs, "towers.kind", len(choices.kinds))
+        p_out = self._p(probs, "towers.n_out", len(choices.n_out))
+        for a, k in enumerate(choices.num):
+            if k == 0:
+                continue
+            sizes = tuple(len(g) for g in choices.groups(k, net.schema.sparse_names))
+            for b, kind in enumerate(choices.kinds):
+                costs = _t([towers_cost(sizes, TOWER_MODULES[kind], n, net.dim, self.metric)
+                            for n in choices.n_out])
+                total = total + p_num[a] * p_kind[b] * (p_out @ costs)
         return total
 
     def _p(self, probs: Mapping[str, torch.Tensor], name: str, size: int) -> torch.Tensor:

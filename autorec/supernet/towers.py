@@ -13,8 +13,7 @@ widest candidate, so the stack after it takes a fixed number of vectors.
 
 Shapes: pooled embeddings [B, F, D] -> [B, max(F, K_max * n_out_max), D].
 
-Not yet in the supernet's E[cost] (autorec.supernet.cost): the tower modules' FLOPs and bytes,
-and the first layer's input is costed at the widest tower choice.
+E[cost] (autorec.supernet.cost) takes the tower modules' cost exactly over the three choices.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ import pytest
 import torch
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
+from autorec.costs import arch_cost
 from autorec.data import Schema, SparseFeature, load_dataset
 from autorec.space import SearchSpace
-from autorec.supernet import Supernet, SupernetConfig, SupernetSearch
+from autorec.supernet import ExpectedCost, Supernet, SupernetConfig, SupernetSearch
 from autorec.supernet.towers import SuperTowers
 from autorec.towers.space import TOWER_MODULES
 from tests.doctests import assert_examples_run
@@ -88,6 +89,26 @@ def test_derive_returns_the_preferred_towers_in_the_space(seed: int) -> None:
     assert chosen.towers.groups == (("f0", "f3"), ("f1", "f4"), ("f2", "f5"))
     assert chosen.towers.n_out == 2 and chosen.num_inputs == 7
     assert net.derive({"towers.num": 0}).towers is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_hot_expected_cost_equals_the_derived_specs_cost(seed: int) -> None:
+    _, net = _net()
+    rng = random.Random(seed)
+    with torch.no_grad():
+        for p in net.arch.logits:
+            p.copy_(100.0 * torch.tensor(rng.sample(range(p.numel()), p.numel()), dtype=torch.float32))
+    cost = arch_cost(net.derive())
+    with torch.no_grad():
+        assert float(ExpectedCost(net, "flops")()) == cost.forward_flops
+        assert float(ExpectedCost(net, "params_bytes")()) == cost.dense_bytes
+
+
+def test_expected_cost_has_gradients_through_the_tower_choices() -> None:
+    _, net = _net()  # uniform probabilities
+    ExpectedCost(net, "flops")().backward()
+    for name in ("towers.num", "towers.kind", "towers.n_out"):
+        assert net.arch.logit(name).grad.abs().sum() > 0, name
 
 
 def test_a_short_supernet_search_derives_towers() -> None:
