@@ -20,6 +20,7 @@ Writes a JSON file and prints a Markdown summary (the numbers in BENCHMARKS.md).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import time
@@ -30,6 +31,7 @@ import torch
 
 from autorec.data import load_dataset
 from autorec.growth.cost import TrainingCostModel, measure_train_step
+from autorec.growth.schedule import GrowthSchedule
 from autorec.growth.search import (
     Evaluation,
     ScheduleEvaluator,
@@ -40,7 +42,7 @@ from autorec.growth.search import (
     rl_search,
     tpe_search,
 )
-from autorec.growth.train import CurveStopper, GrowthTrainConfig
+from autorec.growth.train import CurveStopper, GrowthTrainConfig, train_schedule
 from autorec.presets import preset
 
 
@@ -65,6 +67,23 @@ def paired_step_times(spec: Any, schedule: Any, batch: Any, rounds: int = 5) -> 
             small_t = min(small_t, measure_train_step(phase_spec, batch, repeats=3, warmup=1))
         out.append({"widths": dict(phase.widths), "flops_ratio": cost.train_flops(phase_spec) / full_flops,
                     "time_ratio": small_t / full_t, "full_seconds": full_t, "phase_seconds": small_t})
+    return out
+
+
+def recheck(spec: Any, dataset: Any, config: GrowthTrainConfig, steps: int, seeds: list[int],
+            chosen: dict[str, Evaluation | None]) -> dict[str, Any]:
+    """Test AUC of each chosen schedule minus the dense baseline's, both retrained per seed."""
+    dense = {seed: train_schedule(spec, GrowthSchedule.full_size(steps), dataset,
+                                  dataclasses.replace(config, seed=seed, eval_every=None)).test["auc"]
+             for seed in seeds}
+    out: dict[str, Any] = {"dense": {"test_auc": dense}}
+    for name, e in chosen.items():
+        if e is None:
+            continue
+        diffs = [train_schedule(spec, e.schedule, dataset, dataclasses.replace(
+                     config, seed=seed, eval_every=None)).test["auc"] - dense[seed] for seed in seeds]
+        out[name] = {"schedule": e.schedule.to_dict(), "differences": [round(d, 4) for d in diffs],
+                     "mean_difference": sum(diffs) / len(diffs)}
     return out
 
 
@@ -94,6 +113,9 @@ def main() -> None:
     parser.add_argument("--max-ratio", type=float, default=0.7)
     parser.add_argument("--rl-batch", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--recheck-seeds", type=int, nargs="*", default=[],
+                        help="retrain the dense baseline and each search's chosen schedule at these "
+                             "seeds too (model init and data order; the data split stays)")
     parser.add_argument("--out", default="growth_schedules.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -150,6 +172,13 @@ def main() -> None:
         for t in timing:
             print(f"{name} step time {t['widths']}: FLOPs ratio {t['flops_ratio']:.3f}, "
                   f"time ratio {t['time_ratio']:.3f}")
+    if args.recheck_seeds:
+        summary["recheck"] = recheck(spec, dataset, config, args.steps, args.recheck_seeds,
+                                     {name: pick_within(r.evaluations, args.max_ratio)
+                                      for name, r in results.items()})
+        for name, r in summary["recheck"].items():
+            print(f"recheck {name}: test AUC - dense per seed {r['differences']}, "
+                  f"mean {r['mean_difference']:+.4f}")
     for name in results:
         s = summary["searches"][name]
         print(f"{name}: {len(s['evaluations'])} trained ({s['stopped_early']} stopped early, "
