@@ -117,6 +117,9 @@ def main() -> None:
                         help="retrain the dense baseline and each search's chosen schedule at these "
                              "seeds too (model init and data order; the data split stays)")
     parser.add_argument("--out", default="growth_schedules.json")
+    parser.add_argument("--recheck-from", default=None,
+                        help="skip the search: recheck the schedules chosen in this earlier output "
+                             "JSON at --recheck-seeds (same data and arch arguments)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     t0 = time.perf_counter()
@@ -132,6 +135,16 @@ def main() -> None:
     space = ScheduleSpace(prunable_parts(spec), args.steps)
     print(f"data {dataset.name} ({dataset.num_rows('train')} train rows), arch {args.arch}, "
           f"parts {space.parts}, {args.steps} steps x {args.batch_size}", flush=True)
+    if args.recheck_from:
+        earlier = json.loads(Path(args.recheck_from).read_text())
+        chosen = {name: Evaluation(GrowthSchedule.from_dict(r["best_within"]["schedule"]), math.nan, math.nan,
+                                   math.nan, math.nan, None, 0.0, False)
+                  for name, r in earlier["searches"].items() if r.get("best_within")}
+        out = recheck(spec, dataset, config, args.steps, args.recheck_seeds, chosen)
+        for name, r in out.items():
+            print(name, json.dumps(r))
+        Path(args.out).write_text(json.dumps({"args": vars(args), "recheck": out}, indent=1))
+        return
     base_stopper = CurveStopper()
     baseline = baseline_evaluation(spec, dataset, args.steps, config, lam=args.lam, stopper=base_stopper)
     print(f"dense baseline: val {baseline.val_auc:.4f} test {baseline.test_auc:.4f} "
