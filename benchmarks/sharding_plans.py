@@ -299,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", action="store_true", help="train the policy and save it to --out")
     parser.add_argument("--iterations", type=int, default=TrainConfig.iterations)
     parser.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    parser.add_argument("--validate-every", type=int, default=25)
+    parser.add_argument("--temperature", type=float, default=TrainConfig.temperature,
+                        help="sampling temperature of the training episodes")
     parser.add_argument("--out", default=str(ROOT / "cost_models" / "cpu"))
     parser.add_argument("--sets", type=int, default=20)
     parser.add_argument("--samples", type=int, default=7)
@@ -318,11 +321,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.train:
         config = TrainConfig(iterations=args.iterations, batch_size=args.batch_size,
-                             devices=TRAIN_DEVICES)
+                             devices=TRAIN_DEVICES, temperature=args.temperature)
         start = time.time()
+
+        validation: list[tuple[int, float]] = []
 
         def log(i: int, stats: dict) -> None:
             if "validation" in stats:
+                validation.append((i, round(stats["validation"], 5)))
                 print(f"iter {i}: validation (greedy max-device cost / even share) "
                       f"{stats['validation']:.4f}", file=sys.stderr)
             elif i % 10 == 0 or i == config.iterations - 1:
@@ -331,11 +337,12 @@ def main(argv: list[str] | None = None) -> int:
                       f"devices, {time.time() - start:.0f} s)", file=sys.stderr)
 
         policy = train_policy(ShardCostModel.load(args.cost_model), config, log=log,
-                              validation=validation_problems())
+                              validation=validation_problems(), validate_every=args.validate_every)
         save_policy(policy, args.out, {
             "trained_by": f"python benchmarks/sharding_plans.py --train --iterations {args.iterations} "
-                          f"--batch-size {args.batch_size}",
-            "config": {k: v for k, v in config.__dict__.items()}, "seconds": round(time.time() - start)})
+                          f"--batch-size {args.batch_size} --temperature {args.temperature}",
+            "config": {k: v for k, v in config.__dict__.items()}, "seconds": round(time.time() - start),
+            "validation": validation})
         print(f"policy saved to {args.out}", file=sys.stderr)
         return 0
     model = ShardCostModel.load(args.cost_model)

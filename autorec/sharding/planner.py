@@ -252,8 +252,9 @@ class Episodes:
 
 
 def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Sequence[bool] | bool,
-         generator: torch.Generator | None = None) -> Episodes:
-    """Play ``batch`` episodes on ``problem`` (greedy[b]: argmax instead of sampling)."""
+         generator: torch.Generator | None = None, temperature: float = 1.0) -> Episodes:
+    """Play ``batch`` episodes on ``problem`` (greedy[b]: argmax instead of sampling; sampled
+    episodes draw from the policy's logits over ``temperature``)."""
     D, B = problem.num_devices, batch
     greedy_rows = torch.tensor([greedy] * B if isinstance(greedy, bool) else list(greedy))
     load = torch.zeros(B, D, dtype=torch.float64)
@@ -282,7 +283,7 @@ def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Seque
             (cost_k / scale).expand(B, K), (cost_k * k_tensor / cost_k[0] - 1).expand(B, K),
             (bytes_k / mem).expand(B, K), (min_load.unsqueeze(1) + cost_k) / scale,
             (load.max(-1).values.unsqueeze(1) / scale).expand(B, K)], dim=-1).float()
-        logits = policy.split_logits(enc, split_feats)
+        logits = policy.split_logits(enc, split_feats) / temperature
         k_idx, lp, ent = _choose(logits, split_mask, greedy_rows, generator)
         log_prob = log_prob + lp * ~dead
         entropy = entropy + ent * ~dead
@@ -306,7 +307,7 @@ def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Seque
                 load / scale, after / scale, (after - max_load) / scale, used / mem,
                 (used + b_block.unsqueeze(1)) / mem, (used == 0).double(),
                 (load - load.min(-1, keepdim=True).values) / scale, gap], dim=-1).float()
-            logits = policy.device_logits(enc, dev_feats)
+            logits = policy.device_logits(enc, dev_feats) / temperature
             d, lp, ent = _choose(logits, mask, greedy_rows, generator)
             log_prob = log_prob + lp * active
             entropy = entropy + ent * active
@@ -393,6 +394,10 @@ class TrainConfig:
     entropy_weight: float = 1e-3
     hidden: int = 64
     seed: int = 0
+    # Sampling below temperature 1 explores near the greedy plan: at 1 the sampled plans are
+    # far worse than the greedy one, and the gradient mostly says "be greedier", which does
+    # not change the greedy plan the planner uses.
+    temperature: float = 1.0
 
 
 def memory_for(tables: TableSet, num_devices: int, slack: float) -> float:
@@ -440,7 +445,8 @@ def train_policy(cost_model: ShardCostModel, config: TrainConfig = TrainConfig()
         # training sets use seeds 10^6 + i: the benchmark's held-out sets use others
         tables = TableSet.generate(n, seed=1_000_000 + config.seed * 10_000 + i)
         problem = prepare(cost_model, tables, d, memory_for(tables, d, slack))
-        episodes = play(policy, problem, config.batch_size, greedy=False, generator=rng)
+        episodes = play(policy, problem, config.batch_size, greedy=False, generator=rng,
+                        temperature=config.temperature)
         rewards = episodes.rewards(problem.scale)
         stats = trainer.update([Rollout(episodes.log_prob[b], episodes.entropy[b], rewards[b])
                                 for b in range(config.batch_size)])

@@ -54,7 +54,7 @@ def test_rich_output_names_tables_devices_and_planners(arch, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--world-size", "0", "--memory-per-device", "1GB"], "--world-size: expected a positive integer"),
     (["--world-size", "2", "--memory-per-device", "lots"], "--memory-per-device: expected a positive size"),
-    (["--world-size", "2", "--memory-per-device", "-3GB"], "--memory-per-device: expected a positive size"),
+    (["--world-size", "2", "--memory-per-device", "0GB"], "--memory-per-device: expected a positive size"),
     (["--world-size", "2", "--memory-per-device", "1KB"], "does not fit"),
     (["--world-size", "2", "--memory-per-device", "1GB", "--pooling", "f9=2"],
      "--pooling: pooling: unknown table or feature 'f9'"),
