@@ -55,6 +55,8 @@ def test_batched_and_soft_assignments() -> None:
         model(ts.features(), torch.ones(7, 3))
     with pytest.raises(ValueError, match="one device per table"):
         model.device_costs(ts, [0, 1], 2)
+    with pytest.raises(ValueError, match=r"device ids in 0\.\.2, got 0\.\.3"):
+        model.device_costs(ts, [0, 1, 2, 3, 0, 1, 2, 0], 3)
 
 
 def test_device_cost_cache_follows_the_parameters() -> None:
