@@ -120,3 +120,22 @@ def test_the_committed_cpu_model() -> None:
     ts = TableSet.generate(500, seed=11)
     costs = model.device_costs(ts, [i % 16 for i in range(500)], 16)
     assert costs.shape == (16,) and bool((costs > 0).all()) and bool(costs.isfinite().all())
+
+
+@pytest.mark.slow
+def test_held_out_error_meets_the_target_and_matches_the_record(tmp_path: Path) -> None:
+    """The issue's target (held-out total MAPE <= 15%) on the committed profiles, refitting as
+    the benchmark did; the committed model's recorded error is what the refit gives."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "sharding_cost_model.py"
+    spec = importlib.util.spec_from_file_location("sharding_cost_model_bench", script)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--profiles", str(PROFILES), "--out", str(tmp_path)]) == 0
+    refit = ShardCostModel.load(tmp_path).metadata["heldout_mape"]
+    recorded = ShardCostModel.default("cpu").metadata["heldout_mape"]
+    assert refit["total"] <= 15.0
+    for head in [*cm.HEADS, "total"]:
+        assert refit[head] == pytest.approx(recorded[head], abs=1.5)
