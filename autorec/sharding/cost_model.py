@@ -32,7 +32,6 @@ import itertools
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -260,15 +259,6 @@ class ShardCostModel(nn.Module):
                                  f"is missing (profile with `autorec profile sharding --out {path}` "
                                  f"and fit with benchmarks/sharding_cost_model.py)")
         return cls.load(path)
-
-
-@dataclass(frozen=True)
-class FitResult:
-    """Held-out mean absolute percentage error (%) per head and of the total, after fitting."""
-
-    mape: dict[str, float]
-    n_train: int
-    n_test: int
 
 
 def shard_batch(shards: Sequence[TableSet]) -> tuple[Tensor, Tensor]:
