@@ -22,8 +22,8 @@ def add_parser(commands: Any) -> None:
     group = commands.add_parser("profile", help="measure costs with the real kernels").add_subparsers(
         dest="profile_command", required=True)
     parser = group.add_parser("sharding", help="forward, backward and comm cost of embedding shards")
-    parser.add_argument("--out", default="cost_models/cpu",
-                        help="directory of profiles.jsonl (appended to; default cost_models/cpu)")
+    parser.add_argument("--out", help="directory of profiles.jsonl (appended to; default "
+                                      "cost_models/<device>)")
     parser.add_argument("--shards", type=int, default=400, help="random shards to measure")
     parser.add_argument("--world-size", type=int, default=2, help="processes of the comm measurement")
     parser.add_argument("--batch-size", type=int, default=1024, help="samples per step")
@@ -61,7 +61,7 @@ def cmd_profile_sharding(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     shards = random_shards(args.shards, args.seed, max_tables=args.max_tables,
                            max_shard_bytes=args.max_shard_mb << 20)
-    out = Path(args.out) / PROFILES
+    out = Path(args.out or f"cost_models/{args.device}") / PROFILES
     for start in range(0, len(shards), args.chunk):
         chunk = shards[start:start + args.chunk]
         profiles = profile_shards(chunk, batch_size=args.batch_size, repeats=args.repeats,
