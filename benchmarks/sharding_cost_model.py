@@ -13,7 +13,9 @@ model per head on hand-made shard features (tables, lookups x dim, sum of dims, 
 ``--out`` it saves the model fitted on the training split (so the recorded error is that
 model's), with the numbers and the split in its ``model.json`` metadata. ``--retest N``
 re-measures N profiled shards (the measurement noise under the current load); ``--additivity N``
-compares N shards' costs with the sum of their tables' costs measured alone.
+compares N shards' costs with the sum of their tables' costs measured alone. ``--evaluate FILE``
+only scores the saved model (``--model``) on another profile file, e.g. shards with tables larger
+than any it was fitted on.
 """
 
 from __future__ import annotations
@@ -81,6 +83,29 @@ def additivity(n: int, seed: int, batch_size: int) -> None:
               f"{bwd / sum(a[1] for a in alone):.2f} |")
 
 
+def evaluate(model_dir: str, path: str) -> None:
+    """The saved model's MAPE on another profile file, split by whether a shard holds a table
+    larger than any the model was fitted on (its inputs are clamped to the fitted range)."""
+    model = ShardCostModel.load(model_dir)
+    profiles = load_profiles(path)
+    fitted_rows = float(10 ** model.hi[0])
+    print(f"\n{model_dir} on {path} ({len(profiles)} shards; fitted up to {fitted_rows:.3g} rows):")
+    print("| shards | n | forward | backward | comm | total |")
+    print("|---|---|---|---|---|---|")
+    groups = {"all": profiles,
+              f"a table > {fitted_rows:.3g} rows": [
+                  p for p in profiles if max(t.rows for t in p.tables.tables) > fitted_rows * 1.01],
+              f"all tables <= {fitted_rows:.3g} rows": [
+                  p for p in profiles if max(t.rows for t in p.tables.tables) <= fitted_rows * 1.01]}
+    for name, group in groups.items():
+        if group:
+            with torch.no_grad():
+                e = mape(predict_shards(model, [p.tables for p in group]),
+                         torch.stack([p.targets for p in group]))
+            print(f"| {name} | {len(group)} | " + " | ".join(f"{e[h]:.1f}%" for h in [*HEADS, "total"])
+                  + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profiles", default="cost_models/cpu/profiles.jsonl")
@@ -94,8 +119,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="also re-measure N profiled shards (measurement noise)")
     parser.add_argument("--additivity", type=int, default=0, metavar="N",
                         help="also compare N shards' costs with the sum of their tables' alone")
+    parser.add_argument("--evaluate", metavar="PROFILES",
+                        help="only score the model saved in --model on this profile file")
+    parser.add_argument("--model", default="cost_models/cpu", help="the model --evaluate scores")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.evaluate:
+        evaluate(args.model, args.evaluate)
+        return 0
     profiles = load_profiles(args.profiles)
     kinds = {(p.batch_size, p.device, p.world_size) for p in profiles}
     if len(kinds) != 1:

@@ -2,7 +2,8 @@
 
     autorec profile sharding --out cost_models/cpu [--shards 400] [--world-size 2]
         [--batch-size 1024] [--repeats 5] [--comm-repeats 15] [--device cpu|cuda] [--seed 0]
-        [--max-tables 40] [--max-shard-mb 384] [--chunk 50]
+        [--max-tables 40] [--max-rows 1e6] [--max-shard-mb 384] [--chunk 50]
+        [--profiles-name profiles.jsonl]
 
 Shards are measured in chunks of ``--chunk``; each chunk's profiles are appended to
 ``<out>/profiles.jsonl`` as soon as its communication run is done, so an interrupted run keeps
@@ -34,6 +35,10 @@ def add_parser(commands: Any) -> None:
                         help="cuda: GPU kernels and NCCL (untested on this project's CPU machines)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tables", type=int, default=40, help="most tables in one shard")
+    parser.add_argument("--max-rows", type=float, default=1e6,
+                        help="largest table drawn (rows log-uniform from 1000; default 1e6)")
+    parser.add_argument("--profiles-name", default="profiles.jsonl",
+                        help="file name under --out (default profiles.jsonl)")
     parser.add_argument("--max-shard-mb", type=int, default=384, help="most memory of one shard")
     parser.add_argument("--chunk", type=int, default=50, help="shards per comm run and file append")
     parser.set_defaults(func=cmd_profile_sharding)
@@ -43,7 +48,7 @@ def cmd_profile_sharding(args: argparse.Namespace) -> int:
     import torch
 
     from autorec.cli import UsageError
-    from autorec.sharding.profiler import PROFILES, append_profiles, profile_shards, random_shards
+    from autorec.sharding.profiler import append_profiles, profile_shards, random_shards
 
     for flag, value in (("--shards", args.shards), ("--world-size", args.world_size),
                         ("--batch-size", args.batch_size), ("--repeats", args.repeats),
@@ -52,6 +57,8 @@ def cmd_profile_sharding(args: argparse.Namespace) -> int:
                         ("--chunk", args.chunk)):
         if value < 1:
             raise UsageError(f"{flag}: expected a positive integer, got {value}")
+    if args.max_rows < 1000:
+        raise UsageError(f"--max-rows: expected at least 1000, got {args.max_rows:g}")
     if args.world_size < 2:
         raise UsageError(f"--world-size: communication needs at least 2 processes, got {args.world_size}")
     if args.batch_size % args.world_size:
@@ -60,8 +67,8 @@ def cmd_profile_sharding(args: argparse.Namespace) -> int:
         raise UsageError("--device cuda: no CUDA device is available here")
     torch.set_num_threads(1)
     shards = random_shards(args.shards, args.seed, max_tables=args.max_tables,
-                           max_shard_bytes=args.max_shard_mb << 20)
-    out = Path(args.out or f"cost_models/{args.device}") / PROFILES
+                           rows_range=(1e3, args.max_rows), max_shard_bytes=args.max_shard_mb << 20)
+    out = Path(args.out or f"cost_models/{args.device}") / args.profiles_name
     for start in range(0, len(shards), args.chunk):
         chunk = shards[start:start + args.chunk]
         profiles = profile_shards(chunk, batch_size=args.batch_size, repeats=args.repeats,
