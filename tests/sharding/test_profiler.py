@@ -122,6 +122,8 @@ def test_cli_rejects_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--shards: expected a positive integer, got 0" in capsys.readouterr().err
     assert main(["profile", "sharding", "--batch-size", "3"]) == 2
     assert "must divide by --world-size" in capsys.readouterr().err
+    assert main(["profile", "sharding", "--max-rows", "10"]) == 2
+    assert "--max-rows: expected at least 1000, got 10" in capsys.readouterr().err
 
 
 @pytest.mark.slow
