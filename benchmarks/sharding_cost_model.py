@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sharding_cost_model.py \
         [--profiles cost_models/cpu/profiles.jsonl] [--out cost_models/cpu] [--test-fraction 0.2]
         [--steps 800] [--hidden 16] [--weight-decay 1e-3] [--seed 0] [--retest 60] [--additivity 6]
+        [--width] [--evaluate PROFILES --model DIR]
 
 The profiles (``autorec profile sharding``) are shuffled with ``--seed`` and split into training
 and held-out shards; every shard was drawn from its own generated table set, so the held-out
@@ -13,7 +14,8 @@ model per head on hand-made shard features (tables, lookups x dim, sum of dims, 
 ``--out`` it saves the model fitted on the training split (so the recorded error is that
 model's), with the numbers and the split in its ``model.json`` metadata. ``--retest N``
 re-measures N profiled shards (the measurement noise under the current load); ``--additivity N``
-compares N shards' costs with the sum of their tables' costs measured alone. ``--evaluate FILE``
+compares N shards' costs with the sum of their tables' costs measured alone; ``--width`` how one table's
+backward grows with its shard's total width. ``--evaluate FILE``
 only scores the saved model (``--model``) on another profile file, e.g. shards with tables larger
 than any it was fitted on.
 """
@@ -83,6 +85,27 @@ def additivity(n: int, seed: int, batch_size: int) -> None:
               f"{bwd / sum(a[1] for a in alone):.2f} |")
 
 
+def width_effect(batch_size: int) -> None:
+    """One busy table (200k rows, dim 128, pooling 8) in shards widened by k nearly idle tables
+    (dim 256, pooling 0.02): its backward against the shard's total width. fbgemm's CPU backward
+    gathers each looked-up row's gradient from the shard's whole [B, sum of dims] output
+    gradient, so a table's backward depends on its neighbours' dims."""
+    from dataclasses import replace
+
+    from autorec.sharding.tables import TableInfo
+
+    reuse = (1.0,) + (0.0,) * 7
+    busy = TableInfo("busy", 200_000, 128, 8.0, 4, reuse, access_exponent=0.5)
+    idle = TableInfo("idle", 1000, 256, 0.02, 4, reuse)
+    print("\n| shard width | busy table's backward (ms, idle tables' own subtracted) | forward (same) |")
+    print("|---|---|---|")
+    for k in (0, 2, 4, 8, 16):
+        idles = tuple(replace(idle, name=f"idle{i}") for i in range(k))
+        fwd, bwd = measure_compute(TableSet((busy, *idles)), batch_size, 9, seed=1)
+        own = measure_compute(TableSet(idles), batch_size, 9, seed=1) if k else (0.0, 0.0)
+        print(f"| {128 + 256 * k} | {bwd - own[1]:.2f} | {fwd - own[0]:.2f} |")
+
+
 def evaluate(model_dir: str, path: str) -> None:
     """The saved model's MAPE on another profile file, split by whether a shard holds a table
     larger than any the model was fitted on (its inputs are clamped to the fitted range)."""
@@ -119,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also re-measure N profiled shards (measurement noise)")
     parser.add_argument("--additivity", type=int, default=0, metavar="N",
                         help="also compare N shards' costs with the sum of their tables' alone")
+    parser.add_argument("--width", action="store_true",
+                        help="also measure how a table's backward grows with the shard's width")
     parser.add_argument("--evaluate", metavar="PROFILES",
                         help="only score the model saved in --model on this profile file")
     parser.add_argument("--model", default="cost_models/cpu", help="the model --evaluate scores")
@@ -175,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         retest(profiles, args.retest, args.seed)
     if args.additivity:
         additivity(args.additivity, args.seed, batch_size)
+    if args.width:
+        width_effect(batch_size)
     if args.out:
         model.metadata = {
             "profiles": str(args.profiles), "n_profiles": len(profiles), "n_train": len(train),
