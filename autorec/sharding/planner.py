@@ -134,6 +134,17 @@ def device_costs(model: ShardCostModel, tables: TableSet, assignment: Assignment
     return model.device_costs(TableSet(tuple(shards)), devices, assignment.num_devices)
 
 
+def cost_lower_bound(model: ShardCostModel, tables: TableSet, num_devices: int) -> float:
+    """A lower bound (ms) on any plan's maximum device cost by ``model``, memory aside: the
+    larger of (each table at its cheapest allowed split, summed, over the devices, plus one
+    device's overhead) and the costliest table's cheapest block."""
+    problem = prepare(model, tables, num_devices, float("inf"))
+    cheapest = [float((c * torch.tensor(ks, dtype=c.dtype)).min())
+                for c, ks in zip(problem.block_cost, problem.options, strict=True)]
+    block = max(float(c.min()) for c in problem.block_cost)
+    return max(sum(cheapest) / num_devices + problem.overhead, block + problem.overhead)
+
+
 class ShardingPolicy(nn.Module):
     """The planner's policy network: a table encoder, a split head and a device head.
 
