@@ -138,3 +138,13 @@ def test_committed_policy_plans_500_tables_on_16_devices():
     tables = TableSet.generate(500, seed=77)
     memory = memory_for(tables, 16, 1.3)
     RLPlanner().plan(tables, 16, memory).check(tables, memory)
+
+
+def test_lower_bound_is_below_every_plan(model):
+    from autorec.sharding.baselines import LookupGreedy, RandomPlanner, SizeGreedy
+    from autorec.sharding.planner import cost_lower_bound
+
+    memory = memory_for(TABLES, 4, 1.3)
+    bound = cost_lower_bound(model, TABLES, 4)
+    for planner in (RLPlanner(model, ShardingPolicy(16)), SizeGreedy(), LookupGreedy(), RandomPlanner()):
+        assert max_device_cost(model, TABLES, planner.plan(TABLES, 4, memory)) >= bound * (1 - 1e-6)
