@@ -332,7 +332,6 @@ def tpe_search(evaluator: ScheduleEvaluator, *, seed: int = 0, n_startup_trials:
                max_trials: int | None = None) -> SearchResult:
     """Optuna TPE over the same decisions (one categorical each; shares past the budget are cut
     to fit, as the RL policy's mask forbids them) until the budget of trained schedules is spent."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     startup = n_startup_trials if n_startup_trials is not None else max(2, evaluator.budget // 3)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(
         seed=seed, n_startup_trials=startup, multivariate=True))

@@ -58,6 +58,11 @@ class GrowthStrategy(Strategy):
         rl_batch_size: schedules per policy update (``rl``).
         retrain: ``scratch`` or ``warm`` (see the module docstring).
         n_startup_trials: random trials before the architecture sampler's TPE starts.
+
+    Example:
+        >>> strategy = GrowthStrategy(seed=1, search="tpe", steps=200, budget=4, **{"lambda": 0.02})
+        >>> strategy.search, strategy.steps, strategy.budget, strategy.lam
+        ('tpe', 200, 4, 0.02)
     """
 
     name = "growth"

@@ -5,11 +5,12 @@ import pytest
 from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
-from autorec.growth.figures import schedule_data
+from autorec.growth.figures import schedule_data, schedule_figure
 from autorec.report import report_html, study_figures
 from autorec.space import SearchSpace
 from autorec.strategies import make_strategy
 from autorec.study import StudyConfig, run_study, trial_arch
+from tests.doctests import assert_examples_run
 from tests.studyfiles import write_study
 
 TINY_SPACE = {
@@ -22,6 +23,11 @@ TINY_SPACE = {
 
 def quiet(*_: object) -> None:
     pass
+
+
+@pytest.mark.parametrize("module", ["autorec.strategies.growth", "autorec.growth.figures"])
+def test_examples_run(module):
+    assert_examples_run(module)
 
 
 def test_a_tiny_growth_study_records_and_draws_the_schedules(tmp_path):
@@ -68,6 +74,9 @@ def test_schedule_figure_data_follows_the_phases():
     assert data.sizes["over_arch"] == ["256-128", "128-64", "256-128"]
     assert data.sizes["layers.0"][0] != data.sizes["layers.0"][1]  # rank pruned, then full again
     assert schedule_data(spec.replace(schedule=None)) is None
+    figure = schedule_figure(data)
+    assert [t.name for t in figure.data] == ["layers.0", "over_arch"]
+    assert list(figure.data[1].x) == [0, 30, 50, 100] and list(figure.data[1].y) == [1.0, 0.5, 1.0, 1.0]
 
 
 def test_growth_options_are_checked():
