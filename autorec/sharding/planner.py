@@ -16,10 +16,12 @@ tables and devices:
 - a table encoder reads the table's normalised features (sizes, pooling, access reuse) and its
   predicted cost and bytes relative to the episode's scale (total cost / D, memory per device);
 - the split head scores each k from [table encoding, k's block cost, its split overhead, its
-  bytes, the least loaded device's load]; the device head scores each device from [table
-  encoding, its load before and after taking the block, its gap to the current maximum, its
-  memory before and after], plus a learnt multiple of the load after (a greedy prior the
-  policy starts from and corrects);
+  bytes, the least loaded device's load], minus learnt multiples of how far a block would
+  overflow the even share and of the split overhead; the device head scores each device from
+  [table encoding, its load before and after taking the block, its gap to the current maximum,
+  its memory before and after], minus a learnt multiple of its load after taking the block
+  above the least such load, in blocks. These greedy priors are what the policy starts from
+  and what training corrects;
 - devices without room for the block (or holding another block of the table) and splits with
   too few such devices are masked out (:func:`autorec.rl.masked_categorical`).
 
