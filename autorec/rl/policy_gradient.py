@@ -167,7 +167,7 @@ class PolicyGradient:
         torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
         self.optimizer.step()
         return {"loss": float(loss.detach()), "reward_mean": mean, "reward_max": float(rewards.max()),
-                "entropy": float(entropies.mean())}
+                "entropy": float(entropies.detach().mean())}
 
     def fit(self, rollout_fn: Callable[[torch.Generator], Rollout], *, iterations: int,
             batch_size: int, seed: int = 0,
