@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import optuna
 import torch
 
 from autorec.data import load_dataset
@@ -122,6 +123,7 @@ def main() -> None:
                              "JSON at --recheck-seeds (same data and arch arguments)")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the per-schedule lines say enough
     t0 = time.perf_counter()
     options: dict[str, Any] = {}
     if args.preset:
