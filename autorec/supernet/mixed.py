@@ -182,7 +182,13 @@ class MixedChoice(nn.Module):
         self.rescale = frozenset(rescale)
 
     def forward(self, x: torch.Tensor, weights: Weights) -> torch.Tensor:
-        w = weights[self.name]
+        if self.name in weights:
+            w = weights[self.name]
+        elif len(self.candidates) == 1:  # a choice of one value is no choice: the space has no logit
+            w = torch.ones(1, device=x.device)
+        else:
+            raise KeyError(f"choice {self.name!r}: no weights given for its "
+                           f"{len(self.candidates)} candidates")
         out: torch.Tensor | None = None
         for i, (key, candidate) in enumerate(self.candidates.items()):
             if w[i].item() == 0.0:

@@ -203,8 +203,11 @@ class SupernetSearch:
                 ),
             ]
         )
-        self.arch_optimizer = torch.optim.Adam(
-            net.arch_parameters(), lr=self.config.arch_lr, betas=(0.5, 0.999)
+        # A space without choices still trains (its one architecture); it just has no arch step.
+        arch_params = list(net.arch_parameters())
+        self.arch_optimizer = (
+            torch.optim.Adam(arch_params, lr=self.config.arch_lr, betas=(0.5, 0.999))
+            if arch_params else None
         )
         self.cost = ExpectedCost(net, self.config.cost_metric)
         with torch.no_grad():
@@ -231,7 +234,7 @@ class SupernetSearch:
         self.weight_optimizer.step()
         if not math.isfinite(loss.item()):
             raise FloatingPointError(f"supernet loss is {loss.item()} at step {step}")
-        if step >= cfg.warmup_steps:
+        if step >= cfg.warmup_steps and self.arch_optimizer is not None:
             arch_loss = self._loss(next(val), tau, detach_embeddings=True)
             if cfg.cost_lambda:
                 arch_loss = arch_loss + cfg.cost_lambda * (self.cost() / self.cost_target) ** cfg.cost_beta

@@ -214,3 +214,27 @@ def test_bad_inputs_name_what_is_wrong():
         SupernetConfig(steps=3, warmup_steps=4)
     with pytest.raises(ValueError, match="cost metric: expected one of"):
         ExpectedCost(make()[1], "latency")
+
+
+@pytest.mark.parametrize("layers", [
+    {"kinds": ["wukong"], "num": {"low": 2, "high": 2},
+     "wukong": {"n_fm": [2], "n_lcb": [2], "rank": [2], "mlp": [[8]]}},  # no choice at all
+    {"kinds": ["dlrm"], "num": {"low": 1, "high": 2}},  # layer 0 has one kind, layer 1 dlrm/skip
+])
+def test_spaces_with_single_valued_choices_search_and_derive(layers):
+    from autorec.data import load_dataset
+    from autorec.supernet.search import SupernetSearch
+
+    space = SearchSpace.from_dict({"dim": [8], "dense_arch": [[8]], "over_arch": [[16]],
+                                   "layers": layers})
+    data = load_dataset("synthetic", preset="tiny", num_samples=1000)
+    result = SupernetSearch(space, data, 8, (8,), (16,),
+                            SupernetConfig(steps=3, warmup_steps=1, batch_size=64)).fit()
+    assert space.contains(result.spec)
+    assert {layer.kind for layer in result.spec.layers} == set(layers["kinds"])
+
+
+def test_a_mixed_choice_of_several_candidates_needs_its_weights():
+    mix = MixedChoice("layer0.kind", {"a": torch.nn.Identity(), "b": torch.nn.Identity()}, 2)
+    with pytest.raises(KeyError, match="no weights given for its 2 candidates"):
+        mix(torch.ones(1, 2, 1), {})
