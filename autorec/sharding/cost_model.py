@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from autorec.sharding.saved import load_weights, read_config
 from autorec.sharding.tables import FEATURE_NAMES, REUSE_BINS, TableSet
 
 HEADS = ("forward", "backward", "comm")
@@ -223,30 +224,16 @@ class ShardCostModel(nn.Module):
     @classmethod
     def load(cls, path: str | Path) -> ShardCostModel:
         """The model :meth:`save` wrote into the directory ``path``."""
-        from safetensors.torch import load_file
-
-        path = Path(path)
-        config_path, weights_path = path / CONFIG, path / WEIGHTS
-        for p in (config_path, weights_path):
-            if not p.is_file():
-                raise CostModelError(f"{p}: no such file; fit a cost model first "
-                                     f"(python benchmarks/sharding_cost_model.py --out {path})")
-        try:
-            config = json.loads(config_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise CostModelError(f"{config_path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-        if not isinstance(config, dict) or config.get("format") != "autorec-shard-cost-model":
-            raise CostModelError(f"{config_path}: expected format 'autorec-shard-cost-model'")
+        config, config_path, weights_path = read_config(
+            path, CONFIG, WEIGHTS, "autorec-shard-cost-model", CostModelError,
+            f"fit a cost model first (python benchmarks/sharding_cost_model.py --out {path})")
         try:
             model = cls(int(config["hidden"]), batch_size=int(config["batch_size"]),
                         world_size=int(config["world_size"]), device_kind=str(config["device_kind"]))
         except KeyError as exc:
             raise CostModelError(f"{config_path}: missing key {exc.args[0]!r}") from None
         model.metadata = dict(config.get("metadata", {}))
-        try:
-            model.load_state_dict(load_file(weights_path))
-        except RuntimeError as exc:
-            raise CostModelError(f"{weights_path}: does not fit {config_path}: {exc}") from None
+        load_weights(model, weights_path, config_path, CostModelError)
         model.invalidate()
         return model.eval()
 

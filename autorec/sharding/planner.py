@@ -59,6 +59,7 @@ from torch import Tensor, nn
 from autorec.rl import PolicyGradient, Rollout, masked_categorical
 from autorec.sharding.cost_model import DEFAULT_DIR, ShardCostModel, normalised_inputs
 from autorec.sharding.plans import Assignment, Placement, PlanningError
+from autorec.sharding.saved import load_weights, read_config
 from autorec.sharding.tables import TableInfo, TableSet
 
 SPLITS = (1, 2, 4, 8, 16)
@@ -488,28 +489,14 @@ def save_policy(policy: ShardingPolicy, path: str | Path, metadata: dict[str, An
 
 def load_policy(path: str | Path) -> ShardingPolicy:
     """The policy :func:`save_policy` wrote into the directory ``path``."""
-    from safetensors.torch import load_file
-
-    path = Path(path)
-    config_path, weights_path = path / POLICY_CONFIG, path / POLICY_WEIGHTS
-    for p in (config_path, weights_path):
-        if not p.is_file():
-            raise PlanningError(f"{p}: no such file; train the planner's policy first "
-                                f"(python benchmarks/sharding_plans.py --train --out {path})")
-    try:
-        config = json.loads(config_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise PlanningError(f"{config_path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    if not isinstance(config, dict) or config.get("format") != "autorec-sharding-policy":
-        raise PlanningError(f"{config_path}: format: expected 'autorec-sharding-policy'")
+    config, config_path, weights_path = read_config(
+        path, POLICY_CONFIG, POLICY_WEIGHTS, "autorec-sharding-policy", PlanningError,
+        f"train the planner's policy first (python benchmarks/sharding_plans.py --train --out {path})")
     hidden = config.get("hidden")
     if not isinstance(hidden, int) or hidden < 1:
         raise PlanningError(f"{config_path}: hidden: expected a positive integer, got {hidden!r}")
     policy = ShardingPolicy(hidden)
-    try:
-        policy.load_state_dict(load_file(weights_path))
-    except RuntimeError as exc:
-        raise PlanningError(f"{weights_path}: does not fit {config_path}: {exc}") from None
+    load_weights(policy, weights_path, config_path, PlanningError)
     return policy.eval()
 
 
