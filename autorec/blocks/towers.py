@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from autorec.arch import BlockConfig
-from autorec.blocks.base import build_block, out_features
+from autorec.blocks.base import build_block
 
 
 class TowerModule(nn.Module):
@@ -57,11 +57,6 @@ class TowerModule(nn.Module):
         weight[torch.arange(kept), num_in + torch.arange(kept)] += 1.0
         self.weight = nn.Parameter(weight)
         self.bias = nn.Parameter(torch.zeros(n_out, dim))
-
-    @staticmethod
-    def block_features(config: BlockConfig, num_in: int, dim: int) -> int:
-        """F_b, the vectors the inner block emits (raises ValueError if it does not fit)."""
-        return out_features(config, num_in, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         both = torch.cat([x, self.block(x)], dim=1)

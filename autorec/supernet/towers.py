@@ -89,14 +89,13 @@ class SuperTowers(nn.Module):
         self.sizes = tuple(choices.n_out)
         candidates: dict[str, nn.Module] = {}
         widths = []
+        index = {f: i for i, f in enumerate(self.features)}
         for k in choices.num:
             if k == 0:
                 candidates["0"] = _Identity()
                 widths.append(len(self.features))
                 continue
-            groups = choices.groups(k, self.features)
-            index = {f: i for i, f in enumerate(self.features)}
-            positions = [[index[f] for f in g] for g in groups]
+            positions = [[index[f] for f in g] for g in choices.groups(k, self.features)]
             candidates[str(k)] = _Kinds({kind: _SizedTowers(Towers(TOWER_MODULES[kind], positions, dim,
                                                                     max(self.sizes)), k, self.sizes)
                                          for kind in choices.kinds})

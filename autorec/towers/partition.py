@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 import networkx as nx
 import numpy as np
 import torch
+from sklearn.metrics import adjusted_rand_score
 from torch import nn
 from torchrec.distributed.model_parallel import get_unwrapped_module
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -330,7 +331,8 @@ def imbalance(graph: nx.Graph, parts: Sequence[frozenset[str]]) -> dict[str, flo
 
 
 def adjusted_rand_index(truth: Sequence[int], predicted: Sequence[int]) -> float:
-    """Hubert and Arabie's adjusted Rand index of two labelings (1 identical, ~0 at chance).
+    """Hubert and Arabie's adjusted Rand index of two labelings (1 identical, ~0 at chance):
+    scikit-learn's ``adjusted_rand_score``, as a float.
 
     Example:
         >>> same, crossed = [0, 0, 1, 1], [0, 1, 0, 1]
@@ -339,18 +341,7 @@ def adjusted_rand_index(truth: Sequence[int], predicted: Sequence[int]) -> float
     """
     if len(truth) != len(predicted):
         raise ValueError(f"adjusted_rand_index: {len(truth)} true labels against {len(predicted)} predicted")
-    _, a = np.unique(np.asarray(truth), return_inverse=True)
-    _, b = np.unique(np.asarray(predicted), return_inverse=True)
-    table = np.zeros((a.max() + 1, b.max() + 1))
-    np.add.at(table, (a, b), 1)
-
-    def pairs(x: np.ndarray) -> float:
-        return float((x * (x - 1) / 2).sum())
-
-    index, rows, cols = pairs(table), pairs(table.sum(1)), pairs(table.sum(0))
-    expected = rows * cols / max(len(truth) * (len(truth) - 1) / 2, 1)
-    top = (rows + cols) / 2
-    return 1.0 if top == expected else (index - expected) / (top - expected)
+    return float(adjusted_rand_score(truth, predicted))
 
 
 def labels(parts: Sequence[frozenset[str]], order: Sequence[str]) -> list[int]:
