@@ -116,10 +116,10 @@ class ShardCostModel(nn.Module):
         return self.heads(self.table_mlp(x)).clamp(max=_MAX_LOG).exp()
 
     @torch.no_grad()
-    def init_heads(self, features: Tensor, per_table_ms: Tensor) -> None:
+    def init_heads(self, per_table_ms: Tensor) -> None:
         """Start the heads near a typical per-table cost [3] (ms), so fitting does not begin by
-        scaling; ``features`` [N, F] are the fitting tables, ``per_table_ms`` [S, 3] each shard's
-        measured cost over its number of tables."""
+        scaling; ``per_table_ms`` [S, 3] is each shard's measured cost over its number of
+        tables."""
         self.heads.bias.copy_(per_table_ms.median(0).values.clamp_min(1e-4).log())
 
     def shard_overhead(self) -> Tensor:
@@ -289,7 +289,7 @@ def fit(model: ShardCostModel, shards: Sequence[TableSet], targets: Tensor, *, s
     model.set_normalisation(feats)
     # start the heads near the median per-table cost, so the first steps are not spent scaling
     sizes = torch.bincount(index, minlength=len(shards)).float().unsqueeze(-1)
-    model.init_heads(feats, targets / sizes)
+    model.init_heads(targets / sizes)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, steps)
     log_target = targets.log()

@@ -49,7 +49,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -58,9 +58,9 @@ from torch import Tensor, nn
 
 from autorec.rl import PolicyGradient, Rollout, masked_categorical
 from autorec.sharding.cost_model import DEFAULT_DIR, ShardCostModel, normalised_inputs
-from autorec.sharding.plans import Assignment, Placement, PlanningError
+from autorec.sharding.plans import Assignment, PlanningError
 from autorec.sharding.saved import load_weights, read_config
-from autorec.sharding.tables import TableInfo, TableSet
+from autorec.sharding.tables import FEATURE_NAMES, TableInfo, TableSet
 
 SPLITS = (1, 2, 4, 8, 16)
 MIN_BLOCK_DIM = 4
@@ -227,14 +227,14 @@ def prepare(model: ShardCostModel, tables: TableSet, num_devices: int, memory_pe
     options = [split_options(t, num_devices) for t in tables.tables]
     variants = [t.column_shard(k)[0] for t, ks in zip(tables.tables, options, strict=True) for k in ks]
     with torch.no_grad():
-        costs = model.table_costs(TableSet(tuple(
-            replace(v, name=f"v{i}") for i, v in enumerate(variants))).features()).sum(-1)
+        rows = torch.tensor([v.feature_row() for v in variants]).reshape(-1, len(FEATURE_NAMES))
+        costs = model.table_costs(rows).sum(-1)
         overhead = float(model.shard_overhead().sum())
+    nbytes = torch.tensor([float(v.bytes) for v in variants], dtype=torch.float64)
     block_cost, block_bytes, start = [], [], 0
-    for t, ks in zip(tables.tables, options, strict=True):
+    for ks in options:
         block_cost.append(costs[start:start + len(ks)])
-        block_bytes.append(torch.tensor([float(t.column_shard(k)[0].bytes) for k in ks],
-                                        dtype=torch.float64))
+        block_bytes.append(nbytes[start:start + len(ks)])
         start += len(ks)
     whole = torch.stack([c[0] for c in block_cost])
     scale = float(whole.sum()) / num_devices + overhead
@@ -349,11 +349,6 @@ def _choose(logits: Tensor, mask: Tensor, greedy: Tensor,
     return tuple(torch.where(greedy, a, s) for a, s in zip(argmax, sampled, strict=True))  # type: ignore[return-value]
 
 
-def _assignment(problem: _Problem, tables: TableSet, ranks: list[tuple[int, ...]]) -> Assignment:
-    return Assignment(tuple(Placement(r, (t.dim // len(r),) * len(r))
-                            for t, r in zip(tables.tables, ranks, strict=True)), problem.num_devices)
-
-
 class RLPlanner(Planner):
     """The learned planner (module doc): greedy decoding plus ``samples`` sampled episodes,
     the best by the cost model kept.
@@ -387,7 +382,7 @@ class RLPlanner(Planner):
                                 greedy=[True] + [False] * self.samples, generator=generator)
             best = int(episodes.max_cost.argmin())
             if not bool(episodes.dead[best]):
-                return _assignment(problem, tables, episodes.ranks[best])
+                return Assignment.of(episodes.ranks[best], tables, num_devices)
         raise PlanningError(
             f"no placement of the {len(tables)} tables ({tables.total_bytes:,} bytes) on "
             f"{num_devices} devices of {memory_per_device:,.0f} bytes was found (memory too tight "
