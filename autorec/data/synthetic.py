@@ -73,7 +73,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Quality tests: the order-3 teacher leaves a 2nd-order model visibly short of a 3rd-order one.
     "order2": {**_QUALITY, "teacher_order": 2},
     "order3": {**_QUALITY, "teacher_order": 3, "interaction_share": 0.8},
-    # Smoke tests and quickstarts.
     # DMT towers: 16 tables in 4 planted groups; features interact (pairwise) only within their
     # group, the dense field only at first order. Tables are dealt to groups in blocks of 4 of
     # equal rows (50, 100, 200, 500), so every group holds one table of each size and a
@@ -81,6 +80,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "groups4": {**_QUALITY, "num_tables": 16, "num_groups": 4,
                 "rows": (50,) * 4 + (100,) * 4 + (200,) * 4 + (500,) * 4, "teacher_order": 2,
                 "interaction_share": 0.8},
+    # Smoke tests and quickstarts.
     "tiny": {"num_samples": 5000, "num_dense": 3, "num_tables": 4, "rows": (50, 100, 200, 1000),
              "pooling": (1.0, 1.0, 2.0, 3.0), "teacher_order": 2, "teacher_dim": 4},
 }
@@ -308,7 +308,6 @@ def table_groups(config: SyntheticConfig, seed: int) -> tuple[int, ...]:
     for start in range(0, config.num_tables, g):
         groups.extend(int(k) for k in rng.permutation(g)[: config.num_tables - start])
     return tuple(groups)
-
 
 
 def _chunk(column: Jagged, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
