@@ -266,7 +266,7 @@ def train_schedule(spec: ArchSpec, schedule: GrowthSchedule, dataset: RecDataset
     cut the run), per-phase records and the FLOPs spent; ``result.spec`` is ``spec`` with the
     schedule recorded. ``keep_model`` keeps the trained model in ``result.model``.
     """
-    from autorec.growth.ops import grow, prune
+    from autorec.growth.ops import grow, prune, shrink
 
     config = config or GrowthTrainConfig()
     device = torch.device(config.device)
@@ -287,7 +287,7 @@ def train_schedule(spec: ArchSpec, schedule: GrowthSchedule, dataset: RecDataset
         if index > 0:
             before, cur = schedule.phases[index - 1], specs[index - 1]
             narrow = _min_widths(before, phase)
-            middle = full if not narrow else _shrink(full, narrow)
+            middle = shrink(full, narrow) if narrow else full
             boundary = "none"
             new = model
             if middle != cur:
@@ -356,9 +356,3 @@ def train_schedule(spec: ArchSpec, schedule: GrowthSchedule, dataset: RecDataset
 def _phase_end(schedule: GrowthSchedule, index: int) -> int:
     """The step count at the end of phase ``index``."""
     return schedule.starts[index] + schedule.phases[index].steps
-
-
-def _shrink(spec: ArchSpec, widths: dict[str, float]) -> ArchSpec:
-    from autorec.growth.ops import shrink
-
-    return shrink(spec, widths)
