@@ -80,7 +80,7 @@ def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = 
     """The RL plan of ``spec``'s tables, its per-device costs and the baselines' (a dict)."""
     from autorec.sharding.baselines import BASELINES, TorchrecPlanner
     from autorec.sharding.cost_model import HEADS
-    from autorec.sharding.planner import RLPlanner, device_costs
+    from autorec.sharding.planner import RLPlanner, max_device_cost
     from autorec.sharding.plans import PlanningError, plan_json
     from autorec.sharding.tables import TableSet, TableSetError
 
@@ -109,8 +109,8 @@ def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = 
             other = TorchrecPlanner(device_kind) if name == "torchrec" else make()
             start = time.perf_counter()
             try:
-                cost = float(device_costs(model, tables, other.plan(tables, world_size, memory,
-                                                                    seed=seed)).max())
+                cost = max_device_cost(model, tables, other.plan(tables, world_size, memory,
+                                                                 seed=seed))
             except PlanningError as exc:
                 report["baselines"][name] = {"error": str(exc)}
                 continue
