@@ -82,6 +82,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
         partition,
         round_robin_partition,
         table_loads,
+        tower_groups,
     )
     from autorec.towers.space import write_partition
     from autorec.train.trainer import TrainConfig, Trainer
@@ -114,7 +115,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
             parts = partition(graph, k, tolerance=args.tolerance)
         except PartitionError as exc:
             raise UsageError(f"--k {k} --tolerance {args.tolerance}: {exc}") from None
-        groups = tuple(tuple(f for t in spec.tables if t.name in p for f in t.features) for p in parts)
+        groups = tower_groups(spec, parts)
         groups_per_k[k] = groups
         entry = {"groups": [list(g) for g in groups], "cut_fraction": cut_fraction(graph, parts),
                  "imbalance": imbalance(graph, parts),

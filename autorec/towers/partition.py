@@ -357,5 +357,9 @@ def with_towers(spec: ArchSpec, parts: Sequence[frozenset[str]], module: BlockCo
     unknown = sorted(set().union(*parts) - set(by_name))
     if unknown:
         raise ValueError(f"with_towers: unknown tables {unknown}; the spec has {', '.join(by_name)}")
-    groups = tuple(tuple(f for t in spec.tables if t.name in p for f in t.features) for p in parts)
-    return spec.replace(towers=TowerSpec(groups=groups, module=module, n_out=n_out))
+    return spec.replace(towers=TowerSpec(groups=tower_groups(spec, parts), module=module, n_out=n_out))
+
+
+def tower_groups(spec: ArchSpec, parts: Sequence[frozenset[str]]) -> tuple[tuple[str, ...], ...]:
+    """Each part's (a set of table names) features, in the tables' order: ``TowerSpec.groups``."""
+    return tuple(tuple(f for t in spec.tables if t.name in p for f in t.features) for p in parts)
