@@ -48,10 +48,11 @@ from autorec.sharding.planner import (  # noqa: E402
     ShardingPolicy,
     TrainConfig,
     cost_lower_bound,
-    device_costs,
     load_policy,
+    max_device_cost,
     memory_for,
     save_policy,
+    timed_plan,
     train_policy,
 )
 from autorec.sharding.plans import Assignment, PlanningError  # noqa: E402
@@ -122,12 +123,10 @@ def quality(n_sets: int, samples: int, model: ShardCostModel, policy: ShardingPo
     for seed, tables, d, memory in held_out_problems(n_sets):
         bounds[seed] = cost_lower_bound(model, tables, d)
         for name, planner in planners.items():
-            start = time.process_time()
             try:
-                a = planner.plan(tables, d, memory, seed=0)
-                seconds = time.process_time() - start
+                a, seconds = timed_plan(planner, tables, d, memory)
                 a.check(tables, memory)
-                cost = float(device_costs(model, tables, a).max())
+                cost = max_device_cost(model, tables, a)
             except PlanningError as exc:
                 rows[name].append({"seed": seed, "error": str(exc)})
                 continue
@@ -139,11 +138,7 @@ def quality(n_sets: int, samples: int, model: ShardCostModel, policy: ShardingPo
                 f"{n} {r[-1]['cost']:.1f}" if "cost" in r[-1] else f"{n} failed"
                 for n, r in rows.items()) + (f" (rl {rl:.1f})" if rl else ""), file=sys.stderr)
     big = TableSet.generate(500, seed=HELD_OUT_SEED + 999)
-    times = []
-    for _ in range(3):
-        start = time.process_time()
-        planners["rl"].plan(big, 16, memory_for(big, 16, SLACK))
-        times.append(time.process_time() - start)
+    times = [timed_plan(planners["rl"], big, 16, memory_for(big, 16, SLACK))[1] for _ in range(3)]
     return {"rows": rows, "sets": n_sets, "samples": samples, "lower_bounds": bounds,
             "rl_500_tables_16_devices_seconds": times}
 
@@ -278,14 +273,14 @@ def measure(nprocs: list[int], n_sets: int, steps: int, batch_size: int, model: 
         for nproc in nprocs:
             memory = memory_for(tables, nproc, SLACK)
             plans = {"rl": rl.plan(tables, nproc, memory)}
-            costs = {"rl": float(device_costs(model, tables, plans["rl"]).max())}
+            costs = {"rl": max_device_cost(model, tables, plans["rl"])}
             for name, make in BASELINES.items():
                 try:
                     a = (TorchrecPlanner() if name == "torchrec" else make()).plan(tables, nproc, memory)
                 except PlanningError:
                     continue
                 if all(p.even for p in a.placements):
-                    plans[name], costs[name] = a, float(device_costs(model, tables, a).max())
+                    plans[name], costs[name] = a, max_device_cost(model, tables, a)
             best = min((n for n in plans if n != "rl"), key=costs.__getitem__)
             with tempfile.TemporaryDirectory() as tmp:
                 req = Path(tmp) / "request.json"
