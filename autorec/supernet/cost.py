@@ -131,7 +131,7 @@ class ExpectedCost:
             costs = _t([projection_cost(w, net.dim, self.metric) for w in net.emb_widths])
             total = total + len(features) * (p @ costs)
         total = total + self._towers(probs)
-        f_in, last = self._stack_input(rank), len(net.layers) - 1
+        f_in, last = net.derive_input(rank)[1], len(net.layers) - 1
         for i in range(len(net.layers)):
             kinds = net.layer_kinds[i]
             fallback = net.layer_config(i, f_in, rank)
@@ -142,15 +142,6 @@ class ExpectedCost:
         if not net.layers:
             total = total + over_arch_cost(f_in, net.dim, net.over_sizes, self.metric)
         return total
-
-    def _stack_input(self, rank: Ranker) -> int:
-        """Vectors entering layer 0 in the derived architecture."""
-        net = self.net
-        if net.towers is None:
-            return net.f0
-        towers = net.towers.derive(rank)
-        sparse = len(net.schema.sparse) if towers is None else towers.num_towers * towers.n_out
-        return sparse + (1 if net.schema.n_dense else 0)
 
     def _towers(self, probs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """E over tower count, module kind and n_out of the tower modules' cost."""

@@ -42,7 +42,7 @@ from torchrec.modules.embedding_modules import EmbeddingBagCollection
 from torchrec.modules.mlp import MLP
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-from autorec.arch import ArchSpec, BlockConfig, TableSpec
+from autorec.arch import ArchSpec, BlockConfig, TableSpec, TowerSpec
 from autorec.data.schema import Schema
 from autorec.precision.layers import AtPrecision
 from autorec.space import SearchSpace, SpaceError, _groups
@@ -262,6 +262,12 @@ class Supernet(nn.Module):
         kind's ``precision`` its layer's ``layer<i>.precision``."""
         return self._aliases.get(name, name)
 
+    def derive_input(self, rank: Ranker) -> tuple[TowerSpec | None, int]:
+        """The derived towers (None without towers or at K = 0) and the vectors entering layer 0."""
+        towers = self.towers.derive(rank) if self.towers is not None else None
+        sparse = len(self.schema.sparse) if towers is None else towers.num_towers * towers.n_out
+        return towers, sparse + (1 if self.schema.n_dense else 0)
+
     def ranker(self, preferred: Mapping[str, Any] | None = None) -> Ranker:
         """Values by probability (most probable first); ``preferred`` values go first. A kind's
         ``precision`` field ranks by its layer's precision choice, kept to the kind's formats."""
@@ -323,9 +329,7 @@ class Supernet(nn.Module):
             )
             for f in self.schema.sparse
         )
-        towers = self.towers.derive(rank) if self.towers is not None else None
-        sparse_in = len(self.schema.sparse) if towers is None else towers.num_towers * towers.n_out
-        f_in = sparse_in + (1 if self.schema.n_dense else 0)
+        towers, f_in = self.derive_input(rank)
         layers = []
         for i in range(len(self.layers)):
             config = self.layer_config(i, f_in, rank)
