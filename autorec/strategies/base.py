@@ -46,5 +46,17 @@ class Strategy(ABC):
     def bind(self, dataset: RecDataset) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Give the strategy the study's data (DNAS trains a supernet on it); others ignore it."""
 
+    def bound_dataset(self, schema: Schema, why: str) -> RecDataset:
+        """The dataset :meth:`bind` gave a strategy that trains on the study's data (``why`` says
+        what it trains); a clear error if none was bound or it has another schema."""
+        dataset = getattr(self, "dataset", None)
+        if dataset is None:
+            raise ValueError(f"strategy {self.name!r} {why} on the study's data: "
+                             "call bind(dataset) first")
+        if dataset.schema != schema:
+            raise ValueError(f"strategy {self.name!r}: the bound dataset {dataset.name!r} has another "
+                             "schema than the one proposed for")
+        return dataset
+
     def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:  # noqa: B027 - as bind
         """Called with the trainer of ``trial``'s proposal before it trains (DNAS warm start)."""

@@ -116,12 +116,7 @@ class DnasStrategy(Strategy):
     def propose(self, trial: optuna.Trial, space: SearchSpace, schema: Schema) -> ArchSpec:
         from autorec.supernet import SupernetSearch
 
-        if self.dataset is None:
-            raise ValueError("strategy 'dnas' trains a supernet on the study's data: "
-                             "call bind(dataset) first")
-        if self.dataset.schema != schema:
-            raise ValueError(f"strategy 'dnas': the bound dataset {self.dataset.name!r} has another schema "
-                             "than the one proposed for")
+        self.bound_dataset(schema, "trains a supernet")
         dim = self._categorical(trial, "dim", space.dim)
         dense_arch = self._categorical(trial, "dense_arch", space.dense_arch) if schema.n_dense else ()
         over_arch = self._categorical(trial, "over_arch", space.over_arch)

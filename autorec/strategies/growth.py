@@ -114,12 +114,7 @@ class GrowthStrategy(Strategy):
         from autorec.growth.search import search
         from autorec.growth.train import GrowthTrainConfig, train_schedule
 
-        if self.dataset is None:
-            raise ValueError("strategy 'growth' trains schedules on the study's data: "
-                             "call bind(dataset) first")
-        if self.dataset.schema != schema:
-            raise ValueError(f"strategy 'growth': the bound dataset {self.dataset.name!r} has another "
-                             "schema than the one proposed for")
+        self.bound_dataset(schema, "trains schedules")
         spec = space.suggest(trial, schema)
         seed = self.seed + trial.number
         config = GrowthTrainConfig(batch_size=self.batch_size, seed=seed)
