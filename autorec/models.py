@@ -12,7 +12,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor, KeyedTensor
 from autorec.arch import ArchSpec
 from autorec.blocks import build_block
 from autorec.blocks.towers import Towers
-from autorec.precision.layers import quantise_model, quantise_module_
+from autorec.precision.layers import quantise_model
 
 _EMBEDDING_TYPES = {"fp32": DataType.FP32, "fp16": DataType.FP16}
 
@@ -91,8 +91,6 @@ class RecModel(nn.Module):
         self.over_arch = nn.Sequential(MLP(num * dim, list(spec.over_arch)),
                                        nn.Linear(spec.over_arch[-1], 1))
         quantise_model(self)  # each part's dense modules in its precision (fp32: unchanged)
-        if self.towers is not None and spec.towers.module.precision != "fp32":
-            quantise_module_(self.towers, spec.towers.module.precision)
 
     def embed(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature, or

@@ -307,11 +307,14 @@ def quantise_module_(module: nn.Module, precision: str) -> int:
 
 def dense_parts(model: nn.Module) -> dict[str, tuple[nn.Module, str]]:
     """The parts of a :class:`~autorec.models.RecModel` that carry a precision, by the
-    attribute path the cost model uses: ``dense_arch``, ``layers.<i>``, ``over_arch``."""
+    attribute path the cost model uses: ``dense_arch``, ``towers`` (DMT tower modules, where the
+    spec has towers), ``layers.<i>``, ``over_arch``."""
     spec = model.spec
     parts: dict[str, tuple[nn.Module, str]] = {}
     if model.dense_arch is not None:
         parts["dense_arch"] = (model.dense_arch, spec.dense_arch_precision)
+    if getattr(model, "towers", None) is not None:
+        parts["towers"] = (model.towers, spec.towers.module.precision)
     for i, (block, config) in enumerate(zip(model.layers, spec.layers, strict=True)):
         parts[f"layers.{i}"] = (block, config.precision)
     parts["over_arch"] = (model.over_arch, spec.over_arch_precision)

@@ -229,11 +229,14 @@ class SupernetSearch:
         cfg = self.config
         tau = cfg.tau(step)
         loss = self._loss(next(train), tau, detach_embeddings=False)
+        value = loss.item()
+        # Checked before backward: the fused embedding optimizer updates inside backward, so a
+        # non-finite loss would otherwise already be written into the tables.
+        if not math.isfinite(value):
+            raise FloatingPointError(f"supernet loss is {value} at step {step}")
         self.weight_optimizer.zero_grad()
         loss.backward()
         self.weight_optimizer.step()
-        if not math.isfinite(loss.item()):
-            raise FloatingPointError(f"supernet loss is {loss.item()} at step {step}")
         if step >= cfg.warmup_steps and self.arch_optimizer is not None:
             arch_loss = self._loss(next(val), tau, detach_embeddings=True)
             if cfg.cost_lambda:
@@ -241,7 +244,7 @@ class SupernetSearch:
             self.arch_optimizer.zero_grad()
             arch_loss.backward()
             self.arch_optimizer.step()
-        return loss.item()
+        return value
 
     def batches(self) -> tuple[Iterator[Any], Iterator[Any]]:
         """Endless shuffled (training, validation) batch streams of the configured size."""
