@@ -2,22 +2,26 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sharding_cost_model.py \
         [--profiles cost_models/cpu/profiles.jsonl] [--out cost_models/cpu] [--test-fraction 0.2]
-        [--steps 800] [--hidden 16] [--weight-decay 1e-3] [--seed 0] [--retest 60] [--additivity 6]
+        [--steps 800] [--hidden 16] [--weight-decay 1e-3] [--seed 0] [--max-correction 1.0]
+        [--kind auto] [--retest 60] [--additivity 6]
         [--width] [--evaluate PROFILES --model DIR]
 
 The profiles (``autorec profile sharding``) are shuffled with ``--seed`` and split into training
 and held-out shards; every shard was drawn from its own generated table set, so the held-out
 shards' tables were never seen in training. The model fits on the training shards only; the
-script prints the held-out mean absolute percentage error (MAPE) per head (forward, backward,
-comm) and of the total, next to a reference fitted on the same split: a least-squares linear
+script fits both cost models (``additive``: shard cost = overhead + sum of table costs;
+``shard-mlp``: that times a bounded learned per-shard factor) and prints each one's held-out mean
+absolute percentage error (MAPE) per head (forward, backward, comm), of the total and per
+shard-size bucket, next to a reference fitted on the same split: a least-squares linear
 model per head on hand-made shard features (tables, lookups x dim, sum of dims, bytes). With
-``--out`` it saves the model fitted on the training split (so the recorded error is that
-model's), with the numbers and the split in its ``model.json`` metadata. ``--retest N``
-re-measures N profiled shards (the measurement noise under the current load); ``--additivity N``
-compares N shards' costs with the sum of their tables' costs measured alone; ``--width`` how one table's
-backward grows with its shard's total width. ``--evaluate FILE``
-only scores the saved model (``--model``) on another profile file, e.g. shards with tables larger
-than any it was fitted on.
+``--out`` it saves one of the two (``--kind``; by default the shard-mlp model if its held-out
+total is no worse and its backward better, else the additive one) fitted on the training split
+(so the recorded error is that model's), with the numbers and the split in its ``model.json``
+metadata. ``--retest N`` re-measures N profiled shards (the measurement noise under the current
+load); ``--additivity N`` compares N shards' costs with the sum of their tables' costs measured
+alone; ``--width`` how one table's backward grows with its shard's total width. ``--evaluate
+FILE`` only scores the saved model (``--model``) on another profile file, e.g. shards with tables
+larger than any it was fitted on.
 """
 
 from __future__ import annotations
@@ -138,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=16)
     parser.add_argument("--weight-decay", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-correction", type=float, default=1.0,
+                        help="bound c of the shard-mlp model's log factor")
+    parser.add_argument("--kind", choices=("auto", "additive", "shard-mlp"), default="auto",
+                        help="which fitted model --out saves (auto: shard-mlp if better)")
     parser.add_argument("--retest", type=int, default=0, metavar="N",
                         help="also re-measure N profiled shards (measurement noise)")
     parser.add_argument("--additivity", type=int, default=0, metavar="N",
@@ -165,37 +173,56 @@ def main(argv: list[str] | None = None) -> int:
     targets = torch.stack([p.targets for p in train])
     test_targets = torch.stack([p.targets for p in test])
 
-    torch.manual_seed(args.seed)
-    model = ShardCostModel(args.hidden, batch_size=batch_size, world_size=world_size,
-                           device_kind=device)
-    start = time.perf_counter()
-    fit(model, [p.tables for p in train], targets, steps=args.steps,
-        weight_decay=args.weight_decay, seed=args.seed)
-    fit_s = time.perf_counter() - start
-    with torch.no_grad():
-        held_out = mape(predict_shards(model, [p.tables for p in test]), test_targets)
-        in_train = mape(predict_shards(model, [p.tables for p in train]), targets)
+    train_shards, test_shards = [p.tables for p in train], [p.tables for p in test]
     reference = mape(linear_reference(train, test), test_targets)
-
     print(f"{len(profiles)} profiles ({len(train)} train, {len(test)} held out), batch {batch_size}, "
-          f"{device}, comm at {world_size} processes; fit {args.steps} steps in {fit_s:.0f} s")
-    print("| head | held-out MAPE (cost model) | train MAPE | held-out MAPE (linear reference) |")
-    print("|---|---|---|---|")
+          f"{device}, comm at {world_size} processes; {args.steps} fitting steps")
+    models, results = {}, {}
+    for kind in ("additive", "shard-mlp"):
+        torch.manual_seed(args.seed)
+        model = ShardCostModel(args.hidden, batch_size=batch_size, world_size=world_size,
+                               device_kind=device, kind=kind, max_correction=args.max_correction)
+        start = time.perf_counter()
+        fit(model, train_shards, targets, steps=args.steps, weight_decay=args.weight_decay,
+            seed=args.seed)
+        fit_s = time.perf_counter() - start
+        with torch.no_grad():
+            held_out = mape(predict_shards(model, test_shards), test_targets)
+            in_train = mape(predict_shards(model, train_shards), targets)
+        by_size = {}
+        for lo, hi in SIZE_BUCKETS:
+            picked = [i for i, p in enumerate(test) if lo <= len(p.tables) <= hi]
+            if picked:
+                with torch.no_grad():
+                    e = mape(predict_shards(model, [test_shards[i] for i in picked]),
+                             test_targets[picked])
+                label = f"{lo}-{hi}" if hi < 10**6 else f"{lo}+"
+                by_size[label] = {"shards": len(picked), **{k: round(v, 2) for k, v in e.items()}}
+        models[kind] = model
+        results[kind] = {"heldout": held_out, "train": in_train, "by_size": by_size, "fit_s": fit_s}
+    print("\nfit seconds: " + ", ".join(f"{k} {r['fit_s']:.0f}" for k, r in results.items()))
+    print("| head | held-out MAPE, shard-mlp | held-out MAPE, additive | train MAPE, shard-mlp "
+          "| train MAPE, additive | held-out MAPE, linear reference |")
+    print("|---|---|---|---|---|---|")
     for h in [*HEADS, "total"]:
-        print(f"| {h} | {held_out[h]:.1f}% | {in_train[h]:.1f}% | {reference[h]:.1f}% |")
-    print("\nheld-out MAPE by shard size (tables on the device):")
+        s, a = results["shard-mlp"], results["additive"]
+        print(f"| {h} | {s['heldout'][h]:.1f}% | {a['heldout'][h]:.1f}% | {s['train'][h]:.1f}% | "
+              f"{a['train'][h]:.1f}% | {reference[h]:.1f}% |")
+    print("\nheld-out MAPE by shard size (tables on the device), shard-mlp / additive:")
     print("| tables | shards | forward | backward | comm | total |")
     print("|---|---|---|---|---|---|")
-    by_size = {}
-    for lo, hi in SIZE_BUCKETS:
-        picked = [i for i, p in enumerate(test) if lo <= len(p.tables) <= hi]
-        if picked:
-            with torch.no_grad():
-                e = mape(predict_shards(model, [test[i].tables for i in picked]), test_targets[picked])
-            label = f"{lo}-{hi}" if hi < 10**6 else f"{lo}+"
-            by_size[label] = {k: round(v, 2) for k, v in e.items()}
-            print(f"| {label} | {len(picked)} | " + " | ".join(f"{e[h]:.1f}%" for h in [*HEADS, "total"])
-                  + " |")
+    for label, s in results["shard-mlp"]["by_size"].items():
+        a = results["additive"]["by_size"][label]
+        print(f"| {label} | {s['shards']} | " + " | ".join(f"{s[h]:.1f}% / {a[h]:.1f}%"
+                                                           for h in [*HEADS, "total"]) + " |")
+    s, a = results["shard-mlp"]["heldout"], results["additive"]["heldout"]
+    adopt = "shard-mlp" if s["total"] <= a["total"] and s["backward"] < a["backward"] else "additive"
+    if args.kind != "auto":
+        adopt = args.kind
+    print(f"\nsaved kind: {adopt} (auto adopts shard-mlp when its held-out total is no worse and "
+          f"its backward is better than the additive model's)")
+    model, held_out = models[adopt], results[adopt]["heldout"]
+    by_size = results[adopt]["by_size"]
     if args.retest:
         retest(profiles, args.retest, args.seed)
     if args.additivity:
@@ -208,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
             "n_test": len(test), "split_seed": args.seed, "steps": args.steps,
             "weight_decay": args.weight_decay,
             "heldout_mape": {k: round(v, 2) for k, v in held_out.items()},
-            "heldout_mape_by_shard_size": by_size,
+            "heldout_mape_by_shard_size": by_size, "kind": adopt,
+            "max_correction": args.max_correction,
+            "other_kind_heldout_mape": {
+                k: {h: round(v, 2) for h, v in r["heldout"].items()}
+                for k, r in results.items() if k != adopt},
             "linear_reference_heldout_mape": {k: round(v, 2) for k, v in reference.items()},
             "command": "benchmarks/sharding_cost_model.py " + " ".join(argv or sys.argv[1:])}
         path = model.save(args.out)
