@@ -48,9 +48,12 @@ from autorec.sharding.planner import (  # noqa: E402
     ShardingPolicy,
     TrainConfig,
     cost_lower_bound,
+    even_share_cost,
     load_policy,
+    local_search,
     max_device_cost,
     memory_for,
+    phase_max_cost,
     save_policy,
     timed_plan,
     train_policy,
@@ -141,6 +144,48 @@ def quality(n_sets: int, samples: int, model: ShardCostModel, policy: ShardingPo
     times = [timed_plan(planners["rl"], big, 16, memory_for(big, 16, SLACK))[1] for _ in range(3)]
     return {"rows": rows, "sets": n_sets, "samples": samples, "lower_bounds": bounds,
             "rl_500_tables_16_devices_seconds": times}
+
+
+def headroom(n_sets: int, model: ShardCostModel, slacks: list[float], samples: int = 63,
+             log: bool = True) -> list[dict]:
+    """How far the untrained policy's plans (the greedy priors) are from better plans, by the
+    cost model: on generated sets like the held-out ones (seeds 5,000,000 + i, so neither
+    training, validation nor held-out), the max-device cost over the even share of the greedy
+    plan, of the best of 1 greedy + 7 sampled plans (the planner's default), of the best of
+    1 + ``samples`` and of :func:`local_search` run to a local optimum from the greedy plan."""
+    torch.manual_seed(0)
+    priors = ShardingPolicy(64)
+    rows = []
+    for i in range(n_sets):
+        rng = np.random.default_rng(5_000_000 + i)
+        n, d = int(rng.integers(100, 501)), int(rng.choice(HELD_OUT_DEVICES))
+        tables = TableSet.generate(n, seed=5_000_000 + i)
+        for slack in slacks:
+            memory = memory_for(tables, d, slack)
+            even = even_share_cost(model, tables, d)
+            row: dict = {"seed": 5_000_000 + i, "tables": n, "devices": d, "slack": slack}
+            try:
+                greedy = RLPlanner(model, priors, samples=0).plan(tables, d, memory)
+            except PlanningError as exc:
+                row["error"] = str(exc)
+                rows.append(row)
+                continue
+            row["greedy"] = max_device_cost(model, tables, greedy) / even
+            for k in (7, samples):
+                a = RLPlanner(model, priors, samples=k).plan(tables, d, memory)
+                row[f"best_of_{k + 1}"] = max_device_cost(model, tables, a) / even
+            start = time.process_time()
+            improved = local_search(model, tables, greedy, memory)
+            row["local_search_s"] = time.process_time() - start
+            improved.check(tables, memory)
+            row["local_search"] = max_device_cost(model, tables, improved) / even
+            row["phase_max_greedy"] = phase_max_cost(model, tables, greedy) / even
+            row["phase_max_local_search"] = phase_max_cost(model, tables, improved) / even
+            rows.append(row)
+            if log:
+                print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}),
+                      file=sys.stderr)
+    return rows
 
 
 def summarise(result: dict) -> dict:
@@ -320,6 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nproc", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--step-batch", type=int, default=1024, help="per-rank batch of --measure")
+    parser.add_argument("--headroom", action="store_true",
+                        help="measure how far the untrained policy's plans are from better ones")
+    parser.add_argument("--slack", type=float, nargs="+", default=[SLACK],
+                        help="memory per device over the even share of the bytes (--headroom)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--cost-model", default=str(ROOT / "cost_models" / "cpu"),
                         help="the fitted cost model's directory")
@@ -357,6 +406,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"policy saved to {args.out}", file=sys.stderr)
         return 0
     model = ShardCostModel.load(args.cost_model)
+    if args.headroom:
+        rows = headroom(args.sets, model, args.slack)
+        for slack in args.slack:
+            ok = [r for r in rows if r["slack"] == slack and "error" not in r]
+            print(f"slack {slack}: {len(ok)} sets, mean max-device cost / even share: " + ", ".join(
+                f"{k} {statistics.mean(r[k] for r in ok):.4f}"
+                for k in ok[0] if k not in ("seed", "tables", "devices", "slack"))
+                + f"; local search below greedy: "
+                f"{100 * statistics.mean(1 - r['local_search'] / r['greedy'] for r in ok):.2f}% mean, "
+                f"{100 * max(1 - r['local_search'] / r['greedy'] for r in ok):.2f}% max")
+        if args.json:
+            print(json.dumps(rows))
+        return 0
     policy = load_policy(args.policy or args.cost_model)
     if args.measure:
         rows = measure(args.nproc, args.sets, args.steps, args.step_batch, model, policy)

@@ -57,7 +57,7 @@ import torch
 from torch import Tensor, nn
 
 from autorec.rl import PolicyGradient, Rollout, masked_categorical
-from autorec.sharding.cost_model import DEFAULT_DIR, ShardCostModel, normalised_inputs
+from autorec.sharding.cost_model import DEFAULT_DIR, HEADS, ShardCostModel, normalised_inputs
 from autorec.sharding.plans import Assignment, PlanningError
 from autorec.sharding.saved import load_weights, read_config
 from autorec.sharding.tables import FEATURE_NAMES, TableInfo, TableSet
@@ -138,14 +138,133 @@ def device_costs(model: ShardCostModel, tables: TableSet, assignment: Assignment
 
 
 def cost_lower_bound(model: ShardCostModel, tables: TableSet, num_devices: int) -> float:
-    """A lower bound (ms) on any plan's maximum device cost by ``model``, memory aside: the
-    larger of (each table at its cheapest allowed split, summed, over the devices, plus one
-    device's overhead) and the costliest table's cheapest block."""
+    """A lower bound (ms) on any plan's maximum device cost by an additive ``model``, memory
+    aside: the larger of (each table at its cheapest allowed split, summed, over the devices,
+    plus one device's overhead) and the costliest table's cheapest block. (A shard-mlp model's
+    costs do not add over tables, so this is no bound for it: see :func:`even_share_cost`.)"""
+    if model.kind != "additive":
+        raise ValueError(f"cost_lower_bound: needs an additive cost model, got kind {model.kind!r}")
     problem = prepare(model, tables, num_devices, float("inf"))
     cheapest = [float((c * torch.tensor(ks, dtype=c.dtype)).min())
                 for c, ks in zip(problem.block_cost, problem.options, strict=True)]
     block = max(float(c.min()) for c in problem.block_cost)
     return max(sum(cheapest) / num_devices + problem.overhead, block + problem.overhead)
+
+
+def even_share_cost(model: ShardCostModel, tables: TableSet, num_devices: int) -> float:
+    """The cost (ms) of one device holding 1/``num_devices`` of every whole table: a perfectly
+    even (fractional) plan, the scale plans are compared with. For an additive model it is the
+    sum of the tables' costs over the devices plus one device's overhead.
+
+    Example:
+        >>> from autorec.sharding.tables import TableSet
+        >>> m = ShardCostModel(hidden=8)
+        >>> ts = TableSet.generate(8, seed=0)
+        >>> additive = float(m.table_costs(ts.features()).sum() / 2 + m.shard_overhead().sum())
+        >>> abs(even_share_cost(m, ts, 2) / additive - 1) < 1e-5
+        True
+    """
+    return prepare(model, tables, num_devices, float("inf")).scale
+
+
+def phase_max_cost(model: ShardCostModel, tables: TableSet, assignment: Assignment) -> float:
+    """DreamShard's objective (ms): the sum over the phases (forward, backward, comm) of the
+    maximum device cost of that phase, as a synchronous step waits for the slowest device at
+    every phase. At least :func:`max_device_cost`."""
+    shards, devices = assignment.shards(tables)
+    heads = model.device_head_costs(TableSet(tuple(shards)), devices, assignment.num_devices)
+    return float(heads.max(0).values.sum())
+
+
+def local_search(model: ShardCostModel, tables: TableSet, assignment: Assignment,
+                 memory_per_device: float, *, max_steps: int = 2000, sharpness: float = 50.0
+                 ) -> Assignment:
+    """Improve ``assignment`` by steepest descent over moves (one table or column block to
+    another device) and swaps (two blocks on different devices), splits kept, memory and
+    distinct-devices rules kept. Each step takes the candidate, among all moves and swaps out
+    of the costliest device, that most lowers a soft maximum of the device costs
+    (logsumexp(sharpness x cost / max cost)); it stops at a local optimum or after
+    ``max_steps``, and returns the plan with the lowest maximum device cost seen. A measuring
+    tool (how far the planner's plans are from a local optimum), not a planner: a step costs
+    the cost model over (blocks on the costliest device) x (all blocks) shard states.
+
+    Example:
+        >>> from autorec.sharding.tables import TableSet
+        >>> m, ts = ShardCostModel(hidden=8), TableSet.generate(12, seed=0)
+        >>> a = Assignment.of([(0,)] * 11 + [(1,)], ts, 3)       # nearly all on device 0
+        >>> b = local_search(m, ts, a, float("inf"))
+        >>> max_device_cost(m, ts, b) < max_device_cost(m, ts, a)
+        True
+    """
+    shards, devices = assignment.shards(tables)
+    owner = torch.tensor([t for t, p in enumerate(assignment.placements) for _ in p.ranks])
+    with torch.no_grad():
+        st = model.table_state(TableSet(tuple(shards)).features()).double()      # [N, S]
+    nbytes = torch.tensor([float(s.bytes) for s in shards], dtype=torch.float64)
+    dev = torch.tensor(devices)
+    D, N = assignment.num_devices, len(shards)
+    state = torch.zeros(D, st.shape[1], dtype=torch.float64).index_add_(0, dev, st)
+    used = torch.zeros(D, dtype=torch.float64).index_add_(0, dev, nbytes)
+    holds = torch.zeros(len(tables), D, dtype=torch.long).index_put_(
+        (owner, dev), torch.ones(N, dtype=torch.long), accumulate=True)
+
+    def costs(s: Tensor) -> Tensor:
+        with torch.no_grad():
+            return model.shard_costs(s).sum(-1)
+
+    cost = costs(state)
+    best_max, best_dev = float(cost.max()), dev.clone()
+    for _ in range(max_steps):
+        top = int(cost.argmax())
+        ref = float(cost[top])
+        e = (sharpness * (cost / ref - 1)).exp()
+        total = float(e.sum())
+        on = (dev == top).nonzero().squeeze(-1)                                  # [m]
+        off = (dev != top).nonzero().squeeze(-1)                                 # [n]
+        # moves: block on[i] -> device d
+        src = costs(state[top] - st[on])                                         # [m]
+        dst = costs(state.unsqueeze(0) + st[on].unsqueeze(1))                    # [m, D]
+        ok = ((used.unsqueeze(0) + nbytes[on].unsqueeze(1) <= memory_per_device)
+              & (holds[owner[on]] == 0))
+        ok[:, top] = False
+        move = (total - e[top] - e.unsqueeze(0) + (sharpness * (src.unsqueeze(1) / ref - 1)).exp()
+                + (sharpness * (dst / ref - 1)).exp()).masked_fill(~ok, math.inf)
+        # swaps: block on[i] <-> block off[j] (on device dev[off[j]])
+        d2 = dev[off]
+        delta = st[off].unsqueeze(0) - st[on].unsqueeze(1)                       # [m, n, S]
+        src2 = costs(state[top] + delta)
+        dst2 = costs(state[d2].unsqueeze(0) - delta)
+        bdelta = nbytes[off].unsqueeze(0) - nbytes[on].unsqueeze(1)
+        ok2 = ((used[top] + bdelta <= memory_per_device)
+               & (used[d2].unsqueeze(0) - bdelta <= memory_per_device)
+               & (holds[owner[on]][:, d2] == 0) & (holds[owner[off], top] == 0).unsqueeze(0))
+        swap = (total - e[top] - e[d2].unsqueeze(0) + (sharpness * (src2 / ref - 1)).exp()
+                + (sharpness * (dst2 / ref - 1)).exp()).masked_fill(~ok2, math.inf)
+        best_move, best_swap = float(move.min()), float(swap.min()) if swap.numel() else math.inf
+        if min(best_move, best_swap) >= total * (1 - 1e-9):
+            break
+        if best_move <= best_swap:
+            i, d = divmod(int(move.argmin()), D)
+            blocks, targets = [int(on[i])], [d]
+        else:
+            i, j = divmod(int(swap.argmin()), len(off))
+            blocks, targets = [int(on[i]), int(off[j])], [int(d2[j]), top]
+        for b, d in zip(blocks, targets, strict=True):
+            old = int(dev[b])
+            state[old] -= st[b]
+            used[old] -= nbytes[b]
+            holds[owner[b], old] -= 1
+            state[d] += st[b]
+            used[d] += nbytes[b]
+            holds[owner[b], d] += 1
+            dev[b] = d
+        cost = costs(state)
+        if float(cost.max()) < best_max:
+            best_max, best_dev = float(cost.max()), dev.clone()
+    ranks: list[list[int]] = [[] for _ in tables.tables]
+    for b in range(N):
+        ranks[int(owner[b])].append(int(best_dev[b]))
+    return Assignment.of(ranks, tables, D)
 
 
 class ShardingPolicy(nn.Module):
@@ -213,6 +332,8 @@ class _Problem:
     options: list[list[int]]          # per visited table: allowed k
     block_cost: list[Tensor]          # per visited table: [K] one block's cost (ms)
     block_bytes: list[Tensor]         # per visited table: [K] one block's bytes
+    block_state: list[Tensor]         # per visited table: [K, S] one block's cost-model state
+    model: ShardCostModel             # turns a device's summed state into its cost
     table_features: Tensor            # [T_visited, TABLE_FEATURES]
     overhead: float                   # cost of a non-empty device beyond its tables (ms)
     scale: float                      # total cost / D (ms)
@@ -228,16 +349,21 @@ def prepare(model: ShardCostModel, tables: TableSet, num_devices: int, memory_pe
     variants = [t.column_shard(k)[0] for t, ks in zip(tables.tables, options, strict=True) for k in ks]
     with torch.no_grad():
         rows = torch.tensor([v.feature_row() for v in variants]).reshape(-1, len(FEATURE_NAMES))
-        costs = model.table_costs(rows).sum(-1)
+        states = model.table_state(rows).double()
+        costs = states[:, :len(HEADS)].sum(-1)
         overhead = float(model.shard_overhead().sum())
     nbytes = torch.tensor([float(v.bytes) for v in variants], dtype=torch.float64)
-    block_cost, block_bytes, start = [], [], 0
+    block_cost, block_bytes, block_state, start = [], [], [], 0
     for ks in options:
         block_cost.append(costs[start:start + len(ks)])
         block_bytes.append(nbytes[start:start + len(ks)])
+        block_state.append(states[start:start + len(ks)])
         start += len(ks)
     whole = torch.stack([c[0] for c in block_cost])
-    scale = float(whole.sum()) / num_devices + overhead
+    # the even share: the cost of one device holding 1/D of every (whole) table
+    with torch.no_grad():
+        even = torch.stack([s[0] for s in block_state]).sum(0) / num_devices
+        scale = float(model.shard_costs(even).sum())
     key = whole if order == "cost" else torch.tensor([float(t.bytes) for t in tables.tables])
     visit = sorted(range(len(tables)), key=lambda i: (-float(key[i]), i))
     inputs = normalised_inputs(tables.features()) / _INPUT_SCALE
@@ -246,8 +372,8 @@ def prepare(model: ShardCostModel, tables: TableSet, num_devices: int, memory_pe
                          torch.tensor([len(o) / len(SPLITS) for o in options])], dim=-1)
     feats = torch.cat([inputs, extra.float()], dim=-1)[visit]
     return _Problem(visit, [options[i] for i in visit], [block_cost[i] for i in visit],
-                    [block_bytes[i] for i in visit], feats, overhead, scale, float(memory_per_device),
-                    num_devices, len(tables))
+                    [block_bytes[i] for i in visit], [block_state[i] for i in visit], model, feats,
+                    overhead, scale, float(memory_per_device), num_devices, len(tables))
 
 
 @dataclass
@@ -273,6 +399,8 @@ def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Seque
     greedy_rows = torch.tensor([greedy] * B if isinstance(greedy, bool) else list(greedy))
     load = torch.zeros(B, D, dtype=torch.float64)
     used = torch.zeros(B, D, dtype=torch.float64)
+    state = torch.zeros(B, D, problem.block_state[0].shape[1], dtype=torch.float64)
+    device_cost = problem.model.shard_costs
     dead = torch.zeros(B, dtype=torch.bool)
     log_prob = torch.zeros(B)
     entropy = torch.zeros(B)
@@ -303,12 +431,13 @@ def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Seque
         entropy = entropy + ent * ~dead
         k_per = torch.tensor(ks)[k_idx]                                      # [B]
         c_block, b_block = cost_k[k_idx], bytes_k[k_idx]                     # [B]
+        s_block = problem.block_state[step][k_idx].unsqueeze(1)              # [B, 1, S]
         taken = torch.zeros(B, D, dtype=torch.bool)
         chosen: list[list[int]] = [[] for _ in range(B)]
         for j in range(int(k_per.max())):
             active = (j < k_per) & ~dead
-            add = c_block.unsqueeze(1) + problem.overhead * (used == 0)      # [B, D]
-            after = load + add
+            with torch.no_grad():                                            # [B, D]
+                after = device_cost(state + s_block).sum(-1)
             fits = (used + b_block.unsqueeze(1) <= mem) & ~taken
             no_room = active & ~fits.any(-1)
             dead |= no_room
@@ -327,6 +456,7 @@ def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Seque
             entropy = entropy + ent * active
             sel = rows[active]
             load[sel, d[sel]] = after[sel, d[sel]]
+            state[sel, d[sel]] += s_block[sel, 0]
             used[sel, d[sel]] += b_block[sel]
             taken[sel, d[sel]] = True
             for b in sel.tolist():

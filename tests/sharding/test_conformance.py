@@ -21,7 +21,16 @@ def _rl() -> Planner:
     return RLPlanner(ShardCostModel(hidden=16), ShardingPolicy(hidden=16), samples=3)
 
 
-PLANNERS = {"rl": _rl, "torchrec": TorchrecPlanner, "size-greedy": SizeGreedy,
+def _rl_shard_mlp() -> Planner:
+    """The RL planner over a non-additive (shard-mlp) cost model with a non-zero correction."""
+    torch.manual_seed(0)
+    model = ShardCostModel(hidden=16, kind="shard-mlp")
+    with torch.no_grad():
+        model.shard_mlp[-1].weight.normal_(0, 1.0)
+    return RLPlanner(model, ShardingPolicy(hidden=16), samples=3)
+
+
+PLANNERS = {"rl": _rl, "rl-shard-mlp": _rl_shard_mlp, "torchrec": TorchrecPlanner, "size-greedy": SizeGreedy,
             "lookup-greedy": LookupGreedy, "random": RandomPlanner}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import random
 from pathlib import Path
 
@@ -139,3 +141,138 @@ def test_held_out_error_meets_the_target_and_matches_the_record(tmp_path: Path) 
     assert refit["total"] <= 15.0
     for head in [*cm.HEADS, "total"]:
         assert refit[head] == pytest.approx(recorded[head], abs=1.5)
+
+
+def shard_mlp_model(hidden: int = 16, seed: int = 0) -> ShardCostModel:
+    """A shard-mlp model whose correction is not zero (a fresh one starts additive)."""
+    torch.manual_seed(seed)
+    model = ShardCostModel(hidden=hidden, kind="shard-mlp")
+    with torch.no_grad():
+        model.shard_mlp[-1].weight.normal_(0, 1.0)
+        model.shard_mlp[-1].bias.normal_(0, 0.3)
+    model.invalidate()
+    return model
+
+
+def test_shard_mlp_forward_agrees_with_device_costs_and_batches() -> None:
+    ts = TableSet.generate(30, seed=1)
+    model = shard_mlp_model()
+    devices = [i % 4 for i in range(30)]
+    with torch.no_grad():
+        costs = model(ts.features(), one_hot(devices, 5))
+        a = torch.softmax(torch.randn(3, 30, 5), dim=-1)
+        batched = model(ts.features(), a)
+        single = torch.stack([model(ts.features(), a[i]) for i in range(3)])
+    torch.testing.assert_close(costs, model.device_head_costs(ts, devices, 5))
+    torch.testing.assert_close(costs.sum(-1), model.device_costs(ts, devices, 5))
+    torch.testing.assert_close(batched, single)
+    assert float(costs[4].abs().sum()) == 0.0 and bool((costs[:4] > 0).all())
+
+
+def test_shard_mlp_costs_do_not_add_but_stay_within_the_bounded_factor() -> None:
+    ts = TableSet.generate(6, seed=2)
+    model = shard_mlp_model()
+    with torch.no_grad():
+        together = model(ts.features(), one_hot([0] * 6, 1))[0]
+        additive = model.table_costs(ts.features()).sum(0) + model.shard_overhead()
+    ratio = together / additive
+    assert not torch.allclose(together, additive, rtol=1e-3)
+    bound = math.exp(model.max_correction)
+    assert bool((ratio <= bound * (1 + 1e-5)).all()) and bool((ratio >= (1 - 1e-5) / bound).all())
+
+
+def test_shard_mlp_extrapolates_to_shards_larger_than_the_fitted_ones() -> None:
+    """The count features are clamped to the fitted shards' range (here <= 10 tables), so the
+    factor stops changing beyond it and the cost grows like the sum of the tables."""
+    ts = TableSet.generate(400, seed=3)
+    model = shard_mlp_model()
+    feats, index = cm.shard_batch([TableSet(ts.tables[i:i + 10]) for i in range(0, 100, 10)])
+    model.set_normalisation(feats, index)
+    state = model.table_state(ts.features()).detach()
+    rows = torch.stack([state[:n].sum(0) for n in (50, 100, 200, 400)])
+    with torch.no_grad():
+        costs = model.shard_costs(rows).sum(-1)
+        factor = model.shard_factor(rows)
+        additive = rows[:, :3].sum(-1) + model.shard_overhead().sum()
+    assert bool(costs.isfinite().all()) and bool((costs[1:] > costs[:-1]).all())
+    ratio = costs / additive
+    assert float(ratio.max() / ratio.min()) < 1.5  # the same tables' mix: about the same factor
+    assert bool((factor <= math.exp(model.max_correction) * (1 + 1e-5)).all())
+
+
+def _superadditive_shards(n: int, seed: int) -> tuple[list[TableSet], torch.Tensor]:
+    """Shards of 1-30 generated tables whose (synthetic) cost is the sum of per-table costs
+    times 1 + 0.1 (tables - 1) per head (backward-like: neighbours slow each other down)."""
+    rng = random.Random(seed)
+    shards, targets = [], []
+    for i in range(n):
+        k = rng.choice([1, 2, 3, 5, 8, 13, 20, 30])
+        ts = TableSet.generate(k, seed=seed * 1000 + i, rows_range=(1e3, 1e6))
+        f = ts.features()
+        per_table = torch.stack([f[:, 1] * f[:, 2] / 500, f[:, 0].log10() * f[:, 1] / 400,
+                                 f[:, 1] / 300], dim=-1).sum(0)
+        shards.append(ts)
+        targets.append((per_table + 0.05) * (1 + 0.1 * (k - 1)))
+    return shards, torch.stack(targets)
+
+
+def test_shard_mlp_fits_non_additive_costs_that_the_additive_model_cannot() -> None:
+    train_shards, train_targets = _superadditive_shards(160, seed=1)
+    test_shards, test_targets = _superadditive_shards(60, seed=2)
+    errors = {}
+    for kind in ("additive", "shard-mlp"):
+        torch.manual_seed(0)
+        model = ShardCostModel(hidden=16, kind=kind)
+        fit(model, train_shards, train_targets, steps=400, lr=1e-2)
+        with torch.no_grad():
+            errors[kind] = mape(predict_shards(model, test_shards), test_targets)["total"]
+    assert errors["shard-mlp"] < 0.6 * errors["additive"], errors
+
+
+def test_shard_mlp_save_load_round_trip(tmp_path: Path) -> None:
+    ts = TableSet.generate(12, seed=5)
+    model = shard_mlp_model(hidden=8)
+    feats, index = cm.shard_batch([TableSet(ts.tables[:4]), TableSet(ts.tables[4:])])
+    model.set_normalisation(feats, index)
+    model.save(tmp_path)
+    config = json.loads((tmp_path / "model.json").read_text())
+    assert config["version"] == 2 and config["kind"] == "shard-mlp"
+    loaded = ShardCostModel.load(tmp_path)
+    assert loaded.kind == "shard-mlp" and loaded.max_correction == model.max_correction
+    devices = [i % 3 for i in range(12)]
+    torch.testing.assert_close(loaded.device_head_costs(ts, devices, 3),
+                               model.device_head_costs(ts, devices, 3))
+
+
+def test_version_1_files_still_load_as_additive(tmp_path: Path) -> None:
+    """A file written before the shard-mlp kind (version 1, no kind): an additive model."""
+    ts = TableSet.generate(10, seed=6)
+    model = ShardCostModel(hidden=8)
+    model.set_normalisation(ts.features())
+    model.save(tmp_path)
+    config = json.loads((tmp_path / "model.json").read_text())
+    for key in ("kind", "max_correction"):
+        del config[key]
+    config["version"] = 1
+    (tmp_path / "model.json").write_text(json.dumps(config))
+    loaded = ShardCostModel.load(tmp_path)
+    assert loaded.kind == "additive"
+    devices = [i % 2 for i in range(10)]
+    torch.testing.assert_close(loaded.device_costs(ts, devices, 2), model.device_costs(ts, devices, 2))
+
+
+def test_bad_kind_and_version_name_the_file_and_key(tmp_path: Path) -> None:
+    ShardCostModel(hidden=8).save(tmp_path)
+    config = json.loads((tmp_path / "model.json").read_text())
+    (tmp_path / "model.json").write_text(json.dumps({**config, "kind": "cubic"}))
+    with pytest.raises(CostModelError, match=r"model\.json: kind: expected one of additive, shard-mlp"):
+        ShardCostModel.load(tmp_path)
+    (tmp_path / "model.json").write_text(json.dumps({**config, "version": 3}))
+    with pytest.raises(CostModelError, match=r"model\.json: version: expected 1 or 2, got 3"):
+        ShardCostModel.load(tmp_path)
+    # a shard-mlp config over an additive model's weights: the weights do not fit
+    (tmp_path / "model.json").write_text(json.dumps({**config, "kind": "shard-mlp"}))
+    with pytest.raises(CostModelError, match=r"model\.safetensors: does not fit .*model\.json"):
+        ShardCostModel.load(tmp_path)
+    with pytest.raises(ValueError, match="kind: expected one of"):
+        ShardCostModel(kind="cubic")

@@ -14,10 +14,13 @@ from autorec.sharding.planner import (
     ShardingPolicy,
     TrainConfig,
     check_fits,
+    cost_lower_bound,
     device_costs,
     load_policy,
+    local_search,
     max_device_cost,
     memory_for,
+    phase_max_cost,
     play,
     prepare,
     save_policy,
@@ -54,6 +57,37 @@ def test_episode_loads_equal_the_cost_model(model):
         a = Assignment.of(episodes.ranks[b], TABLES, 5)
         a.check(TABLES, memory)
         assert float(episodes.max_cost[b]) == pytest.approx(max_device_cost(model, TABLES, a), rel=1e-4)
+
+
+def test_episode_loads_equal_a_non_additive_cost_model():
+    """With the shard-mlp model the episode's per-device running state gives the cost model's
+    device costs too (the shard factor is applied to the summed state, not per table)."""
+    torch.manual_seed(0)
+    model = ShardCostModel(hidden=16, kind="shard-mlp")
+    with torch.no_grad():
+        model.shard_mlp[-1].weight.normal_(0, 1.0)
+    memory = memory_for(TABLES, 5, 1.2)
+    problem = prepare(model, TABLES, 5, memory)
+    episodes = play(ShardingPolicy(16), problem, 3, greedy=False, generator=torch.Generator().manual_seed(0))
+    for b in range(3):
+        a = Assignment.of(episodes.ranks[b], TABLES, 5)
+        assert float(episodes.max_cost[b]) == pytest.approx(max_device_cost(model, TABLES, a), rel=1e-4)
+    with pytest.raises(ValueError, match="needs an additive cost model"):
+        cost_lower_bound(model, TABLES, 5)
+
+
+def test_local_search_improves_a_bad_plan_within_the_rules(model):
+    from autorec.sharding.baselines import RandomPlanner
+
+    memory = memory_for(TABLES, 4, 1.2)
+    start = RandomPlanner().plan(TABLES, 4, memory)
+    better = local_search(model, TABLES, start, memory)
+    better.check(TABLES, memory)
+    assert [len(p.ranks) for p in better.placements] == [len(p.ranks) for p in start.placements]
+    for p in better.placements:
+        assert len(set(p.ranks)) == len(p.ranks)
+    assert max_device_cost(model, TABLES, better) < 0.9 * max_device_cost(model, TABLES, start)
+    assert phase_max_cost(model, TABLES, better) >= max_device_cost(model, TABLES, better) - 1e-6
 
 
 def test_greedy_episode_is_deterministic_and_sampled_ones_vary(model):
