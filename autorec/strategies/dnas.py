@@ -63,7 +63,9 @@ class DnasStrategy(Strategy):
         retrain: ``scratch`` (the study trains the derived spec anew) or ``warm`` (its
             embeddings and dense arch start from the supernet's).
         **supernet: any :class:`~autorec.supernet.SupernetConfig` field (steps, warmup_steps,
-            batch_size, hard, tau_start, tau_end, arch_lr, cost_metric, cost_beta, ...).
+            batch_size, hard, tau_start, tau_end, arch_lr, cost_metric, cost_beta, selection,
+            selection_samples, ...). ``selection: validation`` derives each trial's spec from
+            the path of best validation AUC with the supernet's weights, not the logits' argmax.
 
     The strategy needs the study's data: the study calls :meth:`bind` with its dataset.
     """
@@ -133,7 +135,11 @@ class DnasStrategy(Strategy):
             "lambda": lam, "target_ratio": ratio, "cost_metric": config.cost_metric,
             "cost_target": result.cost_target, "expected_cost": result.expected_cost,
             "steps": result.steps, "seconds": result.seconds, "step_seconds": result.step_seconds,
-            "final_probs": result.final_probs, "retrain": self.retrain})
+            "final_probs": result.final_probs, "retrain": self.retrain,
+            "selection": config.selection, "scored_paths": result.selection,
+            "selection_seconds": result.selection_seconds,
+            "argmax_layers": [layer.kind for layer in result.argmax_spec.layers]
+            if result.argmax_spec is not None else None})
         return result.spec
 
     def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:

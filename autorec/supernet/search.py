@@ -6,6 +6,13 @@ minimising ``CE + lambda * (E[cost] / target) ** beta``. The temperature anneals
 from ``tau_start`` to ``tau_end``. Embeddings use torchrec's fused row-wise Adagrad under
 DistributedModelParallel, as in :class:`~autorec.train.trainer.Trainer`; the architecture step
 detaches them, so the validation split never trains a weight.
+
+After training, the architecture is chosen by ``selection``: ``argmax`` takes the most probable
+value of every choice (DARTS); ``validation`` scores candidate paths with the supernet's
+inherited weights on held-out validation batches (SPOS-style, Guo et al. 2020; cf. Wang et al.,
+ICLR 2021, on why the logits' argmax is a weak selector): layer by layer, each kind with its
+field values tuned one field at a time, the other layers at their current choice, keeping the
+path of highest validation AUC. Embedding widths, towers and precisions stay at the argmax.
 """
 
 from __future__ import annotations
@@ -13,11 +20,12 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
+from sklearn.metrics import roc_auc_score
 from torchrec.distributed.model_parallel import DefaultDataParallelWrapper, DistributedModelParallel
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
@@ -30,6 +38,9 @@ from autorec.space import SearchSpace
 from autorec.supernet.cost import COST_METRICS, ExpectedCost
 from autorec.supernet.supernet import Supernet
 from autorec.train.distributed import default_device, shard
+
+SELECTIONS = ("argmax", "validation")  # how fit() turns the trained supernet into an ArchSpec
+SELECTION_SWEEPS = 3  # most passes over the layers of ``selection: validation``
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,9 @@ class SupernetConfig:
             of the uniform start.
         cost_target_ratio: see ``cost_target``.
         record_every: record the probabilities every this many steps.
+        selection: ``argmax`` (the most probable choices) or ``validation`` (paths scored by
+            validation AUC with the supernet's weights; see the module docstring).
+        selection_samples: validation samples each path is scored on (``validation`` only).
         seed: fixes init, batches and Gumbel noise.
     """
 
@@ -68,6 +82,8 @@ class SupernetConfig:
     cost_target: float | None = None
     cost_target_ratio: float = 1.0
     record_every: int = 10
+    selection: str = "argmax"
+    selection_samples: int = 20_000
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -93,6 +109,12 @@ class SupernetConfig:
         if self.cost_target_ratio <= 0:
             raise ValueError(f"supernet cost_target_ratio: expected a positive number, "
                              f"got {self.cost_target_ratio}")
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"supernet selection: expected one of {', '.join(SELECTIONS)}, "
+                             f"got {self.selection!r}")
+        if self.selection_samples < 1:
+            raise ValueError(f"supernet selection_samples: expected an integer >= 1, "
+                             f"got {self.selection_samples}")
         if self.cost_target is not None and self.cost_target <= 0:
             raise ValueError(f"supernet cost_target: expected a positive number, got {self.cost_target}")
 
@@ -115,6 +137,9 @@ class SupernetResult:
     step_seconds: float  # mean seconds of one weight + architecture step pair
     config: SupernetConfig
     losses: list[float] = field(default_factory=list)
+    argmax_spec: ArchSpec | None = None  # what argmax gives (= spec under selection: argmax)
+    selection: list[dict[str, Any]] = field(default_factory=list)  # the paths scored, in order
+    selection_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,6 +152,9 @@ class SupernetResult:
             "seconds": self.seconds,
             "step_seconds": self.step_seconds,
             "config": asdict(self.config),
+            "argmax_arch": None if self.argmax_spec is None else self.argmax_spec.to_dict(),
+            "selection": self.selection,
+            "selection_seconds": self.selection_seconds,
         }
 
 
@@ -252,6 +280,91 @@ class SupernetSearch:
         return (_forever(self.dataset, "train", cfg.batch_size, cfg.seed),
                 _forever(self.dataset, "val", cfg.batch_size, cfg.seed + 1))
 
+    def one_hot(self, values: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        """One-hot weights of every choice at ``values`` (choice name -> value): one path."""
+        return {
+            name: torch.nn.functional.one_hot(torch.tensor(c.values.index(values[name])),
+                                              len(c.values)).float()
+            for name, c in self.supernet.arch.choices.items()
+        }
+
+    @torch.no_grad()
+    def path_auc(self, values: Mapping[str, Any], batches: Sequence[Any]) -> float:
+        """AUC over ``batches`` of the path at ``values`` with the supernet's current weights."""
+        weights = self.one_hot(values)
+        logits, labels = [], []
+        self.model.eval()
+        try:
+            for batch in batches:
+                batch = batch.to(self.device)
+                logits.append(self.model(batch.dense_features, batch.sparse_features, weights).float().cpu())
+                labels.append(batch.labels.float().cpu())
+        finally:
+            self.model.train()
+        y = torch.cat(labels).numpy()
+        if y.min() == y.max():
+            raise ValueError(f"supernet selection: the {len(y)} validation samples scored hold one "
+                             f"class only; raise selection_samples")
+        return float(roc_auc_score(y, torch.cat(logits).numpy()))
+
+    def selection_batches(self) -> list[Any]:
+        """The validation batches that :meth:`select` scores every path on (fixed per seed)."""
+        cfg = self.config
+        n = math.ceil(cfg.selection_samples / cfg.batch_size)
+        return list(itertools.islice(
+            self.dataset.batches("val", cfg.batch_size, shuffle=True, seed=cfg.seed + 2), n))
+
+    def select(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Choose the architecture by validation AUC with inherited weights (``selection:
+        validation``): returns (choice name -> value, the paths scored, in order).
+
+        Coordinate ascent from the argmax, layer by layer: at layer ``i`` (the other layers at
+        their current choice), each kind is scored with its fields at their current or most
+        probable values, then each of its fields at every other value (one field at a time,
+        keeping improvements); the layer takes the best-scoring kind and fields (the incumbent
+        wins ties). Sweeps over the layers repeat until none changes, at most
+        :data:`SELECTION_SWEEPS` times. A path is scored once (forward passes over
+        ``selection_samples`` validation samples); each scored path is logged with its sweep.
+        """
+        net = self.supernet
+        batches = self.selection_batches()
+        chosen = dict(net.arch.argmax())
+        scored: list[dict[str, Any]] = []
+        cache: dict[tuple[tuple[str, str], ...], float] = {}
+
+        def score(sweep: int, i: int, kind: str, values: dict[str, Any], fields: list[str]) -> float:
+            key = tuple(sorted((name, _value_name(v)) for name, v in values.items()))
+            if key not in cache:
+                cache[key] = self.path_auc(values, batches)
+                scored.append({"sweep": sweep, "layer": i, "kind": kind, "val_auc": cache[key],
+                               "fields": {f: _value_name(values[f]) for f in fields}})
+            return cache[key]
+
+        for sweep in range(SELECTION_SWEEPS):
+            changed = False
+            for i, kinds in enumerate(net.layer_kinds):
+                name = f"layer{i}.kind"
+                current = chosen.get(name, kinds[0])
+                best: tuple[float, dict[str, Any]] | None = None
+                for kind in (current, *(k for k in kinds if k != current)):
+                    values = {**chosen, name: kind} if name in net.arch.choices else dict(chosen)
+                    fields = [c.name for c in net.layers[i].candidates[kind].choices()]
+                    auc = score(sweep, i, kind, values, fields)
+                    for field_name in fields:
+                        for value in net.arch.choices[field_name].values:
+                            other = {**values, field_name: value}
+                            other_auc = score(sweep, i, kind, other, fields)
+                            if other_auc > auc:
+                                values, auc = other, other_auc
+                    if best is None or auc > best[0]:
+                        best = (auc, values)
+                assert best is not None  # every layer has at least one kind
+                changed = changed or best[1] != chosen
+                chosen = best[1]
+            if not changed:
+                break
+        return chosen, scored
+
     def fit(self) -> SupernetResult:
         cfg, net = self.config, self.supernet
         train, val = self.batches()
@@ -273,8 +386,15 @@ class SupernetSearch:
             }
             for name, probs in net.arch.probs().items()
         }
+        argmax_spec, scored, selection_seconds = net.derive(), [], 0.0
+        spec = argmax_spec
+        if cfg.selection == "validation":
+            t0 = time.perf_counter()
+            preferred, scored = self.select()
+            spec = net.derive(preferred)
+            selection_seconds = time.perf_counter() - t0
         return SupernetResult(
-            spec=net.derive(),
+            spec=spec,
             arch_probs=history,
             steps=steps,
             final_probs=final,
@@ -284,4 +404,7 @@ class SupernetSearch:
             step_seconds=seconds / cfg.steps,
             config=cfg,
             losses=losses,
+            argmax_spec=argmax_spec,
+            selection=scored,
+            selection_seconds=selection_seconds,
         )

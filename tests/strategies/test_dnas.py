@@ -35,7 +35,9 @@ def test_a_tiny_dnas_study_trains_derived_specs_and_draws_their_probabilities(tm
     path = write_study(tmp_path, space=str(space), budget={"trials": 2, "epochs": 1, "batch_size": 256,
                                                            "max_steps_per_epoch": 3},
                        strategy={"name": "dnas", "options": {"steps": 6, "warmup_steps": 2, "batch_size": 128,
-                                                             "record_every": 2, "retrain": "warm"}},
+                                                             "record_every": 2, "retrain": "warm",
+                                                             "selection": "validation",
+                                                             "selection_samples": 256}},
                        objectives=["val_auc", "flops"])
     config = StudyConfig.load(path)
     summary = run_study(config, log=quiet)
@@ -54,6 +56,10 @@ def test_a_tiny_dnas_study_trains_derived_specs_and_draws_their_probabilities(tm
                 assert abs(sum(step.values()) - 1) < 1e-5
         dnas = t.user_attrs["dnas"]
         assert dnas["expected_cost"] > 0 and dnas["cost_metric"] == "flops"
+        assert dnas["selection"] == "validation" and dnas["scored_paths"]
+        best = max(dnas["scored_paths"], key=lambda p: p["val_auc"])  # the path it derives
+        kinds = [layer.kind for layer in trial_arch(t).layers]
+        assert (len(kinds) == 1 if best["kind"] == "skip" else kinds[best["layer"]] == best["kind"])
         assert any(name.startswith("sparse_arch.embedding_bags.") for name in t.user_attrs["warm_started"])
     figures = study_figures(study)
     assert {f"arch_probs_trial{t.number}" for t in trials} <= set(figures)
@@ -68,6 +74,8 @@ def test_dnas_options_are_checked():
         make_strategy("dnas", **{"lambda": [1.0, 0.1]})
     with pytest.raises(ValueError, match="strategy 'dnas': retrain: expected one of scratch, warm"):
         make_strategy("dnas", retrain="hot")
+    with pytest.raises(ValueError, match="'dnas': supernet selection: expected one of argmax, validation"):
+        make_strategy("dnas", selection="perturbation")
     with pytest.raises(ValueError, match="strategy 'dnas': supernet tau"):
         make_strategy("dnas", tau_start=0.1, tau_end=1.0)
     strategy = make_strategy("dnas")
