@@ -307,6 +307,20 @@ class SupernetSearch:
                              f"class only; raise selection_samples")
         return float(roc_auc_score(y, torch.cat(logits).numpy()))
 
+    def _path_key(self, values: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        """The choices that decide the path at ``values``: a field of a kind that its layer
+        does not run (``layer<i>.<kind>.<field>``, kind not chosen) does not count."""
+        kinds = self.supernet.layer_kinds
+        out = []
+        for name, value in values.items():
+            layer, _, rest = name.partition(".")
+            kind = rest.partition(".")[0]
+            if layer.startswith("layer") and rest.count(".") == 1 and kind != values.get(
+                    f"{layer}.kind", kinds[int(layer[5:])][0]):
+                continue
+            out.append((name, _value_name(value)))
+        return tuple(sorted(out))
+
     def selection_batches(self) -> list[Any]:
         """The validation batches that :meth:`select` scores every path on (fixed per seed)."""
         cfg = self.config
@@ -333,7 +347,7 @@ class SupernetSearch:
         cache: dict[tuple[tuple[str, str], ...], float] = {}
 
         def score(sweep: int, i: int, kind: str, values: dict[str, Any], fields: list[str]) -> float:
-            key = tuple(sorted((name, _value_name(v)) for name, v in values.items()))
+            key = self._path_key(values)
             if key not in cache:
                 cache[key] = self.path_auc(values, batches)
                 scored.append({"sweep": sweep, "layer": i, "kind": kind, "val_auc": cache[key],

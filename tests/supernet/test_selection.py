@@ -43,3 +43,9 @@ def test_validation_selection_takes_the_best_path_it_scored():
         if layer.kind in ("dcnv2", "wukong"):
             field = {"dcnv2": "num_layers", "wukong": "n_fm"}[layer.kind]
             assert getattr(layer, field) == chosen[f"layer{i}.{layer.kind}.{field}"]
+    # A path is scored once: fields of a kind its layer does not run do not make another path.
+    for n_fm in (2, 4):
+        for kind in ("dlrm", "wukong"):
+            key = search._path_key({**chosen, "layer0.kind": kind, "layer0.wukong.n_fm": n_fm})
+            other = search._path_key({**chosen, "layer0.kind": kind, "layer0.wukong.n_fm": 6 - n_fm})
+            assert (key == other) == (kind == "dlrm")
