@@ -119,12 +119,14 @@ def quality(n_sets: int, samples: int, model: ShardCostModel, policy: ShardingPo
     planners.update({name: make() for name, make in BASELINES.items()})
     planners["cost-greedy (ablation)"] = CostGreedy(model)
     torch.manual_seed(0)
-    planners["rl untrained, priors only (ablation)"] = RLPlanner(model, ShardingPolicy(policy.hidden),
-                                                                 samples=samples)
+    planners["rl untrained, priors only (ablation)"] = RLPlanner(
+        model, ShardingPolicy(policy.hidden), samples=samples, objective=policy.objective)
     rows: dict[str, list[dict]] = {name: [] for name in planners}
     bounds: dict[int, float] = {}
     for seed, tables, d, memory in held_out_problems(n_sets):
-        bounds[seed] = cost_lower_bound(model, tables, d)
+        # the even share (one device with 1/D of every table); a lower bound for an additive model
+        bounds[seed] = (cost_lower_bound(model, tables, d) if model.kind == "additive"
+                        else even_share_cost(model, tables, d))
         for name, planner in planners.items():
             try:
                 a, seconds = timed_plan(planner, tables, d, memory)
@@ -134,7 +136,7 @@ def quality(n_sets: int, samples: int, model: ShardCostModel, policy: ShardingPo
                 rows[name].append({"seed": seed, "error": str(exc)})
                 continue
             rows[name].append({"seed": seed, "tables": len(tables), "devices": d, "cost": cost,
-                               "seconds": seconds})
+                               "phase": phase_max_cost(model, tables, a), "seconds": seconds})
         if log:
             rl = rows["rl"][-1].get("cost")
             print(f"set {seed}: {len(tables)} tables, {d} devices: " + ", ".join(
@@ -143,6 +145,8 @@ def quality(n_sets: int, samples: int, model: ShardCostModel, policy: ShardingPo
     big = TableSet.generate(500, seed=HELD_OUT_SEED + 999)
     times = [timed_plan(planners["rl"], big, 16, memory_for(big, 16, SLACK))[1] for _ in range(3)]
     return {"rows": rows, "sets": n_sets, "samples": samples, "lower_bounds": bounds,
+            "reference": "lower bound" if model.kind == "additive" else "even share",
+            "objective": policy.objective,
             "rl_500_tables_16_devices_seconds": times}
 
 
@@ -199,35 +203,51 @@ def summarise(result: dict) -> dict:
             "ratio_vs_rl": statistics.mean(r["cost"] / rl[r["seed"]]["cost"] for r in ok) if ok else None,
             "rl_saving": statistics.mean(1 - rl[r["seed"]]["cost"] / r["cost"] for r in ok) if ok else None,
             "mean_seconds": statistics.mean(r["seconds"] for r in ok) if ok else None,
+            "mean_phase_ms": statistics.mean(r["phase"] for r in ok) if ok else None,
+            "rl_phase_saving": statistics.mean(1 - rl[r["seed"]]["phase"] / r["phase"] for r in ok)
+            if ok else None,
+            "phase_over_reference": statistics.mean(r["phase"] / result["lower_bounds"][r["seed"]]
+                                                    for r in ok) if ok else None,
             "over_lower_bound": statistics.mean(r["cost"] / result["lower_bounds"][r["seed"]]
                                                 for r in ok) if ok else None,
             "max_seconds": max(r["seconds"] for r in ok) if ok else None,
             "failures": sum("error" in r for r in rs)}
     baselines = [n for n in rows if n in BASELINES]
-    per_set_best = []
+    per_set_best, per_set_best_phase = [], []
     for seed, r in rl.items():
         costs = [x["cost"] for n in baselines for x in rows[n] if x["seed"] == seed and "cost" in x]
         per_set_best.append(1 - r["cost"] / min(costs))
+        phases = [x["phase"] for n in baselines for x in rows[n] if x["seed"] == seed and "cost" in x]
+        per_set_best_phase.append(1 - r["phase"] / min(phases))
     best_mean = min(baselines, key=lambda n: summary[n]["mean_max_device_ms"] or float("inf"))
     return {"planners": summary, "best_baseline_by_mean": best_mean,
             "rl_saving_vs_best_baseline_per_set": statistics.mean(per_set_best),
             "rl_saving_vs_best_baseline_min_over_sets": min(per_set_best),
+            "rl_phase_saving_vs_best_baseline_per_set": statistics.mean(per_set_best_phase),
+            "rl_phase_saving_vs_best_baseline_min_over_sets": min(per_set_best_phase),
+            "reference": result.get("reference", "lower bound"), "objective": result.get("objective"),
             "rl_max_plan_seconds": max(r["seconds"] for r in rl.values()),
             "rl_500_tables_16_devices_seconds_min_of_3": min(result["rl_500_tables_16_devices_seconds"])}
 
 
 def print_table(summary: dict) -> None:
-    print("| planner | mean max-device cost (ms) | ratio to RL | RL saving | cost / lower bound "
-          "| mean planning s | max planning s | failures |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    ref = summary["reference"]
+    print(f"RL policy trained for objective: {summary['objective']}")
+    print(f"| planner | mean max-device cost (ms) | ratio to RL | RL saving | cost / {ref} "
+          "| mean phase-max cost (ms) | RL phase saving | phase cost / " + ref +
+          " | mean planning s | max planning s | failures |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, s in summary["planners"].items():
         if s["mean_max_device_ms"] is None:
-            print(f"| {name} | - | - | - | - | - | - | {s['failures']} |")
+            print(f"| {name} | - | - | - | - | - | - | - | - | - | {s['failures']} |")
             continue
         print(f"| {name} | {s['mean_max_device_ms']:.2f} | {s['ratio_vs_rl']:.3f} | "
-              f"{100 * s['rl_saving']:.1f}% | {s['over_lower_bound']:.3f} | {s['mean_seconds']:.2f} | "
-              f"{s['max_seconds']:.2f} | "
-              f"{s['failures']} |")
+              f"{100 * s['rl_saving']:.1f}% | {s['over_lower_bound']:.3f} | {s['mean_phase_ms']:.2f} | "
+              f"{100 * s['rl_phase_saving']:.1f}% | {s['phase_over_reference']:.3f} | "
+              f"{s['mean_seconds']:.2f} | {s['max_seconds']:.2f} | {s['failures']} |")
+    print(f"\nRL phase-max saving against the best baseline (by phase-max) of each set: "
+          f"{100 * summary['rl_phase_saving_vs_best_baseline_per_set']:.1f}% on average, "
+          f"{100 * summary['rl_phase_saving_vs_best_baseline_min_over_sets']:.1f}% at the least")
     print(f"\nRL saving against the best baseline of each set: "
           f"{100 * summary['rl_saving_vs_best_baseline_per_set']:.1f}% on average, "
           f"{100 * summary['rl_saving_vs_best_baseline_min_over_sets']:.1f}% at the least; "
@@ -358,6 +378,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--validate-every", type=int, default=25)
     parser.add_argument("--temperature", type=float, default=TrainConfig.temperature,
                         help="sampling temperature of the training episodes")
+    parser.add_argument("--lr", type=float, default=TrainConfig.lr)
+    parser.add_argument("--objective", choices=("max", "phase"), default="max",
+                        help="training reward: minus the max device cost, or minus the sum over "
+                             "phases of the max device cost (DreamShard's)")
     parser.add_argument("--out", default=str(ROOT / "cost_models" / "cpu"))
     parser.add_argument("--sets", type=int, default=20)
     parser.add_argument("--samples", type=int, default=7)
@@ -381,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.train:
         config = TrainConfig(iterations=args.iterations, batch_size=args.batch_size,
-                             devices=TRAIN_DEVICES, temperature=args.temperature)
+                             devices=TRAIN_DEVICES, temperature=args.temperature, lr=args.lr,
+                             objective=args.objective)
         start = time.time()
 
         validation: list[tuple[int, float]] = []
@@ -389,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         def log(i: int, stats: dict) -> None:
             if "validation" in stats:
                 validation.append((i, round(stats["validation"], 5)))
-                print(f"iter {i}: validation (greedy max-device cost / even share) "
+                print(f"iter {i}: validation (greedy {args.objective} cost / even share) "
                       f"{stats['validation']:.4f}", file=sys.stderr)
             elif i % 10 == 0 or i == config.iterations - 1:
                 print(f"iter {i}: reward mean {stats['reward_mean']:.4f} max {stats['reward_max']:.4f} "
@@ -400,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                               validation=validation_problems(), validate_every=args.validate_every)
         save_policy(policy, args.out, {
             "trained_by": f"python benchmarks/sharding_plans.py --train --iterations {args.iterations} "
-                          f"--batch-size {args.batch_size} --temperature {args.temperature}",
+                          f"--batch-size {args.batch_size} --temperature {args.temperature} "
+                          f"--lr {args.lr} --objective {args.objective} --cost-model {args.cost_model}",
             "config": {k: v for k, v in config.__dict__.items()}, "seconds": round(time.time() - start),
             "validation": validation})
         print(f"policy saved to {args.out}", file=sys.stderr)

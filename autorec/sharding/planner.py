@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -69,6 +70,7 @@ POLICY_WEIGHTS, POLICY_CONFIG = "planner.safetensors", "planner.json"
 # log2 dim x pooling) near [0, 1]; the reuse fractions already are.
 _INPUT_SCALE = torch.tensor([8.0, 8.0, 8.0, 12.0, 16.0] + [1.0] * 8)
 _DEAD_REWARD = -10.0
+OBJECTIVES = ("max", "phase")
 
 
 class Planner(ABC):
@@ -287,6 +289,7 @@ class ShardingPolicy(nn.Module):
     def __init__(self, hidden: int = 64, prior: float = 8.0) -> None:
         super().__init__()
         self.hidden = hidden
+        self.objective = "max"  # what it was trained for (saved with it)
         self.table = nn.Sequential(nn.Linear(TABLE_FEATURES, hidden), nn.ReLU(),
                                    nn.Linear(hidden, hidden), nn.ReLU())
         self.split = nn.Sequential(nn.Linear(hidden + SPLIT_FEATURES, hidden), nn.ReLU(),
@@ -297,6 +300,10 @@ class ShardingPolicy(nn.Module):
         # of the average load, and the extra cost splitting adds
         self.prior = nn.Parameter(torch.tensor(float(prior)))
         self.split_prior = nn.Parameter(torch.tensor([float(prior), float(prior) / 2]))
+        # the phase gap's weight (how much a device raises the sum of per-phase maxima above
+        # the least such rise, in blocks) relative to the load gap's: 0 at the start (the
+        # greedy prior balances the total), for training to set
+        self.phase_mix = nn.Parameter(torch.tensor(0.0))
 
     def encode(self, table_features: Tensor) -> Tensor:
         """[B, TABLE_FEATURES] -> [B, H]."""
@@ -309,13 +316,16 @@ class ShardingPolicy(nn.Module):
         overflow = (split_features[..., 5] - 1).clamp_min(0)
         return learnt - self.split_prior[0] * overflow - self.split_prior[1] * split_features[..., 3]
 
-    def device_logits(self, encoding: Tensor, device_features: Tensor) -> Tensor:
+    def device_logits(self, encoding: Tensor, device_features: Tensor,
+                      phase_gap: Tensor | None = None) -> Tensor:
         """encoding [B, H], device_features [B, D, DEVICE_FEATURES] -> logits [B, D]; the last
         feature, the load after taking the block above the least such load (in blocks), is the
-        greedy prior's term."""
+        greedy prior's term; ``phase_gap`` [B, D] (the rise of the sum of per-phase maxima
+        above the least such rise, in blocks) is the phase prior's."""
         enc = encoding.unsqueeze(1).expand(-1, device_features.shape[1], -1)
         learnt = self.device(torch.cat([enc, device_features], dim=-1)).squeeze(-1)
-        return learnt - self.prior * device_features[..., -1]
+        logits = learnt - self.prior * device_features[..., -1]
+        return logits if phase_gap is None else logits - self.prior * self.phase_mix * phase_gap
 
 
 TABLE_FEATURES = 13 + 4
@@ -385,10 +395,18 @@ class Episodes:
     entropy: Tensor                      # [B]
     max_cost: Tensor                     # [B] ms; inf for an episode that ran out of memory
     dead: Tensor                         # [B] bool
+    phase_cost: Tensor                   # [B] ms: sum over phases of the max device cost
 
-    def rewards(self, scale: float) -> list[float]:
+    def cost(self, objective: str = "max") -> Tensor:
+        """[B] the episodes' cost by ``objective``: "max" (max device cost) or "phase" (sum
+        over the phases of the max device cost, DreamShard's); inf for dead episodes."""
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        return self.max_cost if objective == "max" else self.phase_cost
+
+    def rewards(self, scale: float, objective: str = "max") -> list[float]:
         return [(_DEAD_REWARD if bool(d) else -float(c) / scale)
-                for c, d in zip(self.max_cost, self.dead, strict=True)]
+                for c, d in zip(self.cost(objective), self.dead, strict=True)]
 
 
 def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Sequence[bool] | bool,
@@ -398,6 +416,7 @@ def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Seque
     D, B = problem.num_devices, batch
     greedy_rows = torch.tensor([greedy] * B if isinstance(greedy, bool) else list(greedy))
     load = torch.zeros(B, D, dtype=torch.float64)
+    head_load = torch.zeros(B, D, len(HEADS), dtype=torch.float64)
     used = torch.zeros(B, D, dtype=torch.float64)
     state = torch.zeros(B, D, problem.block_state[0].shape[1], dtype=torch.float64)
     device_cost = problem.model.shard_costs
@@ -436,8 +455,9 @@ def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Seque
         chosen: list[list[int]] = [[] for _ in range(B)]
         for j in range(int(k_per.max())):
             active = (j < k_per) & ~dead
-            with torch.no_grad():                                            # [B, D]
-                after = device_cost(state + s_block).sum(-1)
+            with torch.no_grad():
+                after_heads = device_cost(state + s_block)                   # [B, D, 3]
+            after = after_heads.sum(-1)                                      # [B, D]
             fits = (used + b_block.unsqueeze(1) <= mem) & ~taken
             no_room = active & ~fits.any(-1)
             dead |= no_room
@@ -446,16 +466,21 @@ def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Seque
             max_load = load.max(-1, keepdim=True).values
             least = after.masked_fill(~mask, math.inf).min(-1, keepdim=True).values
             gap = ((after - least) / c_block.unsqueeze(1)).clamp(0, 10).masked_fill(~mask, 10)
+            phase_max = head_load.max(1, keepdim=True).values                # [B, 1, 3]
+            rise = torch.maximum(after_heads, phase_max).sum(-1) - phase_max.sum(-1)
+            least_rise = rise.masked_fill(~mask, math.inf).min(-1, keepdim=True).values
+            phase_gap = ((rise - least_rise) / c_block.unsqueeze(1)).clamp(0, 10).masked_fill(~mask, 10)
             dev_feats = torch.stack([
                 load / scale, after / scale, (after - max_load) / scale, used / mem,
                 (used + b_block.unsqueeze(1)) / mem, (used == 0).double(),
                 (load - load.min(-1, keepdim=True).values) / scale, gap], dim=-1).float()
-            logits = policy.device_logits(enc, dev_feats) / temperature
+            logits = policy.device_logits(enc, dev_feats, phase_gap.float()) / temperature
             d, lp, ent = _choose(logits, mask, greedy_rows, generator)
             log_prob = log_prob + lp * active
             entropy = entropy + ent * active
             sel = rows[active]
             load[sel, d[sel]] = after[sel, d[sel]]
+            head_load[sel, d[sel]] = after_heads[sel, d[sel]]
             state[sel, d[sel]] += s_block[sel, 0]
             used[sel, d[sel]] += b_block[sel]
             taken[sel, d[sel]] = True
@@ -464,7 +489,8 @@ def play(policy: ShardingPolicy, problem: _Problem, batch: int, *, greedy: Seque
         for b in range(B):
             ranks[b][table] = tuple(chosen[b])
     max_cost = load.max(-1).values.masked_fill(dead, math.inf)
-    return Episodes(ranks, log_prob, entropy, max_cost, dead)
+    phase_cost = head_load.max(1).values.sum(-1).masked_fill(dead, math.inf)
+    return Episodes(ranks, log_prob, entropy, max_cost, dead, phase_cost)
 
 
 def _choose(logits: Tensor, mask: Tensor, greedy: Tensor,
@@ -488,16 +514,23 @@ class RLPlanner(Planner):
         policy: the policy (default: the trained one under ``cost_models/<device_kind>/``).
         samples: sampled episodes besides the greedy one (0: greedy only).
         device_kind: which committed cost model and policy to load by default.
+        objective: what "best" episode means: "max" (the max device cost) or "phase" (the sum
+            over phases of the max device cost); by default the policy's training objective
+            (saved with it; "max" for a policy that does not say).
     """
 
     name = "rl"
 
     def __init__(self, cost_model: ShardCostModel | None = None,
                  policy: ShardingPolicy | None = None, *, samples: int = 7,
-                 device_kind: str = "cpu") -> None:
+                 device_kind: str = "cpu", objective: str | None = None) -> None:
         self.cost_model = cost_model if cost_model is not None else ShardCostModel.default(device_kind)
         self.policy = policy if policy is not None else load_policy(DEFAULT_DIR / device_kind)
         self.samples = samples
+        self.objective = objective if objective is not None else self.policy.objective
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, "
+                             f"got {self.objective!r}")
 
     def plan(self, tables: TableSet, num_devices: int, memory_per_device: float, *,
              seed: int = 0) -> Assignment:
@@ -510,7 +543,7 @@ class RLPlanner(Planner):
             with torch.no_grad():
                 episodes = play(self.policy, problem, 1 + self.samples,
                                 greedy=[True] + [False] * self.samples, generator=generator)
-            best = int(episodes.max_cost.argmin())
+            best = int(episodes.cost(self.objective).argmin())
             if not bool(episodes.dead[best]):
                 return Assignment.of(episodes.ranks[best], tables, num_devices)
         raise PlanningError(
@@ -537,6 +570,9 @@ class TrainConfig:
     # far worse than the greedy one, and the gradient mostly says "be greedier", which does
     # not change the greedy plan the planner uses.
     temperature: float = 1.0
+    # the reward: minus "max" (max device cost) or "phase" (sum over phases of the max device
+    # cost) over the even share
+    objective: str = "max"
 
 
 def memory_for(tables: TableSet, num_devices: int, slack: float) -> float:
@@ -554,11 +590,13 @@ def train_policy(cost_model: ShardCostModel, config: TrainConfig = TrainConfig()
     """REINFORCE on generated table sets: every iteration one problem (table set, device count,
     memory), ``batch_size`` episodes on it, one PolicyGradient update.
 
-    With ``validation`` problems (tables, devices, memory), the greedy plans' mean max-device
-    cost over scale is measured every ``validate_every`` iterations (and at the start and the
-    end); the policy returned is the best one measured (logged as ``validation``)."""
+    With ``validation`` problems (tables, devices, memory), the greedy plans' mean cost (by
+    ``config.objective``) over the even share is measured every ``validate_every`` iterations
+    (and at the start and the end); the policy returned is the best one measured (logged as
+    ``validation``)."""
     torch.manual_seed(config.seed)
     policy = policy if policy is not None else ShardingPolicy(config.hidden)
+    policy.objective = config.objective
     trainer = PolicyGradient(policy, lr=config.lr, entropy_weight=config.entropy_weight)
     rng = torch.Generator().manual_seed(config.seed)
     problems = [prepare(cost_model, t, d, m) for t, d, m in validation]
@@ -567,7 +605,7 @@ def train_policy(cost_model: ShardCostModel, config: TrainConfig = TrainConfig()
     def validate(i: int) -> None:
         nonlocal best
         with torch.no_grad():
-            score = sum(float(play(policy, p, 1, greedy=True).max_cost[0]) / p.scale
+            score = sum(float(play(policy, p, 1, greedy=True).cost(config.objective)[0]) / p.scale
                         for p in problems) / len(problems)
         if log is not None:
             log(i, {"validation": score})
@@ -586,7 +624,7 @@ def train_policy(cost_model: ShardCostModel, config: TrainConfig = TrainConfig()
         problem = prepare(cost_model, tables, d, memory_for(tables, d, slack))
         episodes = play(policy, problem, config.batch_size, greedy=False, generator=rng,
                         temperature=config.temperature)
-        rewards = episodes.rewards(problem.scale)
+        rewards = episodes.rewards(problem.scale, config.objective)
         stats = trainer.update([Rollout(episodes.log_prob[b], episodes.entropy[b], rewards[b])
                                 for b in range(config.batch_size)])
         if log is not None:
@@ -606,8 +644,8 @@ def save_policy(policy: ShardingPolicy, path: str | Path, metadata: dict[str, An
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().contiguous() for k, v in policy.state_dict().items()}, path / POLICY_WEIGHTS)
-    config = {"format": "autorec-sharding-policy", "version": 1, "hidden": policy.hidden,
-              "metadata": metadata or {}}
+    config = {"format": "autorec-sharding-policy", "version": 2, "hidden": policy.hidden,
+              "objective": policy.objective, "metadata": metadata or {}}
     (path / POLICY_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
     return path
 
@@ -620,8 +658,22 @@ def load_policy(path: str | Path) -> ShardingPolicy:
     hidden = config.get("hidden")
     if not isinstance(hidden, int) or hidden < 1:
         raise PlanningError(f"{config_path}: hidden: expected a positive integer, got {hidden!r}")
+    objective = config.get("objective", "max")
+    if objective not in OBJECTIVES:
+        raise PlanningError(f"{config_path}: objective: expected one of {', '.join(OBJECTIVES)}, "
+                            f"got {objective!r}")
     policy = ShardingPolicy(hidden)
-    load_weights(policy, weights_path, config_path, PlanningError)
+    policy.objective = objective
+    if config.get("version", 1) == 1:  # written before the phase term: its weight stays 0
+        from safetensors.torch import load_file, save_file
+
+        weights = load_file(weights_path)
+        weights.setdefault("phase_mix", torch.tensor(0.0))
+        with tempfile.TemporaryDirectory() as tmp:
+            save_file(weights, Path(tmp) / POLICY_WEIGHTS)
+            load_weights(policy, Path(tmp) / POLICY_WEIGHTS, config_path, PlanningError)
+    else:
+        load_weights(policy, weights_path, config_path, PlanningError)
     return policy.eval()
 
 
