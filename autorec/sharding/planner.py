@@ -179,16 +179,18 @@ def phase_max_cost(model: ShardCostModel, tables: TableSet, assignment: Assignme
 
 
 def local_search(model: ShardCostModel, tables: TableSet, assignment: Assignment,
-                 memory_per_device: float, *, max_steps: int = 2000, sharpness: float = 50.0
-                 ) -> Assignment:
+                 memory_per_device: float, *, objective: str = "max", max_steps: int = 2000,
+                 sharpness: float = 50.0) -> Assignment:
     """Improve ``assignment`` by steepest descent over moves (one table or column block to
     another device) and swaps (two blocks on different devices), splits kept, memory and
     distinct-devices rules kept. Each step takes the candidate, among all moves and swaps out
-    of the costliest device, that most lowers a soft maximum of the device costs
-    (logsumexp(sharpness x cost / max cost)); it stops at a local optimum or after
-    ``max_steps``, and returns the plan with the lowest maximum device cost seen. A measuring
-    tool (how far the planner's plans are from a local optimum), not a planner: a step costs
-    the cost model over (blocks on the costliest device) x (all blocks) shard states.
+    of the costliest device (of each phase, for ``objective="phase"``), that most lowers a
+    soft version of the objective (per phase, max cost x (1 + logsumexp(sharpness x (cost /
+    max cost - 1)) / sharpness)); it stops at a local optimum or after ``max_steps``, and
+    returns the plan with the lowest objective seen ("max": the max device cost; "phase": the
+    sum over phases of the max device cost). A measuring tool (how far the planner's plans are
+    from a local optimum), not a planner: a step costs the cost model over (blocks on the
+    costliest device) x (all blocks) shard states.
 
     Example:
         >>> from autorec.sharding.tables import TableSet
@@ -198,6 +200,8 @@ def local_search(model: ShardCostModel, tables: TableSet, assignment: Assignment
         >>> max_device_cost(m, ts, b) < max_device_cost(m, ts, a)
         True
     """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
     shards, devices = assignment.shards(tables)
     owner = torch.tensor([t for t, p in enumerate(assignment.placements) for _ in p.ranks])
     with torch.no_grad():
@@ -209,49 +213,60 @@ def local_search(model: ShardCostModel, tables: TableSet, assignment: Assignment
     used = torch.zeros(D, dtype=torch.float64).index_add_(0, dev, nbytes)
     holds = torch.zeros(len(tables), D, dtype=torch.long).index_put_(
         (owner, dev), torch.ones(N, dtype=torch.long), accumulate=True)
+    # columns P the objective takes a max over devices of: the total, or each phase
+    mix = (torch.ones(len(HEADS), 1) if objective == "max" else torch.eye(len(HEADS))).double()
 
-    def costs(s: Tensor) -> Tensor:
+    def costs(s: Tensor) -> Tensor:                                              # [..., P]
         with torch.no_grad():
-            return model.shard_costs(s).sum(-1)
+            return model.shard_costs(s) @ mix
 
-    cost = costs(state)
-    best_max, best_dev = float(cost.max()), dev.clone()
+    def soft(sums: Tensor, ref: Tensor) -> Tensor:
+        """The soft objective from per-column sums of exp terms [..., P]."""
+        return (ref * (1 + sums.log() / sharpness)).sum(-1)
+
+    cost = costs(state)                                                          # [D, P]
+    best_value, best_dev = float(cost.max(0).values.sum()), dev.clone()
     for _ in range(max_steps):
-        top = int(cost.argmax())
-        ref = float(cost[top])
-        e = (sharpness * (cost / ref - 1)).exp()
-        total = float(e.sum())
-        on = (dev == top).nonzero().squeeze(-1)                                  # [m]
-        off = (dev != top).nonzero().squeeze(-1)                                 # [n]
-        # moves: block on[i] -> device d
-        src = costs(state[top] - st[on])                                         # [m]
-        dst = costs(state.unsqueeze(0) + st[on].unsqueeze(1))                    # [m, D]
-        ok = ((used.unsqueeze(0) + nbytes[on].unsqueeze(1) <= memory_per_device)
-              & (holds[owner[on]] == 0))
-        ok[:, top] = False
-        move = (total - e[top] - e.unsqueeze(0) + (sharpness * (src.unsqueeze(1) / ref - 1)).exp()
-                + (sharpness * (dst / ref - 1)).exp()).masked_fill(~ok, math.inf)
-        # swaps: block on[i] <-> block off[j] (on device dev[off[j]])
-        d2 = dev[off]
-        delta = st[off].unsqueeze(0) - st[on].unsqueeze(1)                       # [m, n, S]
-        src2 = costs(state[top] + delta)
-        dst2 = costs(state[d2].unsqueeze(0) - delta)
-        bdelta = nbytes[off].unsqueeze(0) - nbytes[on].unsqueeze(1)
-        ok2 = ((used[top] + bdelta <= memory_per_device)
-               & (used[d2].unsqueeze(0) - bdelta <= memory_per_device)
-               & (holds[owner[on]][:, d2] == 0) & (holds[owner[off], top] == 0).unsqueeze(0))
-        swap = (total - e[top] - e[d2].unsqueeze(0) + (sharpness * (src2 / ref - 1)).exp()
-                + (sharpness * (dst2 / ref - 1)).exp()).masked_fill(~ok2, math.inf)
-        best_move, best_swap = float(move.min()), float(swap.min()) if swap.numel() else math.inf
-        if min(best_move, best_swap) >= total * (1 - 1e-9):
+        ref = cost.max(0).values                                                 # [P]
+        e = (sharpness * (cost / ref - 1)).exp()                                 # [D, P]
+        total = e.sum(0)                                                         # [P]
+        current = float(soft(total, ref))
+        best: tuple[float, list[int], list[int]] = (current * (1 - 1e-9), [], [])
+        for top in sorted(set(cost.argmax(0).tolist())):
+            on = (dev == top).nonzero().squeeze(-1)                              # [m]
+            off = (dev != top).nonzero().squeeze(-1)                             # [n]
+            # moves: block on[i] -> device d
+            src = costs(state[top] - st[on])                                     # [m, P]
+            dst = costs(state.unsqueeze(0) + st[on].unsqueeze(1))                # [m, D, P]
+            ok = ((used.unsqueeze(0) + nbytes[on].unsqueeze(1) <= memory_per_device)
+                  & (holds[owner[on]] == 0))
+            ok[:, top] = False
+            sums = (total - e[top] - e.unsqueeze(0) + (sharpness * (src.unsqueeze(1) / ref - 1)).exp()
+                    + (sharpness * (dst / ref - 1)).exp())
+            move = soft(sums, ref).masked_fill(~ok, math.inf)                    # [m, D]
+            if move.numel() and float(move.min()) < best[0]:
+                i, d = divmod(int(move.argmin()), D)
+                best = (float(move.min()), [int(on[i])], [d])
+            if not len(off):
+                continue
+            # swaps: block on[i] <-> block off[j] (on device dev[off[j]])
+            d2 = dev[off]
+            delta = st[off].unsqueeze(0) - st[on].unsqueeze(1)                   # [m, n, S]
+            src2 = costs(state[top] + delta)
+            dst2 = costs(state[d2].unsqueeze(0) - delta)
+            bdelta = nbytes[off].unsqueeze(0) - nbytes[on].unsqueeze(1)
+            ok2 = ((used[top] + bdelta <= memory_per_device)
+                   & (used[d2].unsqueeze(0) - bdelta <= memory_per_device)
+                   & (holds[owner[on]][:, d2] == 0) & (holds[owner[off], top] == 0).unsqueeze(0))
+            sums2 = (total - e[top] - e[d2].unsqueeze(0) + (sharpness * (src2 / ref - 1)).exp()
+                     + (sharpness * (dst2 / ref - 1)).exp())
+            swap = soft(sums2, ref).masked_fill(~ok2, math.inf)                  # [m, n]
+            if swap.numel() and float(swap.min()) < best[0]:
+                i, j = divmod(int(swap.argmin()), len(off))
+                best = (float(swap.min()), [int(on[i]), int(off[j])], [int(d2[j]), top])
+        if not best[1]:
             break
-        if best_move <= best_swap:
-            i, d = divmod(int(move.argmin()), D)
-            blocks, targets = [int(on[i])], [d]
-        else:
-            i, j = divmod(int(swap.argmin()), len(off))
-            blocks, targets = [int(on[i]), int(off[j])], [int(d2[j]), top]
-        for b, d in zip(blocks, targets, strict=True):
+        for b, d in zip(best[1], best[2], strict=True):
             old = int(dev[b])
             state[old] -= st[b]
             used[old] -= nbytes[b]
@@ -261,8 +276,9 @@ def local_search(model: ShardCostModel, tables: TableSet, assignment: Assignment
             holds[owner[b], d] += 1
             dev[b] = d
         cost = costs(state)
-        if float(cost.max()) < best_max:
-            best_max, best_dev = float(cost.max()), dev.clone()
+        value = float(cost.max(0).values.sum())
+        if value < best_value:
+            best_value, best_dev = value, dev.clone()
     ranks: list[list[int]] = [[] for _ in tables.tables]
     for b in range(N):
         ranks[int(owner[b])].append(int(best_dev[b]))

@@ -88,6 +88,11 @@ def test_local_search_improves_a_bad_plan_within_the_rules(model):
         assert len(set(p.ranks)) == len(p.ranks)
     assert max_device_cost(model, TABLES, better) < 0.9 * max_device_cost(model, TABLES, start)
     assert phase_max_cost(model, TABLES, better) >= max_device_cost(model, TABLES, better) - 1e-6
+    phased = local_search(model, TABLES, start, memory, objective="phase")
+    phased.check(TABLES, memory)
+    assert phase_max_cost(model, TABLES, phased) < 0.9 * phase_max_cost(model, TABLES, start)
+    with pytest.raises(ValueError, match="objective: expected one of max, phase"):
+        local_search(model, TABLES, start, memory, objective="mean")
 
 
 def test_greedy_episode_is_deterministic_and_sampled_ones_vary(model):
