@@ -64,6 +64,8 @@ class SupernetConfig:
         selection: ``argmax`` (the most probable choices) or ``validation`` (paths scored by
             validation AUC with the supernet's weights; see the module docstring).
         selection_samples: validation samples each path is scored on (``validation`` only).
+        rescale: RMS-rescale the dlrm/dcnv2 outputs in the mix (see :class:`Supernet`); False
+            makes every path the function its derived model computes, for shallow spaces.
         seed: fixes init, batches and Gumbel noise.
     """
 
@@ -84,6 +86,7 @@ class SupernetConfig:
     record_every: int = 10
     selection: str = "argmax"
     selection_samples: int = 20_000
+    rescale: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -211,7 +214,8 @@ class SupernetSearch:
         self.config = config or SupernetConfig()
         torch.manual_seed(self.config.seed)  # init of every weight; batches and noise have their own seeds
         self.device = default_device()
-        net = Supernet(space, dataset.schema, dim, dense_arch, over_arch, device=torch.device("meta"))
+        net = Supernet(space, dataset.schema, dim, dense_arch, over_arch, device=torch.device("meta"),
+                       rescale=self.config.rescale)
         apply_optimizer_in_backward(
             RowWiseAdagrad, net.sparse_arch.parameters(), {"lr": self.config.embedding_lr}
         )

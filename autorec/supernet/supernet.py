@@ -80,6 +80,9 @@ class Supernet(nn.Module):
         dense_arch: the dense MLP's sizes (one of ``space.dense_arch``).
         over_arch: the over-arch sizes (one of ``space.over_arch``).
         device: where the embedding tables go (``meta`` defers them to DistributedModelParallel).
+        rescale: RMS-rescale the outputs of the ops without a norm (dlrm, dcnv2) in the mix
+            (default). False: every path computes what its derived model does, but a deep stack
+            of such ops can overflow (see :class:`~autorec.supernet.mixed.MixedChoice`).
 
     Example:
         >>> from autorec.data import Schema, SparseFeature
@@ -102,6 +105,7 @@ class Supernet(nn.Module):
         dense_arch: tuple[int, ...],
         over_arch: tuple[int, ...],
         device: torch.device | None = None,
+        rescale: bool = True,
     ) -> None:
         super().__init__()
         for key, value, values in (
@@ -155,6 +159,7 @@ class Supernet(nn.Module):
         self._aliases: dict[str, str] = {}  # layer<i>.<kind>.precision -> layer<i>.precision
         runs: list[nn.Module] = []
         layers, num_in = [], self.f0
+        self.rescale = rescale
         for i in range(max(space.layers.num)):
             kinds = tuple(space.layers.kinds)
             if i >= min(space.layers.num) and "skip" not in kinds:
@@ -167,8 +172,8 @@ class Supernet(nn.Module):
                 choices.extend(ops[kind].choices())
             if len(kinds) > 1:
                 choices.append(Choice(f"layer{i}.kind", kinds))
-            rescale = [kind for kind, op in ops.items() if op.polynomial]
-            layer = MixedChoice(f"layer{i}.kind", ops, max(op.num_out for op in ops.values()), rescale)
+            rescaled = [kind for kind, op in ops.items() if op.polynomial and self.rescale]
+            layer = MixedChoice(f"layer{i}.kind", ops, max(op.num_out for op in ops.values()), rescaled)
             formats = tuple(dict.fromkeys(p for op in ops.values() for p in op.fields.get("precision", ())))
             run: nn.Module = layer
             if len(formats) > 1:

@@ -21,6 +21,7 @@ from autorec.supernet import (
     SupernetError,
     width_mask,
 )
+from autorec.supernet.mixed import rms_rescale
 from autorec.supernet.ops import MaskedMLP, SuperDot, SuperWukong
 from autorec.supernet.warm import warm_start
 
@@ -113,6 +114,23 @@ def test_dot_op_at_one_hot_equals_the_dlrm_block():
     block = build_block(DotConfig(n_passthrough=1), 5, 4)
     x = torch.randn(3, 5, 4)
     assert torch.equal(op(x, {"d.n_passthrough": torch.tensor([0.0, 1.0])}), block(x))
+
+
+@pytest.mark.parametrize("rescale", [True, False])
+def test_rescale_off_leaves_the_dot_and_cross_outputs_as_the_derived_blocks_give_them(rescale):
+    space = SearchSpace.from_dict(SPACE)
+    torch.manual_seed(0)
+    net = Supernet(space, SCHEMA, dim=8, dense_arch=(8,), over_arch=(16,), rescale=rescale)
+    layer = net.layers[0]
+    assert layer.rescale == ({"dlrm", "dcnv2"} if rescale else set())
+    x = 3 * torch.randn(2, layer.candidates["dlrm"].num_in, 8)
+    weights = dict(net.arch.sample(1.0, hard=True, generator=torch.Generator().manual_seed(0)))
+    kinds = net.arch.choices["layer0.kind"].values
+    for kind in ("dlrm", "dcnv2"):
+        weights["layer0.kind"] = torch.eye(len(kinds))[kinds.index(kind)]
+        raw = layer.candidates[kind](x, weights)
+        mixed = layer(x, weights)[:, : raw.shape[1]]
+        assert torch.allclose(mixed, rms_rescale(raw) if rescale else raw)
 
 
 def test_mixed_choice_skips_zero_weight_candidates():
