@@ -1,20 +1,27 @@
 """Sharding plan quality: the RL planner against torchrec's planner and the greedy baselines.
 
-Three modes:
+Four modes:
 
-    # train the policy on the fitted cost model and commit it (cost_models/cpu/planner.*)
-    python benchmarks/sharding_plans.py --train --iterations 300 --out cost_models/cpu
+    # train the policy on the fitted cost model and commit it (cost_models/cpu/planner.*);
+    # --objective phase: reward minus the sum over phases of the max device cost (DreamShard's)
+    python benchmarks/sharding_plans.py --train --iterations 300 --objective phase --lr 1e-2 \
+        --out cost_models/cpu
 
     # plan quality on 20 held-out generated table sets (100-500 tables, 5-16 devices but never
     # the training device counts 4 and 8, seeds never used in training)
     python benchmarks/sharding_plans.py --sets 20
+
+    # headroom: how far the untrained and trained policies' plans are from local optima
+    python benchmarks/sharding_plans.py --headroom --sets 10 --slack 1.3 1.05
 
     # measured step time of the RL plan and the best baseline's under DistributedModelParallel,
     # 2 and 4 gloo processes (torchrun), on table sets scaled to fit this machine
     python benchmarks/sharding_plans.py --measure --nproc 2 4 --sets 3
 
 Quality is the cost model's maximum per-device cost (ms per step): the slowest device sets the
-step time of a synchronous step. Planning time is process CPU time (the machine is shared).
+step time of a synchronous step; and, next to it, the sum over phases (forward, backward, comm)
+of the maximum device cost, as a synchronous step waits at every phase. Planning time is process
+CPU time (the machine is shared).
 """
 
 from __future__ import annotations
@@ -387,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=TrainConfig.temperature,
                         help="sampling temperature of the training episodes")
     parser.add_argument("--lr", type=float, default=TrainConfig.lr)
+    parser.add_argument("--train-slack", type=float, nargs=2, default=list(TrainConfig.slack),
+                        metavar=("LO", "HI"), help="training problems' memory over the even share "
+                        "of the bytes, drawn uniformly in [LO, HI]")
     parser.add_argument("--objective", choices=("max", "phase"), default="max",
                         help="training reward: minus the max device cost, or minus the sum over "
                              "phases of the max device cost (DreamShard's)")
@@ -414,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.train:
         config = TrainConfig(iterations=args.iterations, batch_size=args.batch_size,
                              devices=TRAIN_DEVICES, temperature=args.temperature, lr=args.lr,
-                             objective=args.objective)
+                             objective=args.objective, slack=tuple(args.train_slack))
         start = time.time()
 
         validation: list[tuple[int, float]] = []
@@ -434,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         save_policy(policy, args.out, {
             "trained_by": f"python benchmarks/sharding_plans.py --train --iterations {args.iterations} "
                           f"--batch-size {args.batch_size} --temperature {args.temperature} "
-                          f"--lr {args.lr} --objective {args.objective} --cost-model {args.cost_model}",
+                          f"--lr {args.lr} --objective {args.objective} --cost-model {args.cost_model} "
+                          f"--train-slack {args.train_slack[0]} {args.train_slack[1]}",
             "config": {k: v for k, v in config.__dict__.items()}, "seconds": round(time.time() - start),
             "validation": validation})
         print(f"policy saved to {args.out}", file=sys.stderr)

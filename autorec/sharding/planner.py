@@ -6,28 +6,35 @@ each table on one device (table_wise) or split into even column blocks on distin
 :mod:`autorec.sharding.baselines`; :class:`RLPlanner` is the learned one.
 
 The RL planner (DreamShard-style sequential assignment). Tables are visited in decreasing order
-of their predicted cost (:class:`~autorec.sharding.cost_model.ShardCostModel`, whose device
-cost is a per-shard overhead plus the sum of its tables' costs, so an episode keeps a running
-load per device). For each table the policy first picks a column split k (1, 2, 4, 8 or 16 even
-blocks, where the dim divides and the blocks are >= 4 wide), then a device for each block. Both
+of their predicted cost (:class:`~autorec.sharding.cost_model.ShardCostModel`). A device's cost
+is a function of the sum of its tables' cost-model states (their costs, widths, a count and
+embeddings: the shard-mlp model's costs do not add over tables), so an episode keeps that sum
+per device and costs a device with a block added in one batched model call. For each table
+the policy first picks a column split k (1, 2, 4, 8 or 16 even blocks, where the dim divides and
+the blocks are >= 4 wide), then a device for each block. Both
 choices score candidates with one shared network, so the same weights serve any number of
 tables and devices:
 
 - a table encoder reads the table's normalised features (sizes, pooling, access reuse) and its
-  predicted cost and bytes relative to the episode's scale (total cost / D, memory per device);
+  predicted cost and bytes relative to the episode's scale (the even share: the cost of a device
+  holding 1/D of every table; memory per device);
 - the split head scores each k from [table encoding, k's block cost, its split overhead, its
   bytes, the least loaded device's load], minus learnt multiples of how far a block would
   overflow the even share and of the split overhead; the device head scores each device from
   [table encoding, its load before and after taking the block, its gap to the current maximum,
   its memory before and after], minus a learnt multiple of its load after taking the block
-  above the least such load, in blocks. These greedy priors are what the policy starts from
-  and what training corrects;
+  above the least such load, in blocks, and minus a learnt multiple (0 at the start) of how
+  much the block raises the sum of per-phase maxima above the least such rise. These greedy
+  priors are what the policy starts from and what training corrects;
 - devices without room for the block (or holding another block of the table) and splits with
   too few such devices are masked out (:func:`autorec.rl.masked_categorical`).
 
-The reward is minus the episode's maximum device cost over the scale (total cost / D); the
-policy is trained by REINFORCE (:class:`autorec.rl.PolicyGradient`) on generated table sets
-and device counts, and plans greedily, keeping the best of that and a few sampled episodes.
+The reward is minus the episode's cost over the scale, by one of two objectives: "max", the
+maximum device cost, or "phase" (DreamShard's), the sum over the phases (forward, backward,
+comm) of the maximum device cost, as a synchronous step waits for the slowest device at each
+phase. The policy is trained by REINFORCE (:class:`autorec.rl.PolicyGradient`) on generated table sets
+and device counts, and plans greedily, keeping the best (by its training objective) of that and
+a few sampled episodes.
 
 Shapes: B episodes played at once, D devices, K split options, H hidden width.
 

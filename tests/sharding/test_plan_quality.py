@@ -24,4 +24,8 @@ def test_rl_beats_the_best_baseline_on_held_out_sets():
     best = summary["best_baseline_by_mean"]
     assert summary["planners"][best]["rl_saving"] >= 0.15, summary
     assert summary["planners"]["rl"]["failures"] == 0
-    assert summary["planners"]["rl"]["over_lower_bound"] <= 1.05
+    assert summary["planners"]["rl"]["over_lower_bound"] <= 1.05  # cost / even share (shard-mlp)
+    # the training earned its place: the trained policy's plans beat its untrained priors' by
+    # the objective it was trained for (measured 5.7% by the phase-max cost)
+    assert summary["objective"] == "phase"
+    assert summary["planners"]["rl untrained, priors only (ablation)"]["rl_phase_saving"] >= 0.03
