@@ -1,11 +1,13 @@
 """``autorec shard``: plan an architecture's embedding tables with the RL planner.
 
     autorec shard --arch arch.json --world-size 4 --memory-per-device 80GB [--json] [--out plan.json]
+        [--no-polish] [--polish-steps 50]
 
-Prints the plan (each table's sharding and ranks), its predicted per-device costs (forward,
-backward, communication, by the learned cost model) and the baselines (torchrec's planner,
-size-greedy, lookup-greedy, random) side by side. ``--out`` writes the plan file that
-``autorec train --plan`` takes.
+The RL plan is polished by local search (``--polish-steps`` moves/swaps at most; ``--no-polish``
+keeps the policy's plan). Prints the plan (each table's sharding and ranks), its predicted
+per-device costs (forward, backward, communication, by the learned cost model) and the
+baselines (torchrec's planner, size-greedy, lookup-greedy, random) side by side. ``--out``
+writes the plan file that ``autorec train --plan`` takes.
 
 Example:
     >>> parse_bytes("80GB"), parse_bytes("1.5GiB"), parse_bytes("4096")
@@ -51,6 +53,11 @@ def add_parser(commands: Any) -> None:
                         help="mean ids per sample of a feature or table (default 1; repeatable)")
     parser.add_argument("--samples", type=int, default=7,
                         help="sampled plans tried besides the greedy one (best kept)")
+    parser.add_argument("--no-polish", action="store_true",
+                        help="keep the policy's plan as it is (default: polish it by local search)")
+    parser.add_argument("--polish-steps", type=int, default=50, metavar="N",
+                        help="at most N local-search steps of the polish (moves and swaps; each "
+                             "~30 ms for 500 tables on 16 devices)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-baselines", action="store_true", help="plan with the RL planner only")
     parser.add_argument("--out", metavar="FILE", help="write the plan file for `autorec train --plan`")
@@ -76,8 +83,10 @@ def _pooling(pairs: list[str]) -> dict[str, float]:
 
 def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = "cpu",
                  pooling: dict[str, float] | None = None, samples: int = 7, seed: int = 0,
-                 baselines: bool = True) -> dict[str, Any]:
-    """The RL plan of ``spec``'s tables, its per-device costs and the baselines' (a dict)."""
+                 baselines: bool = True, polish: bool = True,
+                 polish_steps: int = 50) -> dict[str, Any]:
+    """The RL plan of ``spec``'s tables (polished by local search unless ``polish`` is off),
+    its per-device costs and the baselines' (a dict)."""
     from autorec.sharding.baselines import BASELINES, TorchrecPlanner
     from autorec.sharding.cost_model import HEADS
     from autorec.sharding.planner import RLPlanner, max_device_cost
@@ -88,7 +97,8 @@ def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = 
         tables = TableSet.from_arch(spec, pooling)
     except TableSetError as exc:
         raise ValueError(f"--pooling: {exc}") from None
-    planner = RLPlanner(samples=samples, device_kind=device_kind)
+    planner = RLPlanner(samples=samples, device_kind=device_kind, polish=polish,
+                        polish_steps=polish_steps)
     model = planner.cost_model
     start = time.perf_counter()
     assignment = planner.plan(tables, world_size, memory, seed=seed)
@@ -103,7 +113,8 @@ def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = 
         "devices": [{"rank": d, **{f"{h}_ms": round(float(heads[d, i]), 4) for i, h in enumerate(HEADS)},
                      "total_ms": round(float(heads[d].sum()), 4), "bytes": used[d]}
                     for d in range(world_size)],
-        "max_device_cost_ms": round(rl_cost, 4), "seconds": round(seconds, 3), "baselines": {}}
+        "max_device_cost_ms": round(rl_cost, 4), "seconds": round(seconds, 3),
+        "polish_steps": polish_steps if polish else 0, "baselines": {}}
     if baselines:
         for name, make in BASELINES.items():
             other = TorchrecPlanner(device_kind) if name == "torchrec" else make()
@@ -128,6 +139,8 @@ def cmd_shard(args: argparse.Namespace) -> int:
         raise UsageError(f"--world-size: expected a positive integer, got {args.world_size}")
     if args.samples < 0:
         raise UsageError(f"--samples: expected 0 or more, got {args.samples}")
+    if args.polish_steps < 0:
+        raise UsageError(f"--polish-steps: expected 0 or more, got {args.polish_steps}")
     path = Path(args.arch)
     if not path.is_file():
         raise UsageError(f"--arch: {path}: no such arch.json file")
@@ -135,7 +148,8 @@ def cmd_shard(args: argparse.Namespace) -> int:
     memory = parse_bytes(args.memory_per_device)
     report = shard_report(spec, args.world_size, memory, device_kind=args.device_kind,
                           pooling=_pooling(args.pooling), samples=args.samples, seed=args.seed,
-                          baselines=not args.no_baselines)
+                          baselines=not args.no_baselines, polish=not args.no_polish,
+                          polish_steps=args.polish_steps)
     if args.out:
         Path(args.out).write_text(json.dumps(report["plan"], indent=2) + "\n")
         print(f"plan written to {args.out}", file=sys.stderr)

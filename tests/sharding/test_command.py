@@ -44,6 +44,26 @@ def test_json_report_with_baselines_and_a_plan_file(arch, tmp_path, capsys):
     assert set(plan) == {t.name for t in SPEC.tables}
 
 
+def _phase_cost(report):
+    return sum(max(d[f"{h}_ms"] for d in report["devices"]) for h in ("forward", "backward", "comm"))
+
+
+def test_polish_flags(arch, capsys):
+    """The RL plan is polished by default (no worse by the committed policy's phase objective
+    than the unpolished plan); --no-polish and --polish-steps reach the planner."""
+    common = ["shard", "--arch", arch, "--world-size", "3", "--memory-per-device", "40MB",
+              "--pooling", "f0=4", "--json", "--no-baselines"]
+    reports = {}
+    for name, extra in (("default", []), ("off", ["--no-polish"]), ("zero", ["--polish-steps", "0"])):
+        assert main([*common, *extra]) == 0
+        reports[name] = json.loads(capsys.readouterr().out)
+    assert reports["default"]["polish_steps"] == 50 and reports["off"]["polish_steps"] == 0
+    assert reports["zero"]["plan"] == reports["off"]["plan"]
+    assert _phase_cost(reports["default"]) <= _phase_cost(reports["off"]) + 1e-3
+    assert main([*common, "--polish-steps", "-1"]) == 2
+    assert "--polish-steps: expected 0 or more" in capsys.readouterr().err
+
+
 def test_rich_output_names_tables_devices_and_planners(arch, capsys):
     assert main(["shard", "--arch", arch, "--world-size", "2", "--memory-per-device", "1GiB"]) == 0
     out = capsys.readouterr().out
