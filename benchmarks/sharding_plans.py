@@ -8,8 +8,10 @@ Four modes:
         --out cost_models/cpu
 
     # plan quality on 20 held-out generated table sets (100-500 tables, 5-16 devices but never
-    # the training device counts 4 and 8, seeds never used in training)
-    python benchmarks/sharding_plans.py --sets 20
+    # the training device counts 4 and 8, seeds never used in training); the RL planner as
+    # shipped (polished by local search), unpolished, and polished ablations (--converge: also
+    # polished to local optima)
+    python benchmarks/sharding_plans.py --sets 20 --converge
 
     # headroom: how far the untrained and trained policies' plans are from local optima
     python benchmarks/sharding_plans.py --headroom --sets 10 --slack 1.3 1.05
@@ -120,41 +122,89 @@ def validation_problems() -> list[tuple[TableSet, int, float]]:
     return out
 
 
+# polished ablations: row name -> the plain row whose plan is polished
+POLISHED = {"rl untrained + polish (ablation)": "rl untrained, priors only (ablation)",
+            "cost-greedy + polish (ablation)": "cost-greedy (ablation)",
+            "lookup-greedy + polish (ablation)": "lookup-greedy"}
+
+
 def quality(n_sets: int, samples: int, model: ShardCostModel, policy: ShardingPolicy,
-            log: bool = True) -> dict:
-    planners: dict[str, Planner] = {"rl": RLPlanner(model, policy, samples=samples)}
+            log: bool = True, polish_steps: int = 50, converge: bool = False) -> dict:
+    """Every planner on the held-out sets. "rl" is the planner as shipped (its plan polished by
+    ``polish_steps`` of :func:`local_search` on the policy's objective); "rl, no polish" is the
+    same without the polish. The POLISHED rows polish another row's plan the same way (their
+    seconds: that row's planning plus the polish). Each polished row records its steps taken;
+    with ``converge``, each is also polished to a local optimum (up to 2000 steps)."""
+    rl = RLPlanner(model, policy, samples=samples, polish_steps=polish_steps)
+    planners: dict[str, Planner] = {
+        "rl": rl, "rl, no polish": RLPlanner(model, policy, samples=samples, polish=False)}
     planners.update({name: make() for name, make in BASELINES.items()})
     planners["cost-greedy (ablation)"] = CostGreedy(model)
     torch.manual_seed(0)
     planners["rl untrained, priors only (ablation)"] = RLPlanner(
-        model, ShardingPolicy(policy.hidden), samples=samples, objective=policy.objective)
-    rows: dict[str, list[dict]] = {name: [] for name in planners}
+        model, ShardingPolicy(policy.hidden), samples=samples, objective=policy.objective,
+        polish=False)
+    polished = dict(POLISHED)
+    if converge:
+        polished.update({f"{base} + polish to convergence": base
+                         for base in ("rl, no polish", *POLISHED.values())})
+    rows: dict[str, list[dict]] = {name: [] for name in [*planners, *polished]}
     bounds: dict[int, float] = {}
     for seed, tables, d, memory in held_out_problems(n_sets):
         # the even share (one device with 1/D of every table); a lower bound for an additive model
         bounds[seed] = (cost_lower_bound(model, tables, d) if model.kind == "additive"
                         else even_share_cost(model, tables, d))
+        plans: dict[str, Assignment] = {}
+
+        def score(name: str, a: Assignment, seconds: float, tables: TableSet = tables,
+                  memory: float = memory, seed: int = seed, d: int = d, **extra: float) -> None:
+            a.check(tables, memory)
+            rows[name].append({"seed": seed, "tables": len(tables), "devices": d,
+                               "cost": max_device_cost(model, tables, a),
+                               "phase": phase_max_cost(model, tables, a), "seconds": seconds,
+                               **extra})
+
         for name, planner in planners.items():
             try:
-                a, seconds = timed_plan(planner, tables, d, memory)
-                a.check(tables, memory)
-                cost = max_device_cost(model, tables, a)
+                plans[name], seconds = timed_plan(planner, tables, d, memory)
             except PlanningError as exc:
                 rows[name].append({"seed": seed, "error": str(exc)})
                 continue
-            rows[name].append({"seed": seed, "tables": len(tables), "devices": d, "cost": cost,
-                               "phase": phase_max_cost(model, tables, a), "seconds": seconds})
+            score(name, plans[name], seconds)
+        for name, base in polished.items():
+            if base not in plans:
+                rows[name].append({"seed": seed, "error": f"{base} failed"})
+                continue
+            trace: list[float] = []
+            start = time.process_time()
+            a = local_search(model, tables, plans[base], memory, objective=policy.objective,
+                             max_steps=2000 if name.endswith("convergence") else polish_steps,
+                             trace=trace)
+            seconds = time.process_time() - start
+            score(name, a, rows[base][-1]["seconds"] + seconds, polish_seconds=seconds,
+                  steps=len(trace))
+        if "rl" in plans and "rl, no polish" in plans:
+            # the shipped planner's polish is this same local search: its steps, and a check
+            trace = []
+            again = local_search(model, tables, plans["rl, no polish"], memory,
+                                 objective=policy.objective, max_steps=polish_steps, trace=trace)
+            rows["rl"][-1]["steps"] = len(trace)
+            rows["rl"][-1]["same_as_polished_no_polish_plan"] = again == plans["rl"]
         if log:
-            rl = rows["rl"][-1].get("cost")
+            rl_cost = rows["rl"][-1].get("cost")
             print(f"set {seed}: {len(tables)} tables, {d} devices: " + ", ".join(
-                f"{n} {r[-1]['cost']:.1f}" if "cost" in r[-1] else f"{n} failed"
-                for n, r in rows.items()) + (f" (rl {rl:.1f})" if rl else ""), file=sys.stderr)
+                f"{n} {r[-1]['cost']:.2f}/{r[-1]['phase']:.2f}" if "cost" in r[-1] else f"{n} failed"
+                for n, r in rows.items()) + (f" (rl {rl_cost:.2f})" if rl_cost else ""),
+                file=sys.stderr)
     big = TableSet.generate(500, seed=HELD_OUT_SEED + 999)
     times = [timed_plan(planners["rl"], big, 16, memory_for(big, 16, SLACK))[1] for _ in range(3)]
+    times_raw = [timed_plan(planners["rl, no polish"], big, 16, memory_for(big, 16, SLACK))[1]
+                 for _ in range(3)]
     return {"rows": rows, "sets": n_sets, "samples": samples, "lower_bounds": bounds,
             "reference": "lower bound" if model.kind == "additive" else "even share",
-            "objective": policy.objective,
-            "rl_500_tables_16_devices_seconds": times}
+            "objective": policy.objective, "polish_steps": polish_steps,
+            "rl_500_tables_16_devices_seconds": times,
+            "rl_no_polish_500_tables_16_devices_seconds": times_raw}
 
 
 def headroom(n_sets: int, model: ShardCostModel, slacks: list[float], policy: ShardingPolicy,
@@ -162,7 +212,7 @@ def headroom(n_sets: int, model: ShardCostModel, slacks: list[float], policy: Sh
     """How far the planner's plans are from better ones, by the cost model, on generated sets
     like the held-out ones (seeds 5,000,000 + i: neither training, validation nor held-out).
     For the untrained policy (the greedy priors) and ``policy``: the greedy plan, the best of 1
-    greedy + 7 sampled plans (the planner's default) and of 1 + ``samples``; and
+    greedy + 7 sampled plans (the planner's episodes, unpolished) and of 1 + ``samples``; and
     :func:`local_search` run to a local optimum from the untrained greedy plan, once for each
     objective. Each plan is scored by both objectives ("max": max device cost; "phase": sum over
     phases of the max device cost) over the even share."""
@@ -189,8 +239,9 @@ def headroom(n_sets: int, model: ShardCostModel, slacks: list[float], policy: Sh
                 for label, pol in (("untrained", priors), ("trained", policy)):
                     for k in (0, 7, samples):
                         name = f"{label} {'greedy' if k == 0 else f'best of {k + 1}'}"
-                        score(name, RLPlanner(model, pol, samples=k).plan(tables, d, memory))
-                greedy = RLPlanner(model, priors, samples=0).plan(tables, d, memory)
+                        score(name, RLPlanner(model, pol, samples=k, polish=False).plan(
+                            tables, d, memory))
+                greedy = RLPlanner(model, priors, samples=0, polish=False).plan(tables, d, memory)
             except PlanningError as exc:
                 row["error"] = str(exc)
                 rows.append(row)
@@ -208,67 +259,107 @@ def headroom(n_sets: int, model: ShardCostModel, slacks: list[float], policy: Sh
 
 
 def summarise(result: dict) -> dict:
+    """Means per planner over the sets every planner row shares with "rl"; savings of "rl" and
+    of every row against each set's best plain baseline (BASELINES: torchrec, size-greedy,
+    lookup-greedy, random), by max-device and phase-max cost; and, against "rl", on how many
+    sets each row is cheaper/dearer."""
     rows = result["rows"]
     rl = {r["seed"]: r for r in rows["rl"] if "cost" in r}
+    baselines = [n for n in rows if n in BASELINES]
+    best = {seed: {m: min(x[m] for n in baselines for x in rows[n] if x["seed"] == seed and "cost" in x)
+                   for m in ("cost", "phase")} for seed in rl}
     summary = {}
     for name, rs in rows.items():
         ok = [r for r in rs if "cost" in r and r["seed"] in rl]
+        if not ok:
+            summary[name] = {"mean_max_device_ms": None, "failures": sum("error" in r for r in rs)}
+            continue
+        ref = result["lower_bounds"]
         summary[name] = {
-            "mean_max_device_ms": statistics.mean(r["cost"] for r in ok) if ok else None,
-            "ratio_vs_rl": statistics.mean(r["cost"] / rl[r["seed"]]["cost"] for r in ok) if ok else None,
-            "rl_saving": statistics.mean(1 - rl[r["seed"]]["cost"] / r["cost"] for r in ok) if ok else None,
-            "mean_seconds": statistics.mean(r["seconds"] for r in ok) if ok else None,
-            "mean_phase_ms": statistics.mean(r["phase"] for r in ok) if ok else None,
-            "rl_phase_saving": statistics.mean(1 - rl[r["seed"]]["phase"] / r["phase"] for r in ok)
-            if ok else None,
-            "phase_over_reference": statistics.mean(r["phase"] / result["lower_bounds"][r["seed"]]
-                                                    for r in ok) if ok else None,
-            "over_lower_bound": statistics.mean(r["cost"] / result["lower_bounds"][r["seed"]]
-                                                for r in ok) if ok else None,
-            "max_seconds": max(r["seconds"] for r in ok) if ok else None,
+            "mean_max_device_ms": statistics.mean(r["cost"] for r in ok),
+            "ratio_vs_rl": statistics.mean(r["cost"] / rl[r["seed"]]["cost"] for r in ok),
+            "rl_saving": statistics.mean(1 - rl[r["seed"]]["cost"] / r["cost"] for r in ok),
+            "mean_seconds": statistics.mean(r["seconds"] for r in ok),
+            "mean_phase_ms": statistics.mean(r["phase"] for r in ok),
+            "rl_phase_saving": statistics.mean(1 - rl[r["seed"]]["phase"] / r["phase"] for r in ok),
+            "phase_over_reference": statistics.mean(r["phase"] / ref[r["seed"]] for r in ok),
+            "over_lower_bound": statistics.mean(r["cost"] / ref[r["seed"]] for r in ok),
+            "max_seconds": max(r["seconds"] for r in ok),
+            "saving_vs_best_baseline": statistics.mean(1 - r["cost"] / best[r["seed"]]["cost"] for r in ok),
+            "saving_vs_best_baseline_min": min(1 - r["cost"] / best[r["seed"]]["cost"] for r in ok),
+            "phase_saving_vs_best_baseline": statistics.mean(1 - r["phase"] / best[r["seed"]]["phase"]
+                                                             for r in ok),
+            "sets_rl_cheaper_max": sum(rl[r["seed"]]["cost"] < r["cost"] * (1 - 1e-9) for r in ok),
+            "sets_rl_dearer_max": sum(rl[r["seed"]]["cost"] > r["cost"] * (1 + 1e-9) for r in ok),
+            "sets_rl_cheaper_phase": sum(rl[r["seed"]]["phase"] < r["phase"] * (1 - 1e-9) for r in ok),
+            "sets_rl_dearer_phase": sum(rl[r["seed"]]["phase"] > r["phase"] * (1 + 1e-9) for r in ok),
             "failures": sum("error" in r for r in rs)}
-    baselines = [n for n in rows if n in BASELINES]
-    per_set_best, per_set_best_phase = [], []
-    for seed, r in rl.items():
-        costs = [x["cost"] for n in baselines for x in rows[n] if x["seed"] == seed and "cost" in x]
-        per_set_best.append(1 - r["cost"] / min(costs))
-        phases = [x["phase"] for n in baselines for x in rows[n] if x["seed"] == seed and "cost" in x]
-        per_set_best_phase.append(1 - r["phase"] / min(phases))
+        if all("steps" in r for r in ok):
+            summary[name]["mean_steps"] = statistics.mean(r["steps"] for r in ok)
+            summary[name]["max_steps"] = max(r["steps"] for r in ok)
+        if all("polish_seconds" in r for r in ok):
+            summary[name]["mean_polish_seconds"] = statistics.mean(r["polish_seconds"] for r in ok)
+    per_set_best = [1 - r["cost"] / best[seed]["cost"] for seed, r in rl.items()]
+    per_set_best_phase = [1 - r["phase"] / best[seed]["phase"] for seed, r in rl.items()]
     best_mean = min(baselines, key=lambda n: summary[n]["mean_max_device_ms"] or float("inf"))
-    return {"planners": summary, "best_baseline_by_mean": best_mean,
-            "rl_saving_vs_best_baseline_per_set": statistics.mean(per_set_best),
-            "rl_saving_vs_best_baseline_min_over_sets": min(per_set_best),
-            "rl_phase_saving_vs_best_baseline_per_set": statistics.mean(per_set_best_phase),
-            "rl_phase_saving_vs_best_baseline_min_over_sets": min(per_set_best_phase),
-            "reference": result.get("reference", "lower bound"), "objective": result.get("objective"),
-            "rl_max_plan_seconds": max(r["seconds"] for r in rl.values()),
-            "rl_500_tables_16_devices_seconds_min_of_3": min(result["rl_500_tables_16_devices_seconds"])}
+    out = {"planners": summary, "best_baseline_by_mean": best_mean,
+           "rl_saving_vs_best_baseline_per_set": statistics.mean(per_set_best),
+           "rl_saving_vs_best_baseline_min_over_sets": min(per_set_best),
+           "rl_phase_saving_vs_best_baseline_per_set": statistics.mean(per_set_best_phase),
+           "rl_phase_saving_vs_best_baseline_min_over_sets": min(per_set_best_phase),
+           "reference": result.get("reference", "lower bound"), "objective": result.get("objective"),
+           "polish_steps": result.get("polish_steps"),
+           "rl_max_plan_seconds": max(r["seconds"] for r in rl.values()),
+           "rl_500_tables_16_devices_seconds_min_of_3": min(result["rl_500_tables_16_devices_seconds"])}
+    if "rl_no_polish_500_tables_16_devices_seconds" in result:
+        out["rl_no_polish_500_tables_16_devices_seconds_min_of_3"] = min(
+            result["rl_no_polish_500_tables_16_devices_seconds"])
+    checks = [r["same_as_polished_no_polish_plan"] for r in rl.values()
+              if "same_as_polished_no_polish_plan" in r]
+    if checks:
+        out["rl_equals_polished_no_polish_plan"] = f"{sum(checks)}/{len(checks)}"
+    return out
 
 
 def print_table(summary: dict) -> None:
     ref = summary["reference"]
-    print(f"RL policy trained for objective: {summary['objective']}")
+    print(f"RL policy trained for objective: {summary['objective']}; polish steps "
+          f"{summary.get('polish_steps')}")
     print(f"| planner | mean max-device cost (ms) | ratio to RL | RL saving | cost / {ref} "
           "| mean phase-max cost (ms) | RL phase saving | phase cost / " + ref +
-          " | mean planning s | max planning s | failures |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          " | saving vs best plain baseline (max, per set) | min over sets "
+          "| saving vs best plain baseline (phase) | sets RL cheaper/dearer (max) "
+          "| sets RL cheaper/dearer (phase) | mean planning s | max planning s "
+          "| polish steps mean/max | mean polish s | failures |")
+    print("|---|" + "---:|" * 17)
     for name, s in summary["planners"].items():
         if s["mean_max_device_ms"] is None:
-            print(f"| {name} | - | - | - | - | - | - | - | - | - | {s['failures']} |")
+            print(f"| {name} |" + " - |" * 16 + f" {s['failures']} |")
             continue
+        steps = f"{s['mean_steps']:.1f}/{s['max_steps']}" if "mean_steps" in s else "-"
+        polish = f"{s['mean_polish_seconds']:.2f}" if "mean_polish_seconds" in s else "-"
         print(f"| {name} | {s['mean_max_device_ms']:.2f} | {s['ratio_vs_rl']:.3f} | "
-              f"{100 * s['rl_saving']:.1f}% | {s['over_lower_bound']:.3f} | {s['mean_phase_ms']:.2f} | "
-              f"{100 * s['rl_phase_saving']:.1f}% | {s['phase_over_reference']:.3f} | "
-              f"{s['mean_seconds']:.2f} | {s['max_seconds']:.2f} | {s['failures']} |")
+              f"{100 * s['rl_saving']:.1f}% | {s['over_lower_bound']:.4f} | {s['mean_phase_ms']:.2f} | "
+              f"{100 * s['rl_phase_saving']:.1f}% | {s['phase_over_reference']:.4f} | "
+              f"{100 * s['saving_vs_best_baseline']:.2f}% | {100 * s['saving_vs_best_baseline_min']:.1f}% | "
+              f"{100 * s['phase_saving_vs_best_baseline']:.2f}% | "
+              f"{s['sets_rl_cheaper_max']}/{s['sets_rl_dearer_max']} | "
+              f"{s['sets_rl_cheaper_phase']}/{s['sets_rl_dearer_phase']} | "
+              f"{s['mean_seconds']:.2f} | {s['max_seconds']:.2f} | {steps} | {polish} | {s['failures']} |")
     print(f"\nRL phase-max saving against the best baseline (by phase-max) of each set: "
-          f"{100 * summary['rl_phase_saving_vs_best_baseline_per_set']:.1f}% on average, "
+          f"{100 * summary['rl_phase_saving_vs_best_baseline_per_set']:.2f}% on average, "
           f"{100 * summary['rl_phase_saving_vs_best_baseline_min_over_sets']:.1f}% at the least")
     print(f"\nRL saving against the best baseline of each set: "
-          f"{100 * summary['rl_saving_vs_best_baseline_per_set']:.1f}% on average, "
+          f"{100 * summary['rl_saving_vs_best_baseline_per_set']:.2f}% on average, "
           f"{100 * summary['rl_saving_vs_best_baseline_min_over_sets']:.1f}% at the least; "
           f"best baseline by mean: {summary['best_baseline_by_mean']}; RL planning 500 tables on "
           f"16 devices: {summary['rl_500_tables_16_devices_seconds_min_of_3']:.2f} s process CPU "
-          f"time (min of 3)")
+          f"time (min of 3)" + (
+              f"; without polish {summary['rl_no_polish_500_tables_16_devices_seconds_min_of_3']:.2f} s"
+              if "rl_no_polish_500_tables_16_devices_seconds_min_of_3" in summary else ""))
+    if "rl_equals_polished_no_polish_plan" in summary:
+        print(f"rl plan == local_search(rl, no polish plan): "
+              f"{summary['rl_equals_polished_no_polish_plan']} sets")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,6 +494,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "cost_models" / "cpu"))
     parser.add_argument("--sets", type=int, default=20)
     parser.add_argument("--samples", type=int, default=7)
+    parser.add_argument("--polish-steps", type=int, default=50,
+                        help="local-search steps of the RL planner's polish (and of the polished "
+                             "ablations)")
+    parser.add_argument("--converge", action="store_true",
+                        help="also polish the ablations' and the RL plan to a local optimum")
     parser.add_argument("--measure", action="store_true", help="measure step times under torchrun")
     parser.add_argument("--nproc", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--steps", type=int, default=20)
@@ -480,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(rows))
         return 0
-    result = quality(args.sets, args.samples, model, policy)
+    result = quality(args.sets, args.samples, model, policy, polish_steps=args.polish_steps,
+                     converge=args.converge)
     summary = summarise(result)
     print_table(summary)
     if args.json:
