@@ -21,7 +21,8 @@ Data flow and shapes as in :class:`~autorec.models.RecModel`, except that every 
 is padded to the widest its candidates give, and the outputs of the ops without a norm whose
 scale is a power of their input's (dlrm, dcnv2) are RMS-rescaled per sample before the mix, so a
 deep stack of them cannot overflow (the derived model has no such rescale; see
-:class:`~autorec.supernet.mixed.MixedChoice`).
+:class:`~autorec.supernet.mixed.MixedChoice`). ``rescale=False`` turns that off, so that every
+path computes what its derived model does (safe for shallow spaces such as the quickstart's).
 
 Not searched here (each takes the first value the space offers that is valid at D): DHEN
 ``num_heads`` and ``dcn_layers``. The dense arch's, over-arch's and tables' precisions are not
