@@ -64,7 +64,9 @@ class DnasStrategy(Strategy):
             embeddings and dense arch start from the supernet's).
         **supernet: any :class:`~autorec.supernet.SupernetConfig` field (steps, warmup_steps,
             batch_size, hard, tau_start, tau_end, arch_lr, cost_metric, cost_beta, selection,
-            selection_samples, ...). ``selection: validation`` derives each trial's spec from
+            selection_samples, rescale, weight_sampling, ...). ``weight_sampling: uniform``
+            trains every candidate equally often while the architecture step (and so lambda
+            and the target) still moves the logits. ``selection: validation`` derives each trial's spec from
             the path of best validation AUC with the supernet's weights, not the logits' argmax.
 
     The strategy needs the study's data: the study calls :meth:`bind` with its dataset.
@@ -138,6 +140,7 @@ class DnasStrategy(Strategy):
             "final_probs": result.final_probs, "retrain": self.retrain,
             "selection": config.selection, "scored_paths": result.selection,
             "selection_seconds": result.selection_seconds,
+            "weight_sampling": config.weight_sampling, "weight_counts": result.weight_counts,
             "argmax_layers": [layer.kind for layer in result.argmax_spec.layers]
             if result.argmax_spec is not None else None})
         return result.spec

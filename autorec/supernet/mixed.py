@@ -63,17 +63,33 @@ class ChoiceSet(nn.Module):
         return {name: torch.softmax(self.logit(name).detach(), dim=0) for name in self.choices}
 
     def sample(
-        self, tau: float, hard: bool, generator: torch.Generator | None = None
+        self, tau: float, hard: bool, generator: torch.Generator | None = None, uniform: bool = False
     ) -> dict[str, torch.Tensor]:
         """Gumbel-softmax weights for every choice at temperature ``tau``.
 
         Soft: ``softmax((logits + g) / tau)``. Hard: the one-hot argmax of that, with the soft
         weights' gradient (straight-through), so a step runs one candidate per choice yet
         every logit of the choice gets a gradient.
+
+        ``uniform``: the same draw with zero logits in place of the learned ones (no gradient to
+        them): hard sampling then picks every value of a choice with equal probability, whatever
+        the logits say (single-path one-shot weight training). It uses the generator exactly as
+        the default does, so a seed gives the same noise either way.
+
+        Example:
+            >>> arch = ChoiceSet([Choice("k", ("a", "b"))])
+            >>> with torch.no_grad():
+            ...     _ = arch.logit("k").copy_(torch.tensor([10.0, -10.0]))
+            >>> g = torch.Generator().manual_seed(0)
+            >>> picks = [int(arch.sample(1.0, True, g, uniform=True)["k"].argmax()) for _ in range(400)]
+            >>> 150 < sum(picks) < 250  # about half "b", although its probability is ~2e-9
+            True
         """
         out = {}
         for name in self.choices:
             logits = self.logit(name)
+            if uniform:
+                logits = torch.zeros_like(logits.detach())
             u = torch.rand(logits.shape, generator=generator).clamp_(1e-9, 1 - 1e-9)
             soft = torch.softmax((logits - torch.log(-torch.log(u))) / tau, dim=0)
             if hard:

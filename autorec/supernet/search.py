@@ -7,6 +7,13 @@ from ``tau_start`` to ``tau_end``. Embeddings use torchrec's fused row-wise Adag
 DistributedModelParallel, as in :class:`~autorec.train.trainer.Trainer`; the architecture step
 detaches them, so the validation split never trains a weight.
 
+``weight_sampling: uniform`` draws the WEIGHT step's path uniformly (every value of every choice
+equally often, whatever the logits: single-path one-shot training, Guo et al. 2020), while the
+architecture step still samples from the logits and descends the same loss, so the cost penalty
+still steers them. Under the default ``arch`` both steps sample from the logits, which lets the
+architecture step concentrate the weight training on an early favourite (DARTS's fast-learner
+bias) and leave the other candidates under-trained.
+
 After training, the architecture is chosen by ``selection``: ``argmax`` takes the most probable
 value of every choice (DARTS); ``validation`` scores candidate paths with the supernet's
 inherited weights on held-out validation batches (SPOS-style, Guo et al. 2020; cf. Wang et al.,
@@ -40,6 +47,7 @@ from autorec.supernet.supernet import Supernet
 from autorec.train.distributed import default_device, shard
 
 SELECTIONS = ("argmax", "validation")  # how fit() turns the trained supernet into an ArchSpec
+WEIGHT_SAMPLINGS = ("arch", "uniform")  # how the weight step draws its path
 SELECTION_SWEEPS = 3  # most passes over the layers of ``selection: validation``
 
 
@@ -66,6 +74,9 @@ class SupernetConfig:
         selection_samples: validation samples each path is scored on (``validation`` only).
         rescale: RMS-rescale the dlrm/dcnv2 outputs in the mix (see :class:`Supernet`); False
             makes every path the function its derived model computes, for shallow spaces.
+        weight_sampling: ``arch`` (the weight step samples from the logits, as the
+            architecture step does) or ``uniform`` (the weight step samples every choice
+            uniformly; the architecture step is unchanged; see the module docstring).
         seed: fixes init, batches and Gumbel noise.
     """
 
@@ -87,6 +98,7 @@ class SupernetConfig:
     selection: str = "argmax"
     selection_samples: int = 20_000
     rescale: bool = True
+    weight_sampling: str = "arch"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -115,6 +127,9 @@ class SupernetConfig:
         if self.selection not in SELECTIONS:
             raise ValueError(f"supernet selection: expected one of {', '.join(SELECTIONS)}, "
                              f"got {self.selection!r}")
+        if self.weight_sampling not in WEIGHT_SAMPLINGS:
+            raise ValueError(f"supernet weight_sampling: expected one of {', '.join(WEIGHT_SAMPLINGS)}, "
+                             f"got {self.weight_sampling!r}")
         if self.selection_samples < 1:
             raise ValueError(f"supernet selection_samples: expected an integer >= 1, "
                              f"got {self.selection_samples}")
@@ -143,6 +158,7 @@ class SupernetResult:
     argmax_spec: ArchSpec | None = None  # what argmax gives (= spec under selection: argmax)
     selection: list[dict[str, Any]] = field(default_factory=list)  # the paths scored, in order
     selection_seconds: float = 0.0
+    weight_counts: list[dict[str, int]] = field(default_factory=list)  # [layer] -> {kind: weight steps}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +174,7 @@ class SupernetResult:
             "argmax_arch": None if self.argmax_spec is None else self.argmax_spec.to_dict(),
             "selection": self.selection,
             "selection_seconds": self.selection_seconds,
+            "weight_counts": self.weight_counts,
         }
 
 
@@ -246,21 +263,36 @@ class SupernetSearch:
             start = float(self.cost())
         self.cost_target = self.config.cost_target or self.config.cost_target_ratio * start
         self.generator = torch.Generator().manual_seed(self.config.seed)
+        # [layer] -> {kind: weight steps whose path ran it (hard) or gave it the largest weight}
+        self.weight_counts: list[dict[str, int]] = [dict.fromkeys(kinds, 0) for kinds in net.layer_kinds]
 
-    def _loss(self, batch: Any, tau: float, detach_embeddings: bool) -> torch.Tensor:
+    def _count(self, weights: Mapping[str, torch.Tensor]) -> None:
+        for i, kinds in enumerate(self.supernet.layer_kinds):
+            w = weights.get(f"layer{i}.kind")
+            kind = kinds[0] if w is None else kinds[int(w.detach().argmax())]
+            self.weight_counts[i][kind] += 1
+
+    def _loss(self, batch: Any, tau: float, detach_embeddings: bool, uniform: bool = False,
+              count: bool = False) -> torch.Tensor:
+        """BCE of one batch on a path sampled at ``tau`` (``uniform``: ignoring the logits;
+        ``count``: tally the sampled kinds in :attr:`weight_counts`)."""
         batch = batch.to(self.device)
-        weights = self.supernet.arch.sample(tau, self.config.hard, self.generator)
+        weights = self.supernet.arch.sample(tau, self.config.hard, self.generator, uniform=uniform)
+        if count:
+            self._count(weights)
         logits = self.model(
             batch.dense_features, batch.sparse_features, weights, detach_embeddings=detach_embeddings
         )
         return torch.nn.functional.binary_cross_entropy_with_logits(logits, batch.labels)
 
     def step(self, step: int, train: Iterator[Any], val: Iterator[Any]) -> float:
-        """Step ``step`` of the schedule: a weight step on the next training batch, then (past
-        the warm-up) an architecture step on the next validation batch. Returns the weight loss."""
+        """Step ``step`` of the schedule: a weight step on the next training batch (its path drawn
+        by ``weight_sampling``), then (past the warm-up) an architecture step on the next
+        validation batch (its path drawn from the logits). Returns the weight loss."""
         cfg = self.config
         tau = cfg.tau(step)
-        loss = self._loss(next(train), tau, detach_embeddings=False)
+        loss = self._loss(next(train), tau, detach_embeddings=False,
+                          uniform=cfg.weight_sampling == "uniform", count=True)
         value = loss.item()
         # Checked before backward: the fused embedding optimizer updates inside backward, so a
         # non-finite loss would otherwise already be written into the tables.
@@ -425,4 +457,5 @@ class SupernetSearch:
             argmax_spec=argmax_spec,
             selection=scored,
             selection_seconds=selection_seconds,
+            weight_counts=[dict(c) for c in self.weight_counts],
         )
