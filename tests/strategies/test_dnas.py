@@ -37,7 +37,8 @@ def test_a_tiny_dnas_study_trains_derived_specs_and_draws_their_probabilities(tm
                        strategy={"name": "dnas", "options": {"steps": 6, "warmup_steps": 2, "batch_size": 128,
                                                              "record_every": 2, "retrain": "warm",
                                                              "selection": "validation",
-                                                             "selection_samples": 256}},
+                                                             "selection_samples": 256,
+                                                             "weight_sampling": "uniform"}},
                        objectives=["val_auc", "flops"])
     config = StudyConfig.load(path)
     summary = run_study(config, log=quiet)
@@ -57,6 +58,8 @@ def test_a_tiny_dnas_study_trains_derived_specs_and_draws_their_probabilities(tm
         dnas = t.user_attrs["dnas"]
         assert dnas["expected_cost"] > 0 and dnas["cost_metric"] == "flops"
         assert dnas["selection"] == "validation" and dnas["scored_paths"]
+        assert dnas["weight_sampling"] == "uniform"
+        assert [sum(layer.values()) for layer in dnas["weight_counts"]] == [6, 6]  # one path per step
         best = max(dnas["scored_paths"], key=lambda p: p["val_auc"])  # the path it derives
         kinds = [layer.kind for layer in trial_arch(t).layers]
         assert (len(kinds) == 1 if best["kind"] == "skip" else kinds[best["layer"]] == best["kind"])
@@ -76,6 +79,8 @@ def test_dnas_options_are_checked():
         make_strategy("dnas", retrain="hot")
     with pytest.raises(ValueError, match="'dnas': supernet selection: expected one of argmax, validation"):
         make_strategy("dnas", selection="perturbation")
+    with pytest.raises(ValueError, match="'dnas': supernet weight_sampling: expected one of arch, uniform"):
+        make_strategy("dnas", weight_sampling="logits")
     with pytest.raises(ValueError, match="strategy 'dnas': supernet tau"):
         make_strategy("dnas", tau_start=0.1, tau_end=1.0)
     strategy = make_strategy("dnas")
