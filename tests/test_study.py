@@ -33,9 +33,15 @@ def quiet(*_: object) -> None:
 
 
 def test_shipped_studies_load():
-    for name in ("quickstart", "movielens", "pareto"):
-        config = StudyConfig.load(ROOT / "studies" / f"{name}.yaml")
-        assert config.name == name and config.space.is_file()
+    from autorec.strategies import make_strategy
+
+    files = sorted((ROOT / "studies").glob("*.yaml"))
+    shipped = {"quickstart", "movielens", "pareto", "movielens_dnas", "movielens_dnas_soft"}
+    assert shipped <= {f.stem for f in files}
+    for path in files:
+        config = StudyConfig.load(path)
+        assert config.name == path.stem and config.space.is_file()
+        make_strategy(config.strategy, config.seed, **config.strategy_options)  # options valid
     quick = StudyConfig.load(ROOT / "studies" / "quickstart.yaml")
     assert quick.storage_url.endswith("studies/quickstart/study.db")
     assert quick.baselines == ("dlrm", "dcnv2", "wukong", "dhen")
