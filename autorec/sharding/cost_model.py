@@ -342,8 +342,14 @@ def shard_batch(shards: Sequence[TableSet]) -> tuple[Tensor, Tensor]:
 def predict_shards(model: ShardCostModel, shards: Sequence[TableSet]) -> Tensor:
     """Predicted costs [S, 3] (ms) of S shards, each one device's tables."""
     feats, index = shard_batch(shards)
-    per_table = model.table_state(feats)
-    return model.shard_costs(torch.zeros(len(shards), per_table.shape[1]).index_add(0, index, per_table))
+    return model.shard_costs(shard_states(model, feats, index, len(shards)))
+
+
+def shard_states(model: ShardCostModel, features: Tensor, index: Tensor, num_shards: int) -> Tensor:
+    """Shard states [num_shards, S]: the :meth:`ShardCostModel.table_state` rows of
+    ``features`` [N, F] summed by their shard ``index`` [N] (differentiable)."""
+    per_table = model.table_state(features)
+    return torch.zeros(num_shards, per_table.shape[1]).index_add(0, index, per_table)
 
 
 def mape(pred: Tensor, target: Tensor) -> dict[str, float]:
@@ -378,9 +384,7 @@ def fit(model: ShardCostModel, shards: Sequence[TableSet], targets: Tensor, *, s
     log_target = targets.log()
     model.train()
     for _ in range(steps):
-        per_table = model.table_state(feats)
-        state = torch.zeros(len(shards), per_table.shape[1]).index_add(0, index, per_table)
-        pred = model.shard_costs(state)
+        pred = model.shard_costs(shard_states(model, feats, index, len(shards)))
         loss = (pred.log() - log_target).pow(2).mean()
         optimiser.zero_grad()
         loss.backward()
