@@ -5,6 +5,8 @@ against the presets trained with the same budget.
     .venv/bin/python benchmarks/dnas_synthetic.py --data order3 --epochs 0   # the supernet alone
     # single-path one-shot: uniform paths (no architecture step), chosen by validation AUC
     .venv/bin/python benchmarks/dnas_synthetic.py --data order3 --warmup 4000 --selection validation
+    # any other SupernetConfig field: soft architecture steps on single-path weight steps
+    .venv/bin/python benchmarks/dnas_synthetic.py --data order3 --opt hard=false --opt weight_hard=true
 
 Prints the final kind probabilities per layer, the derived layers, and test AUCs (derived,
 presets, Bayes), then one JSON line.
@@ -32,14 +34,14 @@ HIGHER = ("wukong", "dhen")  # what a 3rd-order teacher should
 def run(data: str, seed: int = 0, space: str = "quickstart", dim: int = 16, steps: int = 4000,
         warmup: int = 2000, batch_size: int = 512, epochs: int = 8, patience: int = 2,
         presets: tuple[str, ...] = ("dlrm", "dcnv2", "wukong", "dhen"), selection: str = "argmax",
-        rescale: bool = True, **data_options: Any) -> dict:
+        rescale: bool = True, supernet: dict[str, Any] | None = None, **data_options: Any) -> dict:
     dataset = load_dataset("synthetic", preset=data, seed=seed, **data_options)
     loaded = SearchSpace.load(space)
     t0 = time.perf_counter()
     search = SupernetSearch(loaded, dataset, dim, loaded.dense_arch[0], loaded.over_arch[0],
                             SupernetConfig(steps=steps, warmup_steps=warmup, batch_size=batch_size,
                                            seed=seed, selection=selection,
-                                           rescale=rescale))
+                                           rescale=rescale, **(supernet or {})))
     result = search.fit()
     supernet_s = time.perf_counter() - t0
     models = {"derived": result.spec, **{name: preset(name, dataset.schema, dim=dim) for name in presets}}
@@ -54,7 +56,7 @@ def run(data: str, seed: int = 0, space: str = "quickstart", dim: int = 16, step
     return {"data": data, "options": data_options, "seed": seed, "space": space, "steps": steps,
             "bayes_test_auc": dataset.bayes_auc("test"), "kind_probs": final,
             "derived_layers": [layer.kind for layer in result.spec.layers], "arch": result.spec.to_dict(),
-            "selection": selection, "rescale": rescale,
+            "selection": selection, "rescale": rescale, "supernet_options": supernet or {},
             "argmax_layers": [layer.kind for layer in result.argmax_spec.layers],
             "scored_paths": result.selection, "selection_seconds": result.selection_seconds,
             "supernet_seconds": supernet_s, "step_seconds": result.step_seconds, "models": rows}
@@ -74,11 +76,13 @@ def main() -> None:
     parser.add_argument("--no-rescale", action="store_true",
                         help="no RMS rescale of dlrm/dcnv2 outputs in the supernet (SupernetConfig.rescale)")
     parser.add_argument("--data-opt", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                        help="a SupernetConfig field, e.g. hard=false, weight_hard=true, arch_every=4")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     out = run(args.data, args.seed, args.space, args.dim, args.steps, args.warmup, epochs=args.epochs,
               presets=tuple(p for p in args.presets.split(",") if p), selection=args.selection,
-              rescale=not args.no_rescale, **parse_options(args.data_opt))
+              rescale=not args.no_rescale, supernet=parse_options(args.opt), **parse_options(args.data_opt))
     print(f"synthetic {out['data']} (seed {out['seed']}): Bayes test AUC {out['bayes_test_auc']:.4f}; "
           f"supernet {out['steps']} steps in {out['supernet_seconds']:.0f} s")
     for i, probs in enumerate(out["kind_probs"]):

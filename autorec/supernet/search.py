@@ -77,6 +77,12 @@ class SupernetConfig:
         weight_sampling: ``arch`` (the weight step samples from the logits, as the
             architecture step does) or ``uniform`` (the weight step samples every choice
             uniformly; the architecture step is unchanged; see the module docstring).
+        weight_hard: hard (one path) or soft (every candidate) weight steps; None follows
+            ``hard``. ``hard: false`` with ``weight_hard: true`` trains one path per weight step
+            and scores every candidate in the architecture step: soft architecture gradients at
+            about single-path weight cost.
+        arch_every: past the warm-up, an architecture step follows every ``arch_every``-th
+            weight step (1: every one, as in DARTS).
         seed: fixes init, batches and Gumbel noise.
     """
 
@@ -99,10 +105,12 @@ class SupernetConfig:
     selection_samples: int = 20_000
     rescale: bool = True
     weight_sampling: str = "arch"
+    weight_hard: bool | None = None
+    arch_every: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "record_every"):
+        for name in ("steps", "batch_size", "record_every", "arch_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"supernet {name}: expected an integer >= 1, got {getattr(self, name)}")
         if not 0 <= self.warmup_steps <= self.steps:
@@ -135,6 +143,15 @@ class SupernetConfig:
                              f"got {self.selection_samples}")
         if self.cost_target is not None and self.cost_target <= 0:
             raise ValueError(f"supernet cost_target: expected a positive number, got {self.cost_target}")
+
+    @property
+    def weight_step_hard(self) -> bool:
+        """Whether the weight step draws one path (``weight_hard``, else ``hard``)."""
+        return self.hard if self.weight_hard is None else self.weight_hard
+
+    def arch_step_at(self, step: int) -> bool:
+        """Whether weight step ``step`` (0-based) is followed by an architecture step."""
+        return step >= self.warmup_steps and (step - self.warmup_steps) % self.arch_every == 0
 
     def tau(self, step: int) -> float:
         frac = step / max(self.steps - 1, 1)
@@ -272,12 +289,12 @@ class SupernetSearch:
             kind = kinds[0] if w is None else kinds[int(w.detach().argmax())]
             self.weight_counts[i][kind] += 1
 
-    def _loss(self, batch: Any, tau: float, detach_embeddings: bool, uniform: bool = False,
+    def _loss(self, batch: Any, tau: float, detach_embeddings: bool, hard: bool, uniform: bool = False,
               count: bool = False) -> torch.Tensor:
-        """BCE of one batch on a path sampled at ``tau`` (``uniform``: ignoring the logits;
-        ``count``: tally the sampled kinds in :attr:`weight_counts`)."""
+        """BCE of one batch on a path sampled at ``tau`` (``hard``: one-hot; ``uniform``: ignoring
+        the logits; ``count``: tally the sampled kinds in :attr:`weight_counts`)."""
         batch = batch.to(self.device)
-        weights = self.supernet.arch.sample(tau, self.config.hard, self.generator, uniform=uniform)
+        weights = self.supernet.arch.sample(tau, hard, self.generator, uniform=uniform)
         if count:
             self._count(weights)
         logits = self.model(
@@ -287,11 +304,12 @@ class SupernetSearch:
 
     def step(self, step: int, train: Iterator[Any], val: Iterator[Any]) -> float:
         """Step ``step`` of the schedule: a weight step on the next training batch (its path drawn
-        by ``weight_sampling``), then (past the warm-up) an architecture step on the next
-        validation batch (its path drawn from the logits). Returns the weight loss."""
+        by ``weight_sampling``), then (past the warm-up, every ``arch_every`` steps) an
+        architecture step on the next validation batch (its path drawn from the logits).
+        Returns the weight loss."""
         cfg = self.config
         tau = cfg.tau(step)
-        loss = self._loss(next(train), tau, detach_embeddings=False,
+        loss = self._loss(next(train), tau, detach_embeddings=False, hard=cfg.weight_step_hard,
                           uniform=cfg.weight_sampling == "uniform", count=True)
         value = loss.item()
         # Checked before backward: the fused embedding optimizer updates inside backward, so a
@@ -301,8 +319,8 @@ class SupernetSearch:
         self.weight_optimizer.zero_grad()
         loss.backward()
         self.weight_optimizer.step()
-        if step >= cfg.warmup_steps and self.arch_optimizer is not None:
-            arch_loss = self._loss(next(val), tau, detach_embeddings=True)
+        if cfg.arch_step_at(step) and self.arch_optimizer is not None:
+            arch_loss = self._loss(next(val), tau, detach_embeddings=True, hard=cfg.hard)
             if cfg.cost_lambda:
                 arch_loss = arch_loss + cfg.cost_lambda * (self.cost() / self.cost_target) ** cfg.cost_beta
             self.arch_optimizer.zero_grad()

@@ -58,3 +58,49 @@ def test_with_uniform_weight_sampling_a_higher_lambda_gives_a_lower_expected_cos
     assert free.cost_target == pytest.approx(costly.cost_target)
     assert costly.expected_cost < free.expected_cost
     assert costly.expected_cost < 0.8 * costly.cost_target
+
+
+def test_arch_every_is_checked_and_spaces_the_architecture_steps():
+    with pytest.raises(ValueError, match="supernet arch_every: expected an integer >= 1, got 0"):
+        SupernetConfig(arch_every=0)
+    config = SupernetConfig(steps=12, warmup_steps=2, arch_every=3)
+    assert [s for s in range(12) if config.arch_step_at(s)] == [2, 5, 8, 11]
+    assert [s for s in range(4) if SupernetConfig(steps=4, warmup_steps=1).arch_step_at(s)] == [1, 2, 3]
+
+
+def count_candidate_calls(search: SupernetSearch) -> dict[str, int]:
+    calls = dict.fromkeys(search.supernet.layer_kinds[0], 0)
+    for kind, candidate in search.supernet.layers[0].candidates.items():
+        candidate.register_forward_hook(lambda *_, kind=kind: calls.__setitem__(kind, calls[kind] + 1))
+    return calls
+
+
+def hooked(data, **options) -> tuple[SupernetSearch, dict[str, int]]:
+    search = SupernetSearch(SearchSpace.from_dict(SPACE), data, 8, (8,), (16,), SupernetConfig(
+        batch_size=64, **options))
+    return search, count_candidate_calls(search)
+
+
+@pytest.mark.parametrize("weight_hard", [True, False])
+def test_weight_hard_sets_the_weight_steps_path_and_arch_every_their_partners(data, weight_hard):
+    # Soft architecture steps (every candidate runs), after steps 4, 7 and 10 of 12.
+    search, calls = hooked(data, steps=12, warmup_steps=4, arch_every=3, hard=False,
+                           weight_hard=weight_hard, weight_sampling="uniform")
+    train, val = search.batches()
+    for step in range(12):
+        search.step(step, train, val)
+    per_weight_step = 1 if weight_hard else 3
+    assert sum(calls.values()) == 12 * per_weight_step + 3 * 3, calls
+    if weight_hard:
+        assert search.weight_counts[0] == {k: n - 3 for k, n in calls.items()}
+
+
+def test_weight_hard_none_follows_hard(data):
+    assert SupernetConfig(hard=False).weight_step_hard is False
+    assert SupernetConfig(hard=True).weight_step_hard is True
+    assert SupernetConfig(hard=True, weight_hard=False).weight_step_hard is False
+    search, calls = hooked(data, steps=5, warmup_steps=5, hard=True)
+    train, val = search.batches()
+    for step in range(5):
+        search.step(step, train, val)
+    assert sum(calls.values()) == 5, calls  # no architecture step in the warm-up, one path each
