@@ -48,7 +48,8 @@ def main() -> None:
         result = SupernetSearch(space, data, 32, dense, (256, 128), config).fit()
         kinds = {name: {k: round(p, 2) for k, p in probs.items()}
                  for name, probs in result.final_probs.items() if "kind" in name}
-        print(f"{args.sampling} (weight_hard {args.weight_hard}, arch_every {args.arch_every}) lambda {lam}: E[cost]/target {result.expected_cost / result.cost_target:.2f} "
+        variant = f"{args.sampling} (weight_hard {args.weight_hard}, arch_every {args.arch_every})"
+        print(f"{variant} lambda {lam}: E[cost]/target {result.expected_cost / result.cost_target:.2f} "
               f"argmax {[layer.kind for layer in result.spec.layers]} probs {kinds} "
               f"cpu {time.process_time() - t0:.0f}s", flush=True)
 

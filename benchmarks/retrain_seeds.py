@@ -51,7 +51,8 @@ def load_arch(source: str, schema: Any, dim: int) -> ArchSpec:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arch", action="append", required=True, help="repeatable; the first is the reference")
+    parser.add_argument("--arch", action="append", required=True,
+                        help="repeatable; the first is the reference")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--data", default="movielens100k")
     parser.add_argument("--data-seed", type=int, default=0, help="the split stays at this seed")

@@ -66,8 +66,12 @@ class DnasStrategy(Strategy):
             batch_size, hard, tau_start, tau_end, arch_lr, cost_metric, cost_beta, selection,
             selection_samples, rescale, weight_sampling, ...). ``weight_sampling: uniform``
             trains every candidate equally often while the architecture step (and so lambda
-            and the target) still moves the logits. ``selection: validation`` derives each trial's spec from
-            the path of best validation AUC with the supernet's weights, not the logits' argmax.
+            and the target) still moves the logits. ``selection: validation`` derives each trial's
+            spec from the path of best validation AUC with the supernet's weights, not the logits'
+            argmax; ``selection: penalized`` from the path of least validation BCE + the trial's
+            cost penalty, so that lambda moves the derived spec even when no architecture step
+            runs (``warmup_steps: steps``). ``hard: false`` with ``weight_hard: true`` makes the
+            architecture steps soft on one-path weight steps; ``arch_every: k`` spaces them.
 
     The strategy needs the study's data: the study calls :meth:`bind` with its dataset.
     """

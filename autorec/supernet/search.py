@@ -20,6 +20,10 @@ inherited weights on held-out validation batches (SPOS-style, Guo et al. 2020; c
 ICLR 2021, on why the logits' argmax is a weak selector): layer by layer, each kind with its
 field values tuned one field at a time, the other layers at their current choice, keeping the
 path of highest validation AUC. Embedding widths, towers and precisions stay at the argmax.
+``penalized`` runs the same search on the architecture step's own objective evaluated at each
+one-hot path: validation BCE + ``lambda * (cost / target) ** beta``, lowest first, so that a
+supernet trained on uniform paths (where the logits never see lambda) still derives cheaper
+architectures as lambda grows and a study over lambda traces the quality-cost front.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from autorec.supernet.cost import COST_METRICS, ExpectedCost
 from autorec.supernet.supernet import Supernet
 from autorec.train.distributed import default_device, shard
 
-SELECTIONS = ("argmax", "validation")  # how fit() turns the trained supernet into an ArchSpec
+SELECTIONS = ("argmax", "validation", "penalized")  # how fit() turns the trained supernet into an ArchSpec
 WEIGHT_SAMPLINGS = ("arch", "uniform")  # how the weight step draws its path
 SELECTION_SWEEPS = 3  # most passes over the layers of ``selection: validation``
 
@@ -69,9 +73,11 @@ class SupernetConfig:
             of the uniform start.
         cost_target_ratio: see ``cost_target``.
         record_every: record the probabilities every this many steps.
-        selection: ``argmax`` (the most probable choices) or ``validation`` (paths scored by
-            validation AUC with the supernet's weights; see the module docstring).
-        selection_samples: validation samples each path is scored on (``validation`` only).
+        selection: ``argmax`` (the most probable choices), ``validation`` (paths scored by
+            validation AUC with the supernet's weights) or ``penalized`` (paths scored by
+            validation BCE plus the cost penalty; see the module docstring).
+        selection_samples: validation samples each path is scored on (``validation`` and
+            ``penalized``).
         rescale: RMS-rescale the dlrm/dcnv2 outputs in the mix (see :class:`Supernet`); False
             makes every path the function its derived model computes, for shallow spaces.
         weight_sampling: ``arch`` (the weight step samples from the logits, as the
@@ -343,8 +349,9 @@ class SupernetSearch:
         }
 
     @torch.no_grad()
-    def path_auc(self, values: Mapping[str, Any], batches: Sequence[Any]) -> float:
-        """AUC over ``batches`` of the path at ``values`` with the supernet's current weights."""
+    def path_outputs(self, values: Mapping[str, Any],
+                     batches: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits, labels) [N] over ``batches`` of the path at ``values`` with the current weights."""
         weights = self.one_hot(values)
         logits, labels = [], []
         self.model.eval()
@@ -355,11 +362,39 @@ class SupernetSearch:
                 labels.append(batch.labels.float().cpu())
         finally:
             self.model.train()
-        y = torch.cat(labels).numpy()
+        return torch.cat(logits), torch.cat(labels)
+
+    def path_auc(self, values: Mapping[str, Any], batches: Sequence[Any]) -> float:
+        """AUC over ``batches`` of the path at ``values`` with the supernet's current weights."""
+        return self.path_scores(values, batches)["val_auc"]
+
+    def path_cost(self, values: Mapping[str, Any]) -> float:
+        """The cost metric of the path at ``values``: the analytic cost of the spec it derives,
+        as the study records it (E[cost] is exact only at the argmax path's layer widths)."""
+        from autorec.study import cost_summary  # the study imports the supernet lazily too
+
+        return float(cost_summary(self.supernet.derive(values))[self.config.cost_metric])
+
+    def path_scores(self, values: Mapping[str, Any], batches: Sequence[Any]) -> dict[str, float]:
+        """Validation AUC and BCE of the path at ``values``; under ``selection: penalized`` also
+        its cost and the penalized loss ``BCE + lambda * (cost / target) ** beta``."""
+        logits, labels = self.path_outputs(values, batches)
+        y = labels.numpy()
         if y.min() == y.max():
             raise ValueError(f"supernet selection: the {len(y)} validation samples scored hold one "
                              f"class only; raise selection_samples")
-        return float(roc_auc_score(y, torch.cat(logits).numpy()))
+        out = {"val_auc": float(roc_auc_score(y, logits.numpy())),
+               "val_loss": float(torch.nn.functional.binary_cross_entropy_with_logits(logits, labels))}
+        if self.config.selection == "penalized":
+            cfg = self.config
+            out["cost"] = self.path_cost(values)
+            penalty = cfg.cost_lambda * (out["cost"] / self.cost_target) ** cfg.cost_beta
+            out["penalized_loss"] = out["val_loss"] + penalty
+        return out
+
+    def _merit(self, scores: Mapping[str, float]) -> float:
+        """What :meth:`select` maximises: the AUC, or minus the penalized loss."""
+        return -scores["penalized_loss"] if self.config.selection == "penalized" else scores["val_auc"]
 
     def _path_key(self, values: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
         """The choices that decide the path at ``values``: a field of a kind that its layer
@@ -383,8 +418,9 @@ class SupernetSearch:
             self.dataset.batches("val", cfg.batch_size, shuffle=True, seed=cfg.seed + 2), n))
 
     def select(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Choose the architecture by validation AUC with inherited weights (``selection:
-        validation``): returns (choice name -> value, the paths scored, in order).
+        """Choose the architecture by validation AUC (``selection: validation``) or penalized
+        validation loss (``penalized``) with inherited weights: returns (choice name -> value,
+        the paths scored, in order).
 
         Coordinate ascent from the argmax, layer by layer: at layer ``i`` (the other layers at
         their current choice), each kind is scored with its fields at their current or most
@@ -403,8 +439,9 @@ class SupernetSearch:
         def score(sweep: int, i: int, kind: str, values: dict[str, Any], fields: list[str]) -> float:
             key = self._path_key(values)
             if key not in cache:
-                cache[key] = self.path_auc(values, batches)
-                scored.append({"sweep": sweep, "layer": i, "kind": kind, "val_auc": cache[key],
+                scores = self.path_scores(values, batches)
+                cache[key] = self._merit(scores)
+                scored.append({"sweep": sweep, "layer": i, "kind": kind, **scores,
                                "fields": {f: _value_name(values[f]) for f in fields}})
             return cache[key]
 
@@ -417,15 +454,15 @@ class SupernetSearch:
                 for kind in (current, *(k for k in kinds if k != current)):
                     values = {**chosen, name: kind} if name in net.arch.choices else dict(chosen)
                     fields = [c.name for c in net.layers[i].candidates[kind].choices()]
-                    auc = score(sweep, i, kind, values, fields)
+                    merit = score(sweep, i, kind, values, fields)
                     for field_name in fields:
                         for value in net.arch.choices[field_name].values:
                             other = {**values, field_name: value}
-                            other_auc = score(sweep, i, kind, other, fields)
-                            if other_auc > auc:
-                                values, auc = other, other_auc
-                    if best is None or auc > best[0]:
-                        best = (auc, values)
+                            other_merit = score(sweep, i, kind, other, fields)
+                            if other_merit > merit:
+                                values, merit = other, other_merit
+                    if best is None or merit > best[0]:
+                        best = (merit, values)
                 assert best is not None  # every layer has at least one kind
                 changed = changed or best[1] != chosen
                 chosen = best[1]
@@ -456,7 +493,7 @@ class SupernetSearch:
         }
         argmax_spec, scored, selection_seconds = net.derive(), [], 0.0
         spec = argmax_spec
-        if cfg.selection == "validation":
+        if cfg.selection != "argmax":
             t0 = time.perf_counter()
             preferred, scored = self.select()
             spec = net.derive(preferred)

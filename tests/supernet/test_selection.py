@@ -1,7 +1,11 @@
-"""Architecture selection by validation AUC with the supernet's inherited weights."""
+"""Architecture selection by validation AUC, or penalized validation loss, with the supernet's
+inherited weights."""
+
+import dataclasses
 
 import pytest
 
+from autorec.costs import arch_cost
 from autorec.data import load_dataset
 from autorec.space import SearchSpace
 from autorec.supernet import SupernetConfig, SupernetSearch
@@ -16,7 +20,8 @@ SPACE = {
 
 
 def test_selection_options_are_checked():
-    with pytest.raises(ValueError, match="selection: expected one of argmax, validation, got 'best'"):
+    expected = "selection: expected one of argmax, validation, penalized, got 'best'"
+    with pytest.raises(ValueError, match=expected):
         SupernetConfig(selection="best")
     with pytest.raises(ValueError, match="selection_samples: expected an integer >= 1"):
         SupernetConfig(selection_samples=0)
@@ -49,3 +54,30 @@ def test_validation_selection_takes_the_best_path_it_scored():
             key = search._path_key({**chosen, "layer0.kind": kind, "layer0.wukong.n_fm": n_fm})
             other = search._path_key({**chosen, "layer0.kind": kind, "layer0.wukong.n_fm": 6 - n_fm})
             assert (key == other) == (kind == "dlrm")
+
+
+def test_penalized_selection_minimises_the_architecture_loss_and_follows_lambda():
+    space = SearchSpace.from_dict(SPACE)
+    data = load_dataset("synthetic", preset="tiny", num_samples=3000)
+    search = SupernetSearch(space, data, 8, (8,), (16,), SupernetConfig(
+        steps=30, warmup_steps=30, batch_size=128, weight_sampling="uniform",
+        selection="penalized", selection_samples=300, cost_lambda=0.0))
+    result = search.fit()
+    assert space.contains(result.spec)
+    scored = result.selection
+    assert all({"val_auc", "val_loss", "cost", "penalized_loss"} <= set(p) for p in scored)
+    # At lambda 0 the penalized loss is the BCE, and the search ends on the lowest one it scored.
+    assert all(p["penalized_loss"] == p["val_loss"] for p in scored)
+    chosen, _ = search.select()
+    batches = search.selection_batches()
+    assert search.path_scores(chosen, batches)["val_loss"] == min(p["val_loss"] for p in scored)
+    # A path's cost is its derived spec's (the same number arch_cost gives).
+    assert search.path_cost(chosen) == pytest.approx(arch_cost(result.spec).forward_flops, rel=1e-6)
+    free_cost = search.path_cost(chosen)
+    # The same weights under a penalty that dwarfs the loss: the cheapest path scored wins.
+    search.config = dataclasses.replace(search.config, cost_lambda=1e3)
+    cheap, costly_scored = search.select()
+    assert search.path_cost(cheap) == min(p["cost"] for p in costly_scored)
+    assert search.path_cost(cheap) < free_cost or free_cost == min(p["cost"] for p in costly_scored)
+    # Loss and cost differ from path to path, so the two lambdas are a real test of the ranking.
+    assert len({round(p["cost"]) for p in costly_scored}) > 2
