@@ -42,6 +42,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--max-shard-mb", type=int, default=384, help="most memory of one shard")
     parser.add_argument("--chunk", type=int, default=50, help="shards per comm run and file append")
     parser.set_defaults(func=cmd_profile_sharding)
+    from autorec.costs.latency_command import add_parser as add_latency_parser
+
+    add_latency_parser(group)
 
 
 def cmd_profile_sharding(args: argparse.Namespace) -> int:

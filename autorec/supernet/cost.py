@@ -3,7 +3,9 @@
 Every number comes from :func:`autorec.costs.arch_cost` of a small probe ArchSpec holding just
 the part being costed (one layer at its input width, the over-arch at its input width, the dense
 arch, one feature's projection), so the supernet and the cost model cannot disagree: at a
-one-hot distribution E[cost] equals ``arch_cost(supernet.derive())`` exactly (tested).
+one-hot distribution E[cost] equals ``arch_cost(supernet.derive())`` exactly (tested). The
+``latency`` metric prices the same probe parts with the learned latency model
+(:mod:`autorec.costs.latency`), so it equals that model's ``spec_seconds(derive())`` likewise.
 
 The expectation is differentiable through every choice probability and is taken as:
 
@@ -32,9 +34,10 @@ import torch
 
 from autorec.arch import ArchSpec, BlockConfig, TableSpec
 from autorec.costs.analytic import arch_cost, tensor_bytes
+from autorec.costs.latency import load_latency_model
 from autorec.supernet.supernet import Ranker, Supernet
 
-COST_METRICS = ("flops", "params_bytes", "embedding_bytes")
+COST_METRICS = ("flops", "params_bytes", "embedding_bytes", "latency")
 
 
 def _probe_tables(num: int, dim: int) -> tuple[TableSpec, ...]:
@@ -42,6 +45,8 @@ def _probe_tables(num: int, dim: int) -> tuple[TableSpec, ...]:
 
 
 def _part(spec: ArchSpec, name: str, metric: str) -> float:
+    if metric == "latency":
+        return load_latency_model().part_seconds(spec).get(name, 0.0)
     for part in arch_cost(spec).parts:
         if part.name == name:
             return float(part.forward_flops if metric == "flops" else part.bytes)
@@ -91,13 +96,28 @@ def projection_cost(width: int, dim: int, metric: str) -> float:
     return _part(spec, "projections", metric)
 
 
+def spec_cost(spec: ArchSpec, metric: str) -> float:
+    """``metric`` of a whole spec, as E[cost] gives it at that spec's one-hot path (and, but for
+    ``latency``, as the study records it)."""
+    if metric == "latency":
+        return load_latency_model().spec_seconds(spec)
+    cost = arch_cost(spec)
+    try:
+        return float({"flops": cost.forward_flops, "params_bytes": cost.dense_bytes,
+                      "embedding_bytes": cost.embedding_bytes}[metric])
+    except KeyError:
+        raise ValueError(f"cost metric: expected one of {', '.join(COST_METRICS)}, got {metric!r}") from None
+
+
 class ExpectedCost:
     """``E[cost]`` of a supernet's distribution (see the module docstring for how it is taken).
 
     Args:
         supernet: the supernet (its ``arch`` holds the probabilities).
-        metric: ``flops`` (forward FLOPs per sample), ``params_bytes`` (dense parameter bytes) or
-            ``embedding_bytes`` (table bytes), as the study records them.
+        metric: ``flops`` (forward FLOPs per sample), ``params_bytes`` (dense parameter bytes),
+            ``embedding_bytes`` (table bytes), as the study records them, or ``latency`` (seconds
+            of a training step's dense forward + backward, from the learned latency model of
+            :mod:`autorec.costs.latency` fitted for this device).
 
     Example:
         >>> from autorec.data import Schema, SparseFeature
@@ -116,6 +136,8 @@ class ExpectedCost:
     def __init__(self, supernet: Supernet, metric: str = "flops") -> None:
         if metric not in COST_METRICS:
             raise ValueError(f"cost metric: expected one of {', '.join(COST_METRICS)}, got {metric!r}")
+        if metric == "latency":
+            load_latency_model()  # fail here, with the command that fits one, if there is none
         self.net, self.metric = supernet, metric
 
     def __call__(self, probs: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:

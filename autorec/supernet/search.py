@@ -46,7 +46,7 @@ from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 from autorec.arch import ArchSpec
 from autorec.data import RecDataset
 from autorec.space import SearchSpace
-from autorec.supernet.cost import COST_METRICS, ExpectedCost
+from autorec.supernet.cost import COST_METRICS, ExpectedCost, spec_cost
 from autorec.supernet.supernet import Supernet
 from autorec.train.distributed import default_device, shard
 
@@ -369,11 +369,9 @@ class SupernetSearch:
         return self.path_scores(values, batches)["val_auc"]
 
     def path_cost(self, values: Mapping[str, Any]) -> float:
-        """The cost metric of the path at ``values``: the analytic cost of the spec it derives,
-        as the study records it (E[cost] is exact only at the argmax path's layer widths)."""
-        from autorec.study import cost_summary  # the study imports the supernet lazily too
-
-        return float(cost_summary(self.supernet.derive(values))[self.config.cost_metric])
+        """The cost metric of the path at ``values``: that of the spec it derives (E[cost] is
+        exact only at the argmax path's layer widths)."""
+        return spec_cost(self.supernet.derive(values), self.config.cost_metric)
 
     def path_scores(self, values: Mapping[str, Any], batches: Sequence[Any]) -> dict[str, float]:
         """Validation AUC and BCE of the path at ``values``; under ``selection: penalized`` also
