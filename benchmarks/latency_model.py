@@ -65,7 +65,8 @@ def step_seconds(spec: ArchSpec, batch_size: int, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--space", default="zoo")
     parser.add_argument("--specs", type=int, default=60)
     parser.add_argument("--features", type=int, nargs="+", default=[12, 20, 30])
