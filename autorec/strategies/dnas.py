@@ -4,7 +4,9 @@ The Optuna sampler (TPE) picks, per trial, what the supernet does not search: D,
 and the over-arch (the space's parameters ``dim``, ``dense_arch``, ``over_arch``), and the cost
 penalty's ``lambda`` and target (``dnas.lambda``, ``dnas.target_ratio``: the target as a share
 of E[cost] under the uniform start). Sweeping lambda and the target is what lets a study trace
-the quality-cost front. The study then trains the derived spec like any other trial; the
+the quality-cost front. With ``search_over_arch: true`` the supernet searches the over-arch
+sizes itself (masks over one widest MLP; the space's over-arch values must share one depth) and
+the sampler no longer picks them. The study then trains the derived spec like any other trial; the
 per-layer kind probabilities over the supernet run go into the trial's ``arch_probs`` user
 attribute (drawn by the report and the dashboard), and the run's summary into ``dnas``.
 
@@ -62,6 +64,8 @@ class DnasStrategy(Strategy):
         target_ratio: [low, high] of the cost target as a share of E[cost] at the uniform start.
         retrain: ``scratch`` (the study trains the derived spec anew) or ``warm`` (its
             embeddings and dense arch start from the supernet's).
+        search_over_arch: the supernet searches the over-arch sizes (default: the sampler
+            picks them per trial).
         **supernet: any :class:`~autorec.supernet.SupernetConfig` field (steps, warmup_steps,
             batch_size, hard, tau_start, tau_end, arch_lr, cost_metric, cost_beta, selection,
             selection_samples, rescale, weight_sampling, ...). ``weight_sampling: uniform``
@@ -79,7 +83,7 @@ class DnasStrategy(Strategy):
     name = "dnas"
 
     def __init__(self, seed: int = 0, retrain: str = "scratch", target_ratio: Any = (0.2, 1.0),
-                 **options: Any) -> None:
+                 search_over_arch: bool = False, **options: Any) -> None:
         from autorec.supernet import SupernetConfig
 
         self.lambda_range = _range(options.pop("lambda", (0.01, 1.0)), "lambda")
@@ -92,6 +96,10 @@ class DnasStrategy(Strategy):
             raise ValueError(f"strategy 'dnas': retrain: expected one of {', '.join(RETRAIN)}, "
                              f"got {retrain!r}")
         self.retrain = retrain
+        if not isinstance(search_over_arch, bool):
+            raise ValueError(f"strategy 'dnas': search_over_arch: expected true or false, "
+                             f"got {search_over_arch!r}")
+        self.search_over_arch = search_over_arch
         try:
             self.supernet = SupernetConfig(**supernet)
         except (TypeError, ValueError) as exc:
@@ -127,7 +135,7 @@ class DnasStrategy(Strategy):
         self.bound_dataset(schema, "trains a supernet")
         dim = self._categorical(trial, "dim", space.dim)
         dense_arch = self._categorical(trial, "dense_arch", space.dense_arch) if schema.n_dense else ()
-        over_arch = self._categorical(trial, "over_arch", space.over_arch)
+        over_arch = None if self.search_over_arch else self._categorical(trial, "over_arch", space.over_arch)
         lam = self._float(trial, "dnas.lambda", self.lambda_range)
         ratio = self._float(trial, "dnas.target_ratio", self.target_range)
         config = dataclasses.replace(self.supernet, seed=self.seed + trial.number, cost_lambda=lam,

@@ -16,7 +16,7 @@ The expectation is differentiable through every choice probability and is taken 
   every kind: it changes the bytes of the layer's matrices, not its FLOPs;
 - each layer's input width is the one the derived (most probable) stack gives it;
 - the over-arch's cost follows the last layer's output width, so it is folded into the last
-  layer's cost;
+  layer's cost; where the supernet searches the over-arch, exactly over its sizes' probabilities;
 - embedding widths exactly (per feature, its projection and its table bytes);
 - DMT towers (``towers.num``, ``towers.kind``, ``towers.n_out``) exactly over their product;
   the stack's input width is the derived towers' ``K * n_out`` (+ the dense vector).
@@ -162,8 +162,14 @@ class ExpectedCost:
                 total = total + p_kind[j] * self._kind_cost(i, kind, f_in, rank, fallback, probs, i == last)
             f_in = _out(fallback, f_in, net.dim)
         if not net.layers:
-            total = total + over_arch_cost(f_in, net.dim, net.over_sizes, self.metric)
+            total = total + self._over_arch(f_in, probs)
         return total
+
+    def _over_arch(self, f_out: int, probs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """E over the over-arch sizes of its cost on ``f_out`` vectors (one size: that one's)."""
+        values = self.net.over_values
+        costs = _t([over_arch_cost(f_out, self.net.dim, v, self.metric) for v in values])
+        return self._p(probs, "over_arch", len(values)) @ costs
 
     def _towers(self, probs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """E over tower count, module kind and n_out of the tower modules' cost."""
@@ -190,12 +196,11 @@ class ExpectedCost:
     def _p(self, probs: Mapping[str, torch.Tensor], name: str, size: int) -> torch.Tensor:
         return probs[name].double() if name in probs else torch.ones(size, dtype=torch.float64)
 
-    def _config_cost(self, config: BlockConfig, f_in: int, with_over_arch: bool) -> float:
-        cost = layer_cost(config, f_in, self.net.dim, self.metric)
+    def _config_cost(self, config: BlockConfig, f_in: int, with_over_arch: bool,
+                     probs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        cost = _t(layer_cost(config, f_in, self.net.dim, self.metric))
         if with_over_arch:
-            cost += over_arch_cost(
-                _out(config, f_in, self.net.dim), self.net.dim, self.net.over_sizes, self.metric
-            )
+            cost = cost + self._over_arch(_out(config, f_in, self.net.dim), probs)
         return cost
 
     def _kind_cost(
@@ -211,9 +216,9 @@ class ExpectedCost:
         op = self.net.layers[i].candidates[kind]
         base = self.net.block_values(i, kind, f_in, rank)
         if base is None:  # not valid at this width: derive would take the fallback kind
-            return _t(self._config_cost(fallback, f_in, last))
-        c0 = self._config_cost(op.config(base), f_in, last)
-        total = _t(c0)
+            return self._config_cost(fallback, f_in, last, probs)
+        c0 = self._config_cost(op.config(base), f_in, last, probs)
+        total = c0
         for key, allowed in op.fields.items():
             name = self.net.choice_name(f"layer{i}.{kind}.{key}")
             if name not in probs:
@@ -222,8 +227,9 @@ class ExpectedCost:
             for value in self.net.arch.choices[name].values:  # the layer's precisions: a superset
                 variant: dict[str, Any] = {**base, key: value}
                 ok = value in allowed and op.out_features(variant, f_in) is not None
-                deltas.append(self._config_cost(op.config(variant), f_in, last) - c0 if ok else 0.0)
-            total = total + probs[name].double() @ _t(deltas)
+                deltas.append(self._config_cost(op.config(variant), f_in, last, probs) - c0 if ok
+                              else _t(0.0))
+            total = total + probs[name].double() @ torch.stack(deltas)
         return total
 
     def _embedding_bytes(self, probs: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -227,7 +227,8 @@ def _value_name(value: Any) -> str:
 
 
 class SupernetSearch:
-    """Builds the supernet for one (dim, dense_arch, over_arch) and runs the bilevel search.
+    """Builds the supernet for one (dim, dense_arch, over_arch) and runs the bilevel search
+    (``over_arch=None``: the supernet searches the over-arch sizes too).
 
     Example:
         >>> from autorec.data import load_dataset
@@ -247,7 +248,7 @@ class SupernetSearch:
         dataset: RecDataset,
         dim: int,
         dense_arch: tuple[int, ...],
-        over_arch: tuple[int, ...],
+        over_arch: tuple[int, ...] | None,
         config: SupernetConfig | None = None,
     ) -> None:
         self.space, self.dataset = space, dataset
@@ -424,7 +425,8 @@ class SupernetSearch:
         their current choice), each kind is scored with its fields at their current or most
         probable values, then each of its fields at every other value (one field at a time,
         keeping improvements); the layer takes the best-scoring kind and fields (the incumbent
-        wins ties). Sweeps over the layers repeat until none changes, at most
+        wins ties). A searched over-arch is one more coordinate after the layers (logged as
+        layer ``len(layers)``). Sweeps repeat until none changes, at most
         :data:`SELECTION_SWEEPS` times. A path is scored once (forward passes over
         ``selection_samples`` validation samples); each scored path is logged with its sweep.
         """
@@ -464,6 +466,14 @@ class SupernetSearch:
                 assert best is not None  # every layer has at least one kind
                 changed = changed or best[1] != chosen
                 chosen = best[1]
+            if "over_arch" in net.arch.choices:  # the searched over-arch: one more coordinate
+                fields = ["over_arch"]
+                merit = score(sweep, len(net.layers), "over_arch", chosen, fields)
+                for value in net.arch.choices["over_arch"].values:
+                    other = {**chosen, "over_arch": value}
+                    other_merit = score(sweep, len(net.layers), "over_arch", other, fields)
+                    if other_merit > merit:
+                        changed, chosen, merit = True, other, other_merit
             if not changed:
                 break
         return chosen, scored

@@ -15,7 +15,10 @@ dense arch and over-arch (a DNAS trial fixes those; see :mod:`autorec.strategies
   over ``AtPrecision(layer, p)``: one set of weights, its dense products quantised in each
   format (:mod:`autorec.precision.layers`). The choice's values are the union of the kinds'
   formats; a kind that lacks the chosen one derives to its most probable own;
-- the over-arch MLP on the flattened (padded) output of the last layer.
+- the over-arch MLP on the flattened (padded) output of the last layer; given ``over_arch=None``
+  the supernet searches it too: one MLP at the widest size of each hidden layer, and the choice
+  ``over_arch`` (the space's values, all of one depth) masks each layer's units to a prefix
+  (:class:`MaskedOverArch`).
 
 Data flow and shapes as in :class:`~autorec.models.RecModel`, except that every layer's output
 is padded to the widest its candidates give, and the outputs of the ops without a norm whose
@@ -79,7 +82,8 @@ class Supernet(nn.Module):
         schema: the dataset's features.
         dim: D (one of ``space.dim``).
         dense_arch: the dense MLP's sizes (one of ``space.dense_arch``).
-        over_arch: the over-arch sizes (one of ``space.over_arch``).
+        over_arch: the over-arch sizes (one of ``space.over_arch``), or None to search them as
+            the choice ``over_arch`` (the space's values must all have one depth).
         device: where the embedding tables go (``meta`` defers them to DistributedModelParallel).
         rescale: RMS-rescale the outputs of the ops without a norm (dlrm, dcnv2) in the mix
             (default). False: every path computes what its derived model does, but a deep stack
@@ -104,7 +108,7 @@ class Supernet(nn.Module):
         schema: Schema,
         dim: int,
         dense_arch: tuple[int, ...],
-        over_arch: tuple[int, ...],
+        over_arch: tuple[int, ...] | None,
         device: torch.device | None = None,
         rescale: bool = True,
     ) -> None:
@@ -112,9 +116,9 @@ class Supernet(nn.Module):
         for key, value, values in (
             ("dim", dim, space.dim),
             ("dense_arch", tuple(dense_arch), space.dense_arch),
-            ("over_arch", tuple(over_arch), space.over_arch),
+            ("over_arch", None if over_arch is None else tuple(over_arch), space.over_arch),
         ):
-            if key == "dense_arch" and not schema.n_dense:
+            if (key == "dense_arch" and not schema.n_dense) or value is None:
                 continue
             if value not in values:
                 raise SupernetError(
@@ -122,7 +126,13 @@ class Supernet(nn.Module):
                 )
         self.space, self.schema, self.dim = space, schema, dim
         self.dense_sizes = tuple(dense_arch) if schema.n_dense else ()
-        self.over_sizes = tuple(over_arch)
+        # The over-arch values the supernet holds: the given one, or every value of the space.
+        self.over_values: tuple[tuple[int, ...], ...] = (
+            tuple(tuple(v) for v in space.over_arch) if over_arch is None else (tuple(over_arch),))
+        if len({len(v) for v in self.over_values}) > 1:
+            raise SupernetError(f"{space.source}: over_arch: to search it in the supernet, every value "
+                                f"must have the same number of layers, got {list(self.over_values)}")
+        self.over_sizes = tuple(max(sizes) for sizes in zip(*self.over_values, strict=True))
         choices: list[Choice] = []
         self.groups = _groups(space.embedding.groups, schema)
         self.emb_values, self.emb_widths = self._embedding_choices()
@@ -193,7 +203,13 @@ class Supernet(nn.Module):
         # state_dict under each format's name.
         self._runs = runs
         self.num_final = num_in
-        self.over_arch = nn.Sequential(MLP(num_in * dim, list(over_arch)), nn.Linear(over_arch[-1], 1))
+        self.over_arch: nn.Module
+        if len(self.over_values) > 1:
+            choices.append(Choice("over_arch", self.over_values))
+            self.over_arch = MaskedOverArch("over_arch", num_in * dim, self.over_values)
+        else:
+            self.over_arch = nn.Sequential(MLP(num_in * dim, list(self.over_sizes)),
+                                           nn.Linear(self.over_sizes[-1], 1))
         self.arch = ChoiceSet(choices)
 
     def _embedding_choices(self) -> tuple[tuple[Any, ...], tuple[int, ...]]:
@@ -260,6 +276,8 @@ class Supernet(nn.Module):
         x = self.embed(dense, sparse, weights, detach_embeddings)
         for run in self._runs:
             x = run(x, weights)
+        if isinstance(self.over_arch, MaskedOverArch):
+            return self.over_arch(x.flatten(1), weights).squeeze(-1)
         return self.over_arch(x.flatten(1)).squeeze(-1)
 
     # ---- derive -----------------------------------------------------------------------
@@ -350,7 +368,7 @@ class Supernet(nn.Module):
             n_dense=self.schema.n_dense,
             dense_arch=self.dense_sizes,
             layers=tuple(layers),
-            over_arch=self.over_sizes,
+            over_arch=rank("over_arch", self.over_values)[0],
             towers=towers,
         )
         try:
@@ -388,3 +406,46 @@ class Supernet(nn.Module):
 
     def arch_parameters(self) -> list[nn.Parameter]:
         return list(self.arch.parameters())
+
+
+class MaskedOverArch(nn.Module):
+    """The over-arch MLP of several same-depth sizes at once: one MLP at the widest size of each
+    layer, whose units past the chosen size are masked (FBNetV2-style, as :func:`width_mask`).
+
+    With one-hot weights, the output is exactly that of ``MLP(in, sizes) -> Linear(sizes[-1], 1)``
+    built from the first ``sizes[l]`` units of each layer; soft weights mix the masks.
+
+    Shapes: [B, in_features] -> [B, 1].
+
+    Args:
+        name: the choice whose weights pick the sizes.
+        in_features: the flattened input width.
+        values: the candidate sizes, one tuple per value, all of one depth.
+
+    Example:
+        >>> head = MaskedOverArch("over_arch", 6, ((4, 2), (8, 4)))
+        >>> x = torch.randn(3, 6)
+        >>> small = head(x, {"over_arch": torch.tensor([1.0, 0.0])})
+        >>> mlp = MLP(6, [4, 2])
+        >>> with torch.no_grad():
+        ...     for mine, full in zip(mlp._mlp, head.mlp._mlp):
+        ...         n_out, n_in = mine._linear.weight.shape
+        ...         _ = mine._linear.weight.copy_(full._linear.weight[:n_out, :n_in])
+        ...         _ = mine._linear.bias.copy_(full._linear.bias[:n_out])
+        >>> reference = mlp(x) @ head.out.weight[:, :2].T + head.out.bias
+        >>> torch.allclose(small, reference, atol=1e-6)
+        True
+    """
+
+    def __init__(self, name: str, in_features: int, values: tuple[tuple[int, ...], ...]) -> None:
+        super().__init__()
+        self.name, self.values = name, values
+        self.sizes = tuple(max(sizes) for sizes in zip(*values, strict=True))
+        self.mlp = MLP(in_features, list(self.sizes))
+        self.out = nn.Linear(self.sizes[-1], 1)
+
+    def forward(self, x: torch.Tensor, weights: Weights) -> torch.Tensor:
+        w = weights[self.name]
+        for i, layer in enumerate(self.mlp._mlp):
+            x = layer(x) * width_mask(w, [v[i] for v in self.values], self.sizes[i])
+        return self.out(x)

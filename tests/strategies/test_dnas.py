@@ -77,13 +77,45 @@ def test_dnas_options_are_checked():
         make_strategy("dnas", **{"lambda": [1.0, 0.1]})
     with pytest.raises(ValueError, match="strategy 'dnas': retrain: expected one of scratch, warm"):
         make_strategy("dnas", retrain="hot")
-    with pytest.raises(ValueError, match="'dnas': supernet selection: expected one of argmax, validation"):
+    with pytest.raises(ValueError, match="'dnas': supernet selection: expected one of argmax, validation, "
+                                         "penalized"):
         make_strategy("dnas", selection="perturbation")
     with pytest.raises(ValueError, match="'dnas': supernet weight_sampling: expected one of arch, uniform"):
         make_strategy("dnas", weight_sampling="logits")
+    with pytest.raises(ValueError, match="'dnas': search_over_arch: expected true or false, got 'yes'"):
+        make_strategy("dnas", search_over_arch="yes")
     with pytest.raises(ValueError, match="strategy 'dnas': supernet tau"):
         make_strategy("dnas", tau_start=0.1, tau_end=1.0)
     strategy = make_strategy("dnas")
     study = optuna.create_study()
     with pytest.raises(ValueError, match="call bind"):
         strategy.propose(study.ask(), SearchSpace.from_dict(TINY_SPACE), None)
+
+
+def test_with_search_over_arch_the_supernet_picks_the_over_arch_and_selection_scores_it(tmp_path):
+    import yaml
+
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump({**TINY_SPACE, "over_arch": [[16, 8], [32, 16]]}))
+    path = write_study(tmp_path, space=str(space), budget={"trials": 2, "epochs": 1, "batch_size": 256,
+                                                           "max_steps_per_epoch": 2},
+                       strategy={"name": "dnas", "options": {"steps": 4, "warmup_steps": 1, "batch_size": 128,
+                                                             "search_over_arch": True,
+                                                             "selection": "penalized",
+                                                             "selection_samples": 256}},
+                       objectives=["val_auc", "flops"])
+    config = StudyConfig.load(path)
+    run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=config.storage_url)
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(trials) == 2
+    for t in trials:
+        assert "over_arch" not in t.params  # the supernet chose it, not the sampler
+        dnas = t.user_attrs["dnas"]
+        assert set(dnas["final_probs"]["over_arch"]) == {"16-8", "32-16"}
+        # The over-arch is a coordinate of the selection: the value the layers' sweep did not
+        # already score is scored on its own (the other is the cached incumbent path).
+        scored = [p for p in dnas["scored_paths"] if p["kind"] == "over_arch"]
+        assert scored and {p["fields"]["over_arch"] for p in scored} <= {"16-8", "32-16"}
+        assert all(p["layer"] == 2 and "penalized_loss" in p for p in scored)
+        assert trial_arch(t).over_arch in ((16, 8), (32, 16))

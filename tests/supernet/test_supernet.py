@@ -231,7 +231,7 @@ def test_bad_inputs_name_what_is_wrong():
     with pytest.raises(ValueError, match="warmup_steps"):
         SupernetConfig(steps=3, warmup_steps=4)
     with pytest.raises(ValueError, match="cost metric: expected one of"):
-        ExpectedCost(make()[1], "latency")
+        ExpectedCost(make()[1], "watts")
 
 
 @pytest.mark.parametrize("layers", [
@@ -256,3 +256,42 @@ def test_a_mixed_choice_of_several_candidates_needs_its_weights():
     mix = MixedChoice("layer0.kind", {"a": torch.nn.Identity(), "b": torch.nn.Identity()}, 2)
     with pytest.raises(KeyError, match="no weights given for its 2 candidates"):
         mix(torch.ones(1, 2, 1), {})
+
+
+SAME_DEPTH = {**SPACE, "over_arch": [[16, 8], [32, 16]]}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_searched_over_arch_is_a_choice_with_exact_one_hot_cost_and_derive(seed):
+    space, net = make(SAME_DEPTH, over=None)
+    assert net.arch.choices["over_arch"].values == ((16, 8), (32, 16))
+    randomize(net, seed)
+    spec = net.derive()
+    assert space.contains(spec) and spec.over_arch == net.arch.argmax()["over_arch"]
+    with torch.no_grad():
+        assert float(ExpectedCost(net, "flops")()) == arch_cost(spec).forward_flops
+        assert float(ExpectedCost(net, "params_bytes")()) == arch_cost(spec).dense_bytes
+    dense, kjt = batch()
+    weights = net.arch.sample(tau=1.0, hard=True, generator=torch.Generator().manual_seed(seed))
+    assert net(dense, kjt, weights).shape == (6,)
+
+
+def test_a_searched_over_arch_gets_gradients_and_its_expected_cost_moves_with_it():
+    _, net = make(SAME_DEPTH, over=None)
+    dense, kjt = batch()
+    weights = net.arch.sample(tau=1.0, hard=False, generator=torch.Generator().manual_seed(0))
+    net(dense, kjt, weights).sum().backward()
+    assert net.arch.logit("over_arch").grad is not None and net.arch.logit("over_arch").grad.abs().sum() > 0
+    cost = ExpectedCost(net, "flops")
+    with torch.no_grad():
+        net.arch.logit("over_arch").copy_(torch.tensor([50.0, 0.0]))
+        small = float(cost())
+        net.arch.logit("over_arch").copy_(torch.tensor([0.0, 50.0]))
+        large = float(cost())
+    assert small < large
+
+
+def test_an_over_arch_of_mixed_depths_cannot_be_searched():
+    with pytest.raises(SupernetError, match=r"over_arch: to search it in the supernet, every value must "
+                                            r"have the same number of layers, got \[\(16,\), \(16, 8\)\]"):
+        make(over=None)
