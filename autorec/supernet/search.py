@@ -309,6 +309,10 @@ class SupernetSearch:
         )
         return torch.nn.functional.binary_cross_entropy_with_logits(logits, batch.labels)
 
+    def penalty(self, cost: torch.Tensor) -> torch.Tensor:
+        """The cost term of the architecture loss: ``lambda * (cost / target) ** beta``."""
+        return self.config.cost_lambda * (cost / self.cost_target) ** self.config.cost_beta
+
     def step(self, step: int, train: Iterator[Any], val: Iterator[Any]) -> float:
         """Step ``step`` of the schedule: a weight step on the next training batch (its path drawn
         by ``weight_sampling``), then (past the warm-up, every ``arch_every`` steps) an
@@ -329,7 +333,7 @@ class SupernetSearch:
         if cfg.arch_step_at(step) and self.arch_optimizer is not None:
             arch_loss = self._loss(next(val), tau, detach_embeddings=True, hard=cfg.hard)
             if cfg.cost_lambda:
-                arch_loss = arch_loss + cfg.cost_lambda * (self.cost() / self.cost_target) ** cfg.cost_beta
+                arch_loss = arch_loss + self.penalty(self.cost())
             self.arch_optimizer.zero_grad()
             arch_loss.backward()
             self.arch_optimizer.step()
@@ -385,10 +389,9 @@ class SupernetSearch:
         out = {"val_auc": float(roc_auc_score(y, logits.numpy())),
                "val_loss": float(torch.nn.functional.binary_cross_entropy_with_logits(logits, labels))}
         if self.config.selection == "penalized":
-            cfg = self.config
             out["cost"] = self.path_cost(values)
-            penalty = cfg.cost_lambda * (out["cost"] / self.cost_target) ** cfg.cost_beta
-            out["penalized_loss"] = out["val_loss"] + penalty
+            cost = torch.tensor(out["cost"], dtype=torch.float64)
+            out["penalized_loss"] = out["val_loss"] + float(self.penalty(cost))
         return out
 
     def _merit(self, scores: Mapping[str, float]) -> float:
