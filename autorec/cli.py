@@ -19,13 +19,14 @@ class UsageError(ValueError):
     """A command-line value is wrong; the message names the flag."""
 
 
-def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs; values parsed as JSON when they parse, else kept as strings."""
+def parse_options(pairs: Sequence[str], flag: str = "--data-opt") -> dict[str, Any]:
+    """``key=value`` pairs; values parsed as JSON when they parse, else kept as strings
+    (``flag``: the option they came from, named in the error)."""
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise UsageError(f"--data-opt: expected key=value, got {pair!r}")
+            raise UsageError(f"{flag}: expected key=value, got {pair!r}")
         try:
             options[key] = json.loads(value)
         except json.JSONDecodeError:

@@ -82,7 +82,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     out = run(args.data, args.seed, args.space, args.dim, args.steps, args.warmup, epochs=args.epochs,
               presets=tuple(p for p in args.presets.split(",") if p), selection=args.selection,
-              rescale=not args.no_rescale, supernet=parse_options(args.opt), **parse_options(args.data_opt))
+              rescale=not args.no_rescale, supernet=parse_options(args.opt, "--opt"),
+              **parse_options(args.data_opt))
     print(f"synthetic {out['data']} (seed {out['seed']}): Bayes test AUC {out['bayes_test_auc']:.4f}; "
           f"supernet {out['steps']} steps in {out['supernet_seconds']:.0f} s")
     for i, probs in enumerate(out["kind_probs"]):

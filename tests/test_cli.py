@@ -63,3 +63,11 @@ def test_data_describe_json(capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["rows"] == {"train": 80_000, "val": 10_000, "test": 10_000}
     assert {"name": "genres", "num_embeddings": 20, "multi_hot": True} in info["sparse"]
+
+
+def test_parse_options_names_the_flag_its_pairs_came_from():
+    from autorec.cli import UsageError, parse_options
+
+    assert parse_options(["a=1", "b=x", "c=[1, 2]"], "--opt") == {"a": 1, "b": "x", "c": [1, 2]}
+    with pytest.raises(UsageError, match="--opt: expected key=value, got 'oops'"):
+        parse_options(["oops"], "--opt")
