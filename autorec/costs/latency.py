@@ -3,19 +3,19 @@
 FLOPs rank architectures only roughly by time: a DHEN layer's attention, a Wukong layer's
 LayerNorms and a dot interaction's gather cost more per FLOP than one large matrix product.
 So each part of :func:`~autorec.costs.arch_cost` (an interaction layer, the dense arch, the
-projections, the over-arch) gets its time from a linear model per part kind,
+projections, the over-arch) gets its time from a linear model of its kind,
 
-    seconds = a + b * forward_flops + c * params + d * inputs,     a, b, c, d >= 0,
+    seconds = a + b * forward_flops + c * params + d * inputs + sum_m e_m * inputs,
 
-(``inputs``: the part's input elements per sample, F_in x D for a layer, times the cross
-layers of a DCNv2 layer, each of which runs its elementwise ops over them), one set of
-coefficients per part kind; a DHEN layer adds one term ``e_m * inputs`` per module ``m`` of its
-ensemble (attention, conv, dcn, dot, linear), whose costs per FLOP differ most,
-fitted by non-negative least squares on relative error to the measured forward + backward time
-of that part alone, at one batch size, with one torch thread. A kind the profiles did not cover
-falls back to a fit over every part. The ``linear`` kind (the per-feature projections, one part
-that sums independent matrix products) has no intercept, so the part's time is the sum of its
-features' times, as the supernet's E[cost] adds them.
+with every coefficient >= 0. ``inputs`` is the part's input elements per sample: F_in x D for a
+layer, times the cross layers of a DCNv2 layer (each runs its elementwise ops over them). The
+``e_m`` terms are a DHEN layer's, one per module ``m`` of its ensemble (attention, conv, dcn,
+dot, linear), whose costs per FLOP differ most. The coefficients are fitted by non-negative
+least squares on relative error, against the measured forward + backward time of each part
+alone, at one batch size, with one torch thread. A kind the profiles did not cover falls back
+to a fit over every part. The ``linear`` kind (the per-feature projections: one part that sums
+independent matrix products) has no intercept, so the part's time is the sum of its features'
+times, as the supernet's E[cost] adds them.
 
 Timings come from :func:`profile_parts` over architectures sampled from a search space:
 each sampled layer is built alone (``build_block``) and timed on random inputs of its real
@@ -72,7 +72,7 @@ def part_modules(config: Any) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class LatencyModel:
-    """Seconds of one forward + backward of a part, per part key (see the module docstring).
+    """Seconds of one forward + backward of a part, per part kind (see the module docstring).
 
     Args:
         device: what the profiles were measured on (``cpu``, ``cuda``).
