@@ -25,6 +25,7 @@ import warnings
 import torch
 from scipy.stats import spearmanr
 from torch import nn
+from torchrec.sparse.jagged_tensor import KeyedTensor
 
 from autorec.arch import ArchSpec
 from autorec.costs import arch_cost
@@ -34,31 +35,30 @@ from autorec.space import SPACES_DIR, SearchSpace
 
 
 class _Pooled(nn.Module):
-    """Random pooled embeddings [B, F0 - dense, D] in place of the tables and their lookup."""
+    """Stands in for the embedding tables: random pooled embeddings of every feature, so the
+    model's own forward runs from them on and the lookup is left out of the timing."""
 
     def __init__(self, spec: ArchSpec, batch_size: int) -> None:
         super().__init__()
-        self.x = torch.randn(batch_size, len(spec.feature_names), spec.dim)
+        self.keys = list(spec.feature_names)
+        self.dims = [t.dim for t in spec.tables for _ in t.features]
+        self.values = torch.randn(batch_size, sum(self.dims))
 
-    def forward(self) -> torch.Tensor:
-        return self.x.clone().requires_grad_(True)
+    def forward(self, _: object) -> KeyedTensor:
+        return KeyedTensor(keys=self.keys, length_per_key=self.dims,
+                           values=self.values.clone().requires_grad_(True))
 
 
 def step_seconds(spec: ArchSpec, batch_size: int, repeats: int) -> float:
     """Min over ``repeats`` of forward + backward of ``spec``'s dense model (after 2 warm-ups)."""
     model = build_model(spec)
-    pooled = _Pooled(spec, batch_size)
+    model.sparse_arch = _Pooled(spec, batch_size)
     dense = torch.randn(batch_size, spec.n_dense)
     best = math.inf
     for i in range(repeats + 2):
         model.zero_grad(set_to_none=True)
         start = time.perf_counter()
-        x = pooled()
-        if model.towers is not None:
-            x = model.towers(x)
-        if model.dense_arch is not None:
-            x = torch.cat([model.dense_arch(dense).unsqueeze(1), x], dim=1)
-        model.over_arch(model.layers(x).flatten(1)).sum().backward()
+        model(dense, None).sum().backward()
         if i >= 2:
             best = min(best, time.perf_counter() - start)
     return best

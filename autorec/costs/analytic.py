@@ -46,7 +46,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from autorec.arch import ArchSpec
+from autorec.arch import ArchSpec, BlockConfig, TableSpec
 from autorec.costs.throughput import emulation_factor, peak_flops
 
 # Storage bits per element. MX formats also store one shared 8-bit scale per block of 32.
@@ -174,6 +174,24 @@ def arch_cost(spec: ArchSpec, pooling_factors: Mapping[str, float] | None = None
                     embedding_params=embedding_params, embedding_bytes=embedding_bytes,
                     embedding_lookup_bytes=float(lookup), parts=parts,
                     exchange_bytes=float(_exchanged_vectors(spec) * spec.dim * 4))
+
+
+def probe_tables(num: int, dim: int) -> tuple[TableSpec, ...]:
+    """``num`` one-row tables of width ``dim``: the inputs of a probe spec that costs one part
+    alone (a layer on ``num`` vectors, the over-arch on their flattened width)."""
+    return tuple(TableSpec(name=f"p{j}", features=(f"p{j}",), num_embeddings=1, dim=dim) for j in range(num))
+
+
+def layer_part(config: BlockConfig, num_in: int, dim: int) -> PartCost:
+    """The cost of one interaction layer alone, taking [B, num_in, dim].
+
+    Example:
+        >>> from autorec.arch import DotConfig
+        >>> layer_part(DotConfig(), 4, 8).kind
+        'dlrm'
+    """
+    spec = ArchSpec(dim=dim, tables=probe_tables(num_in, dim), layers=(config,), over_arch=(1,))
+    return next(p for p in arch_cost(spec).parts if p.name == "layers.0")
 
 
 def _exchanged_vectors(spec: ArchSpec) -> int:

@@ -40,8 +40,8 @@ import torch
 from scipy.optimize import nnls
 from torch import nn
 
-from autorec.arch import ArchSpec, TableSpec
-from autorec.costs.analytic import arch_cost
+from autorec.arch import ArchSpec
+from autorec.costs.analytic import arch_cost, layer_part
 
 COST_MODELS_DIR = Path(__file__).resolve().parents[2] / "cost_models"
 LATENCY_FILE = "latency.json"
@@ -184,10 +184,6 @@ def load_latency_model(device: str = "cpu") -> LatencyModel:
 
 # ---- profiling -----------------------------------------------------------------------------
 
-def _probe_tables(num: int, dim: int) -> tuple[TableSpec, ...]:
-    return tuple(TableSpec(name=f"p{j}", features=(f"p{j}",), num_embeddings=1, dim=dim) for j in range(num))
-
-
 def _time(module: nn.Module, x: torch.Tensor, repeats: int) -> float:
     """Min over ``repeats`` of one forward + backward of ``module`` on ``x`` (after a warm-up)."""
     best = math.inf
@@ -225,9 +221,7 @@ def profile_parts(specs: Iterable[ArchSpec], batch_size: int = 512, repeats: int
             key = ("layer", config, f_in, spec.dim)
             if key not in seen and config.kind != "skip":
                 seen.add(key)
-                probe = ArchSpec(dim=spec.dim, tables=_probe_tables(f_in, spec.dim), layers=(config,),
-                                 over_arch=(1,))
-                part = {p.name: p for p in arch_cost(probe).parts}["layers.0"]
+                part = layer_part(config, f_in, spec.dim)
                 x = torch.randn(batch_size, f_in, spec.dim)
                 seconds = _time(build_block(config, f_in, spec.dim), x, repeats)
                 records.append({"kind": config.kind, "modules": list(part_modules(config)),

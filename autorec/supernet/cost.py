@@ -33,15 +33,11 @@ from typing import Any
 import torch
 
 from autorec.arch import ArchSpec, BlockConfig, TableSpec
-from autorec.costs.analytic import arch_cost, tensor_bytes
+from autorec.costs.analytic import arch_cost, probe_tables, tensor_bytes
 from autorec.costs.latency import load_latency_model
 from autorec.supernet.supernet import Ranker, Supernet
 
 COST_METRICS = ("flops", "params_bytes", "embedding_bytes", "latency")
-
-
-def _probe_tables(num: int, dim: int) -> tuple[TableSpec, ...]:
-    return tuple(TableSpec(name=f"p{j}", features=(f"p{j}",), num_embeddings=1, dim=dim) for j in range(num))
 
 
 def _part(spec: ArchSpec, name: str, metric: str) -> float:
@@ -56,7 +52,7 @@ def _part(spec: ArchSpec, name: str, metric: str) -> float:
 @functools.lru_cache(maxsize=65536)
 def layer_cost(config: BlockConfig, num_in: int, dim: int, metric: str) -> float:
     """Cost of one interaction layer taking [B, num_in, dim] (``metric``: flops or params_bytes)."""
-    spec = ArchSpec(dim=dim, tables=_probe_tables(num_in, dim), layers=(config,), over_arch=(1,))
+    spec = ArchSpec(dim=dim, tables=probe_tables(num_in, dim), layers=(config,), over_arch=(1,))
     return _part(spec, "layers.0", metric)
 
 
@@ -64,7 +60,7 @@ def layer_cost(config: BlockConfig, num_in: int, dim: int, metric: str) -> float
 def over_arch_cost(num_in: int, dim: int, over_arch: tuple[int, ...], metric: str) -> float:
     """Cost of the over-arch on ``num_in`` vectors of width ``dim``."""
     return _part(
-        ArchSpec(dim=dim, tables=_probe_tables(num_in, dim), over_arch=over_arch), "over_arch", metric
+        ArchSpec(dim=dim, tables=probe_tables(num_in, dim), over_arch=over_arch), "over_arch", metric
     )
 
 
@@ -73,7 +69,7 @@ def towers_cost(sizes: tuple[int, ...], module: BlockConfig, n_out: int, dim: in
     """Cost of towers of ``sizes`` features each, ``module`` compressed to ``n_out`` vectors."""
     from autorec.arch import TowerSpec
 
-    tables = _probe_tables(sum(sizes), dim)
+    tables = probe_tables(sum(sizes), dim)
     names = [t.features[0] for t in tables]
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     groups = tuple(tuple(names[a:a + n]) for a, n in zip(starts, sizes, strict=True))
@@ -85,7 +81,7 @@ def towers_cost(sizes: tuple[int, ...], module: BlockConfig, n_out: int, dim: in
 def dense_arch_cost(n_dense: int, dense_arch: tuple[int, ...], dim: int, metric: str) -> float:
     if not n_dense:
         return 0.0
-    spec = ArchSpec(dim=dim, tables=_probe_tables(1, dim), n_dense=n_dense, dense_arch=dense_arch)
+    spec = ArchSpec(dim=dim, tables=probe_tables(1, dim), n_dense=n_dense, dense_arch=dense_arch)
     return _part(spec, "dense_arch", metric)
 
 
