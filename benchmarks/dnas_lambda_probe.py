@@ -5,7 +5,8 @@ architecture step, uniform weight sampling, no rescale) at trial 1's sampled D 3
 256-128 and target ratio 0.47, seed 1; ``--sampling soft`` runs the same with soft
 Gumbel-softmax weights (``hard: false``); ``--weight-hard`` keeps the weight steps on one
 uniformly drawn path while the architecture steps are soft, and ``--arch-every K`` runs an
-architecture step after every K-th weight step past the warm-up.
+architecture step after every K-th weight step past the warm-up; ``--search-over-arch`` lets
+the supernet choose the over-arch (256-128 or 512-256) instead of fixing 256-128.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/dnas_lambda_probe.py --sampling hard --lambdas 0 0.3
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/dnas_lambda_probe.py --sampling soft --lambdas 0 0.3
@@ -35,6 +36,7 @@ def main() -> None:
     parser.add_argument("--weight-hard", action="store_true",
                         help="one uniformly drawn path per weight step, whatever --sampling says")
     parser.add_argument("--arch-every", type=int, default=1)
+    parser.add_argument("--search-over-arch", action="store_true")
     args = parser.parse_args()
     space = SearchSpace.load(SPACES_DIR / "quickstart.yaml")
     data = load_dataset("movielens100k", seed=0)
@@ -45,9 +47,10 @@ def main() -> None:
                                 weight_hard=True if args.weight_hard else None, arch_every=args.arch_every,
                                 cost_lambda=lam, cost_target_ratio=0.47, seed=args.seed)
         t0 = time.process_time()
-        result = SupernetSearch(space, data, 32, dense, (256, 128), config).fit()
+        over = None if args.search_over_arch else (256, 128)
+        result = SupernetSearch(space, data, 32, dense, over, config).fit()
         kinds = {name: {k: round(p, 2) for k, p in probs.items()}
-                 for name, probs in result.final_probs.items() if "kind" in name}
+                 for name, probs in result.final_probs.items() if "kind" in name or name == "over_arch"}
         variant = f"{args.sampling} (weight_hard {args.weight_hard}, arch_every {args.arch_every})"
         print(f"{variant} lambda {lam}: E[cost]/target {result.expected_cost / result.cost_target:.2f} "
               f"argmax {[layer.kind for layer in result.spec.layers]} probs {kinds} "
