@@ -345,9 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
     from autorec.precision.command import add_parser as add_precision_parser
 
     add_precision_parser(commands)
-    from autorec.sharding.profile_command import add_parser as add_profile_parser
+    from autorec.costs.latency_command import add_parser as add_profile_latency_parser
+    from autorec.sharding.profile_command import add_parser as add_profile_sharding_parser
 
-    add_profile_parser(commands)
+    profile = commands.add_parser("profile", help="measure costs with the real kernels").add_subparsers(
+        dest="profile_command", required=True)
+    add_profile_sharding_parser(profile)
+    add_profile_latency_parser(profile)
     from autorec.sharding.command import add_parser as add_shard_parser
 
     add_shard_parser(commands)

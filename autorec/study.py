@@ -321,12 +321,7 @@ def cost_summary(spec: ArchSpec) -> dict[str, float]:
     """The analytic costs a study records and optimises (per-sample FLOPs and seconds; bytes)."""
     from autorec.costs import arch_cost
 
-    cost = arch_cost(spec)
-    return {"flops": cost.forward_flops, "train_flops": cost.train_flops,
-            "params_bytes": cost.dense_bytes, "embedding_bytes": cost.embedding_bytes,
-            "dense_params": cost.dense_params, "embedding_params": cost.embedding_params,
-            "embedding_lookup_bytes": cost.embedding_lookup_bytes,
-            "compute_time_h100": cost.compute_time("h100")}
+    return arch_cost(spec).summary()
 
 
 class TrialRunner:

@@ -146,6 +146,16 @@ class ArchCost:
         part's precision (``throughput.CPU_EMULATION_FACTOR``; fp32 counts 1)."""
         return sum(p.forward_flops * emulation_factor(p.precision) for p in self.parts)
 
+    def summary(self) -> dict[str, float]:
+        """The costs a study records and optimises, by their names there (``flops`` is forward
+        FLOPs per sample, ``params_bytes`` the dense bytes, ...); the supernet's cost metrics
+        use the same names."""
+        return {"flops": self.forward_flops, "train_flops": self.train_flops,
+                "params_bytes": self.dense_bytes, "embedding_bytes": self.embedding_bytes,
+                "dense_params": self.dense_params, "embedding_params": self.embedding_params,
+                "embedding_lookup_bytes": self.embedding_lookup_bytes,
+                "compute_time_h100": self.compute_time("h100")}
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict: every field, the totals, and ``parts`` as a list of dicts."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "parts"}

@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(commands: Any) -> None:
-    """Register ``profile sharding`` on the CLI's subcommands."""
-    group = commands.add_parser("profile", help="measure costs with the real kernels").add_subparsers(
-        dest="profile_command", required=True)
+def add_parser(group: Any) -> None:
+    """Register ``sharding`` on the CLI's ``profile`` subcommands."""
     parser = group.add_parser("sharding", help="forward, backward and comm cost of embedding shards")
     parser.add_argument("--out", help="directory of profiles.jsonl (appended to; default "
                                       "cost_models/<device>)")
@@ -42,9 +40,6 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--max-shard-mb", type=int, default=384, help="most memory of one shard")
     parser.add_argument("--chunk", type=int, default=50, help="shards per comm run and file append")
     parser.set_defaults(func=cmd_profile_sharding)
-    from autorec.costs.latency_command import add_parser as add_latency_parser
-
-    add_latency_parser(group)
 
 
 def cmd_profile_sharding(args: argparse.Namespace) -> int:

@@ -95,14 +95,11 @@ def projection_cost(width: int, dim: int, metric: str) -> float:
 def spec_cost(spec: ArchSpec, metric: str) -> float:
     """``metric`` of a whole spec, as E[cost] gives it at that spec's one-hot path (and, but for
     ``latency``, as the study records it)."""
+    if metric not in COST_METRICS:
+        raise ValueError(f"cost metric: expected one of {', '.join(COST_METRICS)}, got {metric!r}")
     if metric == "latency":
         return load_latency_model().spec_seconds(spec)
-    cost = arch_cost(spec)
-    try:
-        return float({"flops": cost.forward_flops, "params_bytes": cost.dense_bytes,
-                      "embedding_bytes": cost.embedding_bytes}[metric])
-    except KeyError:
-        raise ValueError(f"cost metric: expected one of {', '.join(COST_METRICS)}, got {metric!r}") from None
+    return float(arch_cost(spec).summary()[metric])
 
 
 class ExpectedCost:

@@ -448,6 +448,16 @@ class SupernetSearch:
                                "fields": {f: _value_name(values[f]) for f in fields}})
             return cache[key]
 
+        def ascend(sweep: int, i: int, kind: str, values: dict[str, Any], merit: float, choice: str,
+                   fields: list[str]) -> tuple[dict[str, Any], float]:
+            """``values`` with ``choice`` at its best-scoring value (the incumbent wins ties)."""
+            for value in net.arch.choices[choice].values:
+                other = {**values, choice: value}
+                other_merit = score(sweep, i, kind, other, fields)
+                if other_merit > merit:
+                    values, merit = other, other_merit
+            return values, merit
+
         for sweep in range(SELECTION_SWEEPS):
             changed = False
             for i, kinds in enumerate(net.layer_kinds):
@@ -459,24 +469,17 @@ class SupernetSearch:
                     fields = [c.name for c in net.layers[i].candidates[kind].choices()]
                     merit = score(sweep, i, kind, values, fields)
                     for field_name in fields:
-                        for value in net.arch.choices[field_name].values:
-                            other = {**values, field_name: value}
-                            other_merit = score(sweep, i, kind, other, fields)
-                            if other_merit > merit:
-                                values, merit = other, other_merit
+                        values, merit = ascend(sweep, i, kind, values, merit, field_name, fields)
                     if best is None or merit > best[0]:
                         best = (merit, values)
                 assert best is not None  # every layer has at least one kind
                 changed = changed or best[1] != chosen
                 chosen = best[1]
             if "over_arch" in net.arch.choices:  # the searched over-arch: one more coordinate
-                fields = ["over_arch"]
-                merit = score(sweep, len(net.layers), "over_arch", chosen, fields)
-                for value in net.arch.choices["over_arch"].values:
-                    other = {**chosen, "over_arch": value}
-                    other_merit = score(sweep, len(net.layers), "over_arch", other, fields)
-                    if other_merit > merit:
-                        changed, chosen, merit = True, other, other_merit
+                i, fields = len(net.layers), ["over_arch"]
+                merit = score(sweep, i, "over_arch", chosen, fields)
+                best_over, _ = ascend(sweep, i, "over_arch", chosen, merit, "over_arch", fields)
+                changed, chosen = changed or best_over != chosen, best_over
             if not changed:
                 break
         return chosen, scored
