@@ -14,6 +14,16 @@ still steers them. Under the default ``arch`` both steps sample from the logits,
 architecture step concentrate the weight training on an early favourite (DARTS's fast-learner
 bias) and leave the other candidates under-trained.
 
+``arch_estimator: reinforce`` replaces the architecture step's gradient. The straight-through
+Gumbel gradient of a hard step only asks whether scaling the sampled candidate's output would
+lower the loss, which ranks candidates by output scale as much as by quality (on the planted
+teachers the logits then favoured a path that scored worse than the others with its own
+weights). REINFORCE instead draws ``arch_samples`` one-hot paths from the logits, scores each
+on the same validation batch with forward passes only, and moves the logits along
+``sum_s (loss_s - mean of the others' losses) * grad log p(path_s)``: an unbiased estimate of the
+gradient of E_path[validation BCE] (the leave-one-out baseline of Kool et al., 2019; REINFORCE
+over paths as in ENAS and ProxylessNAS). The cost term stays the exact, differentiable E[cost].
+
 After training, the architecture is chosen by ``selection``: ``argmax`` takes the most probable
 value of every choice (DARTS); ``validation`` scores candidate paths with the supernet's
 inherited weights on held-out validation batches (SPOS-style, Guo et al. 2020; cf. Wang et al.,
@@ -52,6 +62,7 @@ from autorec.train.distributed import default_device, shard
 
 SELECTIONS = ("argmax", "validation", "penalized")  # how fit() turns the trained supernet into an ArchSpec
 WEIGHT_SAMPLINGS = ("arch", "uniform")  # how the weight step draws its path
+ARCH_ESTIMATORS = ("gumbel", "reinforce")  # how the architecture step gets the logits' gradient
 SELECTION_SWEEPS = 3  # most passes over the layers of ``selection: validation``
 
 
@@ -89,6 +100,11 @@ class SupernetConfig:
             about single-path weight cost.
         arch_every: past the warm-up, an architecture step follows every ``arch_every``-th
             weight step (1: every one, as in DARTS).
+        arch_estimator: ``gumbel`` (backpropagate the validation loss through the Gumbel-softmax
+            weights, straight-through when ``hard``) or ``reinforce`` (score ``arch_samples``
+            paths drawn from the logits on one validation batch, forward only, and follow the
+            score-function gradient with a leave-one-out baseline; see the module docstring).
+        arch_samples: paths per architecture step under ``reinforce`` (at least 2).
         seed: fixes init, batches and Gumbel noise.
     """
 
@@ -113,6 +129,8 @@ class SupernetConfig:
     weight_sampling: str = "arch"
     weight_hard: bool | None = None
     arch_every: int = 1
+    arch_estimator: str = "gumbel"
+    arch_samples: int = 4
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -144,6 +162,12 @@ class SupernetConfig:
         if self.weight_sampling not in WEIGHT_SAMPLINGS:
             raise ValueError(f"supernet weight_sampling: expected one of {', '.join(WEIGHT_SAMPLINGS)}, "
                              f"got {self.weight_sampling!r}")
+        if self.arch_estimator not in ARCH_ESTIMATORS:
+            raise ValueError(f"supernet arch_estimator: expected one of {', '.join(ARCH_ESTIMATORS)}, "
+                             f"got {self.arch_estimator!r}")
+        if self.arch_samples < 2:
+            raise ValueError(f"supernet arch_samples: expected an integer >= 2 (the baseline of each "
+                             f"path is the others' mean), got {self.arch_samples}")
         if self.selection_samples < 1:
             raise ValueError(f"supernet selection_samples: expected an integer >= 1, "
                              f"got {self.selection_samples}")
@@ -309,6 +333,38 @@ class SupernetSearch:
         )
         return torch.nn.functional.binary_cross_entropy_with_logits(logits, batch.labels)
 
+    def _reinforce_loss(self, batch: Any) -> torch.Tensor:
+        """A surrogate whose gradient is the leave-one-out REINFORCE estimate of the gradient of
+        E_path[validation BCE] with respect to the logits.
+
+        ``arch_samples`` paths are drawn from the logits (hard Gumbel-max: exact categorical
+        draws) and scored on the same batch without any weight gradient. Path ``s`` weighs the
+        log-probability of the choices that decide it (:meth:`_path_key`) by its loss minus the
+        other paths' mean loss, so the batch's own difficulty cancels.
+        """
+        batch = batch.to(self.device)
+        arch, k = self.supernet.arch, self.config.arch_samples
+        paths, losses = [], []
+        with torch.no_grad():
+            for _ in range(k):
+                weights = arch.sample(1.0, True, self.generator)
+                values = {name: c.values[int(weights[name].argmax())] for name, c in arch.choices.items()}
+                logits = self.model(batch.dense_features, batch.sparse_features,
+                                    {name: w.detach() for name, w in weights.items()},
+                                    detach_embeddings=True)
+                losses.append(float(torch.nn.functional.binary_cross_entropy_with_logits(
+                    logits, batch.labels)))
+                paths.append(values)
+        total = sum(losses)
+        surrogate = torch.zeros(())
+        for values, loss in zip(paths, losses, strict=True):
+            advantage = loss - (total - loss) / (k - 1)
+            decided = dict(self._path_key(values))
+            log_p = sum(torch.log_softmax(arch.logit(name), dim=0)[choice.values.index(values[name])]
+                        for name, choice in arch.choices.items() if name in decided)
+            surrogate = surrogate + advantage * log_p / k
+        return surrogate
+
     def penalty(self, cost: torch.Tensor) -> torch.Tensor:
         """The cost term of the architecture loss: ``lambda * (cost / target) ** beta``."""
         return self.config.cost_lambda * (cost / self.cost_target) ** self.config.cost_beta
@@ -331,7 +387,10 @@ class SupernetSearch:
         loss.backward()
         self.weight_optimizer.step()
         if cfg.arch_step_at(step) and self.arch_optimizer is not None:
-            arch_loss = self._loss(next(val), tau, detach_embeddings=True, hard=cfg.hard)
+            if cfg.arch_estimator == "reinforce":
+                arch_loss = self._reinforce_loss(next(val))
+            else:
+                arch_loss = self._loss(next(val), tau, detach_embeddings=True, hard=cfg.hard)
             if cfg.cost_lambda:
                 arch_loss = arch_loss + self.penalty(self.cost())
             self.arch_optimizer.zero_grad()
