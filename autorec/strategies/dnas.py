@@ -76,6 +76,8 @@ class DnasStrategy(Strategy):
             cost penalty, so that lambda moves the derived spec even when no architecture step
             runs (``warmup_steps: steps``). ``hard: false`` with ``weight_hard: true`` makes the
             architecture steps soft on one-path weight steps; ``arch_every: k`` spaces them.
+            ``arch_estimator: reinforce`` makes them forward-only REINFORCE steps over
+            ``arch_samples`` paths.
 
     The strategy needs the study's data: the study calls :meth:`bind` with its dataset.
     """
@@ -153,6 +155,7 @@ class DnasStrategy(Strategy):
             "selection": config.selection, "scored_paths": result.selection,
             "selection_seconds": result.selection_seconds,
             "weight_sampling": config.weight_sampling, "weight_counts": result.weight_counts,
+            "arch_estimator": config.arch_estimator,
             "argmax_layers": [layer.kind for layer in result.argmax_spec.layers]
             if result.argmax_spec is not None else None})
         return result.spec

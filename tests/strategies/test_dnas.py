@@ -38,7 +38,9 @@ def test_a_tiny_dnas_study_trains_derived_specs_and_draws_their_probabilities(tm
                                                              "record_every": 2, "retrain": "warm",
                                                              "selection": "validation",
                                                              "selection_samples": 256,
-                                                             "weight_sampling": "uniform"}},
+                                                             "weight_sampling": "uniform",
+                                                             "arch_estimator": "reinforce",
+                                                             "arch_samples": 3}},
                        objectives=["val_auc", "flops"])
     config = StudyConfig.load(path)
     summary = run_study(config, log=quiet)
@@ -58,7 +60,7 @@ def test_a_tiny_dnas_study_trains_derived_specs_and_draws_their_probabilities(tm
         dnas = t.user_attrs["dnas"]
         assert dnas["expected_cost"] > 0 and dnas["cost_metric"] == "flops"
         assert dnas["selection"] == "validation" and dnas["scored_paths"]
-        assert dnas["weight_sampling"] == "uniform"
+        assert dnas["weight_sampling"] == "uniform" and dnas["arch_estimator"] == "reinforce"
         assert [sum(layer.values()) for layer in dnas["weight_counts"]] == [6, 6]  # one path per step
         best = max(dnas["scored_paths"], key=lambda p: p["val_auc"])  # the path it derives
         kinds = [layer.kind for layer in trial_arch(t).layers]
@@ -82,6 +84,8 @@ def test_dnas_options_are_checked():
         make_strategy("dnas", selection="perturbation")
     with pytest.raises(ValueError, match="'dnas': supernet weight_sampling: expected one of arch, uniform"):
         make_strategy("dnas", weight_sampling="logits")
+    with pytest.raises(ValueError, match="'dnas': supernet arch_estimator: expected one of gumbel, reinfo"):
+        make_strategy("dnas", arch_estimator="ppo")
     with pytest.raises(ValueError, match="'dnas': search_over_arch: expected true or false, got 'yes'"):
         make_strategy("dnas", search_over_arch="yes")
     with pytest.raises(ValueError, match="strategy 'dnas': supernet tau"):

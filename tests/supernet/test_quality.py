@@ -26,7 +26,9 @@ def test_on_a_second_order_teacher_the_supernet_picks_dot_or_cross_layers():
     "derives dcnv2 x3 on order3 (0.00004 below the best preset), not wukong/dhen; selection by "
     "validation AUC (bilevel or uniform paths, rescale on or off) also puts dcnv2 first in layer 0; "
     "the dcnv2 and dhen presets tie on this teacher over 3 training seeds (0.8908 vs 0.8911); soft "
-    "steps derive dhen+wukong here but also on order2; BENCHMARKS.md"))
+    "steps derive dhen+wukong here but also on order2; the presets rank the kinds alike on both "
+    "teachers (dcnv2 and dhen first), and a REINFORCE architecture step, which follows the paths' "
+    "validation losses, derives dcnv2 x3 first here and dhen on order2; BENCHMARKS.md"))
 def test_on_a_third_order_teacher_it_picks_wukong_or_dhen_within_0003_of_the_best_preset():
     from benchmarks.dnas_synthetic import HIGHER, run
 
