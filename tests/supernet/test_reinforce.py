@@ -6,8 +6,7 @@ import torch
 from autorec.data import load_dataset
 from autorec.space import SearchSpace
 from autorec.supernet import SupernetConfig, SupernetSearch
-
-from .test_weight_sampling import SPACE, count_candidate_calls
+from tests.supernet.test_weight_sampling import SPACE, count_candidate_calls
 
 
 @pytest.fixture(scope="module")
