@@ -328,6 +328,10 @@ class SupernetSearch:
         weights = self.supernet.arch.sample(tau, hard, self.generator, uniform=uniform)
         if count:
             self._count(weights)
+        return self._bce(batch, weights, detach_embeddings)
+
+    def _bce(self, batch: Any, weights: Mapping[str, torch.Tensor], detach_embeddings: bool) -> torch.Tensor:
+        """BCE of one batch (on the device) on the path mixed by ``weights``."""
         logits = self.model(
             batch.dense_features, batch.sparse_features, weights, detach_embeddings=detach_embeddings
         )
@@ -349,11 +353,7 @@ class SupernetSearch:
             for _ in range(k):
                 weights = arch.sample(1.0, True, self.generator)
                 values = {name: c.values[int(weights[name].argmax())] for name, c in arch.choices.items()}
-                logits = self.model(batch.dense_features, batch.sparse_features,
-                                    {name: w.detach() for name, w in weights.items()},
-                                    detach_embeddings=True)
-                losses.append(float(torch.nn.functional.binary_cross_entropy_with_logits(
-                    logits, batch.labels)))
+                losses.append(float(self._bce(batch, weights, detach_embeddings=True)))
                 paths.append(values)
         total = sum(losses)
         surrogate = torch.zeros(())
