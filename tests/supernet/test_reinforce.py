@@ -67,3 +67,21 @@ def test_with_reinforce_a_higher_lambda_gives_a_lower_expected_cost(data):
     assert free.cost_target == pytest.approx(costly.cost_target)
     assert costly.expected_cost < free.expected_cost
     assert costly.expected_cost < 0.8 * costly.cost_target
+
+
+def test_a_field_of_a_kind_no_sampled_path_runs_gets_no_gradient(data):
+    space = {**SPACE, "layers": {**SPACE["layers"],
+                                 "wukong": {**SPACE["layers"]["wukong"], "n_fm": [1, 2]}}}
+    run = SupernetSearch(SearchSpace.from_dict(space), data, 8, (8,), (16,), SupernetConfig(
+        batch_size=64, arch_estimator="reinforce", arch_samples=3))
+    arch = run.supernet.arch
+    with torch.no_grad():  # wukong is (all but) never drawn
+        arch.logit("layer0.kind")[run.supernet.layer_kinds[0].index("wukong")] = -30.0
+    calls = count_candidate_calls(run)
+    _, val = run.batches()
+    run.arch_optimizer.zero_grad()
+    run._reinforce_loss(next(val)).backward()
+    assert calls["wukong"] == 0 and sum(calls.values()) == 3
+    n_fm = arch.logit("layer0.wukong.n_fm").grad
+    assert n_fm is None or not n_fm.any()  # its values decided none of the three paths
+    assert arch.logit("layer0.kind").grad.abs().sum() > 0
