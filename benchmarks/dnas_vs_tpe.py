@@ -86,7 +86,8 @@ def main() -> None:
     parser.add_argument("--dnas", default=str(ROOT / "studies" / "movielens_dnas.yaml"))
     parser.add_argument("--strategies", default="dnas,tpe,random")
     parser.add_argument("--target", type=float, default=None,
-                        help="test AUC to reach (default: TPE's final best in this run)")
+                        help="test AUC to reach (default: TPE's final best in this run; required "
+                             "when --strategies leaves TPE out)")
     parser.add_argument("--max-trials", type=int, default=None,
                         help="cap every study's trial budget (default: each study file's)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "dnas_vs_tpe"))
@@ -103,6 +104,9 @@ def main() -> None:
     unknown = [n for n in names if n not in sources]
     if unknown:
         raise SystemExit(f"--strategies: unknown {unknown}; expected some of {', '.join(sources)}")
+    if args.target is None and "tpe" not in names:
+        raise SystemExit(f"--strategies {args.strategies}: without tpe there is no TPE best to "
+                         f"reach; give --target AUC (e.g. the TPE best recorded in BENCHMARKS.md)")
     runs = {}
     for name in names:
         source, strategy = sources[name]
@@ -117,9 +121,7 @@ def main() -> None:
                 print(f"{name} trial {r['trial']} {r['state']}: test AUC {auc:.4f} {r.get('layers', '')}"
                       f" {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU", flush=True)
     timelines = {name: _timeline(rows) for name, (_, _, _, rows) in runs.items()}
-    target = args.target
-    if target is None:
-        target = timelines["tpe"][-1]["best_test_auc"] if "tpe" in timelines else 0.7980
+    target = args.target if args.target is not None else timelines["tpe"][-1]["best_test_auc"]
     results: dict[str, Any] = {"target": target}
     for name, (_, _, _, rows) in runs.items():
         timeline = timelines[name]

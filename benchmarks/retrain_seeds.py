@@ -5,7 +5,10 @@ A study records one training per architecture, at the study's seed; when two stu
 architectures differ by less than the spread of that one number, their order is a coin toss.
 This trains each given architecture (a preset name, an ``arch.json``, or ``STUDY_DB:TRIAL`` for
 the architecture a study trial recorded) with the study budget at each seed and prints the
-test AUCs, their mean and standard deviation, and the paired differences against the first.
+test AUCs, their mean and standard deviation, the architecture's FLOPs per sample, and the
+paired differences against the first with their standard error (sd of the differences / sqrt n):
+a mean difference within about two standard errors is not told apart from noise by this many
+seeds.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/retrain_seeds.py --seeds 0 1 2 3 4 \\
         --arch /tmp/tpe/study.db:3 --arch /tmp/dnas/study.db:0
@@ -24,6 +27,7 @@ import optuna
 
 from autorec.arch import ArchSpec
 from autorec.cli import parse_options
+from autorec.costs.analytic import arch_cost
 from autorec.data import load_dataset
 from autorec.presets import PRESETS, preset
 from autorec.train.trainer import TrainConfig, Trainer
@@ -78,12 +82,15 @@ def main() -> None:
     for source, values in aucs.items():
         layers = [layer.kind for layer in specs[source].layers]
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        line = (f"{source} ({'+'.join(layers)}, over-arch {list(specs[source].over_arch)}): "
-                f"mean {statistics.mean(values):.4f} sd {sd:.4f} over {len(values)} seeds")
+        flops = arch_cost(specs[source]).forward_flops
+        line = (f"{source} ({'+'.join(layers)}, over-arch {list(specs[source].over_arch)}, "
+                f"{flops / 1e6:.2f} MFLOPs): mean {statistics.mean(values):.4f} sd {sd:.4f} "
+                f"over {len(values)} seeds")
         if source != reference:
             diffs = [a - b for a, b in zip(values, aucs[reference], strict=True)]
             wins = sum(d >= 0 for d in diffs)
-            line += (f"; minus the first: mean {statistics.mean(diffs):+.4f}, "
+            se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+            line += (f"; minus the first: mean {statistics.mean(diffs):+.4f} (se {se:.4f}), "
                      f">= it at {wins} of {len(diffs)} seeds")
         print(line)
     print(json.dumps({"seeds": args.seeds, "test_auc": aucs}))
