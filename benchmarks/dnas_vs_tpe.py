@@ -10,7 +10,8 @@ strategy; a DNAS trial's include its supernet run.
 Reported per strategy, after each trial: the best test AUC so far (of the trial with the best
 validation AUC), wall and CPU seconds so far, and full trainings so far (a trial whose model
 trained to its end or early stop: pruned trials are not full trainings), and then when (if) it
-first reached a given test AUC (``--target``; default: TPE's final best test AUC in this run).
+first reached a given test AUC (``--target``; default: TPE's final best test AUC in this run,
+so a run without TPE must give it).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/dnas_vs_tpe.py
 """
