@@ -348,20 +348,19 @@ class SupernetSearch:
         """
         batch = batch.to(self.device)
         arch, k = self.supernet.arch, self.config.arch_samples
-        paths, losses = [], []
+        picks, losses = [], []  # per path: choice name -> index of the drawn value
         with torch.no_grad():
             for _ in range(k):
                 weights = arch.sample(1.0, True, self.generator)
-                values = {name: c.values[int(weights[name].argmax())] for name, c in arch.choices.items()}
+                picks.append({name: int(w.argmax()) for name, w in weights.items()})
                 losses.append(float(self._bce(batch, weights, detach_embeddings=True)))
-                paths.append(values)
+        log_probs = {name: torch.log_softmax(arch.logit(name), dim=0) for name in arch.choices}
         total = sum(losses)
         surrogate = torch.zeros(())
-        for values, loss in zip(paths, losses, strict=True):
+        for pick, loss in zip(picks, losses, strict=True):
             advantage = loss - (total - loss) / (k - 1)
-            decided = dict(self._path_key(values))
-            log_p = sum(torch.log_softmax(arch.logit(name), dim=0)[choice.values.index(values[name])]
-                        for name, choice in arch.choices.items() if name in decided)
+            values = {name: arch.choices[name].values[i] for name, i in pick.items()}
+            log_p = sum(log_probs[name][pick[name]] for name, _ in self._path_key(values))
             surrogate = surrogate + advantage * log_p / k
         return surrogate
 
