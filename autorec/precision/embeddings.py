@@ -19,12 +19,14 @@ Example:
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import torch
 from torchrec.inference.modules import quantize_embeddings
 from torchrec.modules.embedding_modules import EmbeddingBagCollection
 
-from autorec.models import RecModel
+if TYPE_CHECKING:  # models build on precision's layers: a runtime import would be a circle
+    from autorec.models import RecModel
 
 # Inference table formats: the name -> the weight dtype torchrec's quantizer takes.
 INFERENCE_TABLE_PRECISIONS = {"int8": torch.qint8}
