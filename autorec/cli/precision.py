@@ -19,12 +19,12 @@ from autorec.precision.probe import DEFAULT_FORMATS, ProbeResult, probe, write_p
 
 def add_parser(commands: Any) -> None:
     """Register ``precision probe`` on the CLI's subcommands."""
-    from autorec.cli import _add_data_args
+    from autorec.cli.common import add_data_args
 
     group = commands.add_parser("precision", help="numeric precision tools").add_subparsers(
         dest="precision_command", required=True)
     parser = group.add_parser("probe", help="per-layer statistics and error of each format against fp32")
-    _add_data_args(parser)
+    add_data_args(parser)
     parser.add_argument("--arch", default="wukong",
                         help="a preset (dlrm, dcnv2, wukong, dhen) or an arch.json")
     parser.add_argument("--formats", default=",".join(DEFAULT_FORMATS), help="layer precisions to try")
@@ -47,7 +47,7 @@ def _rec_model(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from autorec.cli import UsageError, _load_data, _resolve_arch
+    from autorec.cli.common import UsageError, load_data, resolve_arch
     from autorec.models import build_model
     from autorec.precision.recipes import with_precision
     from autorec.train.trainer import TrainConfig, Trainer
@@ -57,8 +57,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
         raise UsageError("--formats: expected at least one precision")
     if args.rows < 1 or args.epochs < 0:
         raise UsageError("--rows must be >= 1 and --epochs >= 0")
-    dataset = _load_data(args)
-    spec = with_precision(_resolve_arch(args.arch, dataset.schema), "fp32")
+    dataset = load_data(args)
+    spec = with_precision(resolve_arch(args.arch, dataset.schema), "fp32")
     if args.epochs:
         trainer = Trainer(spec, dataset, TrainConfig(epochs=args.epochs, seed=args.seed, progress=False))
         trainer.fit()

@@ -30,7 +30,7 @@ _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
 
 def parse_bytes(text: str, flag: str = "--memory-per-device") -> int:
     """A size such as ``80GB`` (10^9), ``16GiB`` (2^30) or a plain number of bytes."""
-    from autorec.cli import UsageError
+    from autorec.cli.common import UsageError
 
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
     unit = match.group(2).upper() if match else None
@@ -66,7 +66,7 @@ def add_parser(commands: Any) -> None:
 
 
 def _pooling(pairs: list[str]) -> dict[str, float]:
-    from autorec.cli import UsageError
+    from autorec.cli.common import UsageError
 
     out = {}
     for pair in pairs:
@@ -133,7 +133,7 @@ def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = 
 
 def cmd_shard(args: argparse.Namespace) -> int:
     from autorec.arch import ArchSpec
-    from autorec.cli import UsageError
+    from autorec.cli.common import UsageError
 
     if args.world_size < 1:
         raise UsageError(f"--world-size: expected a positive integer, got {args.world_size}")

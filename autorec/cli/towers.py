@@ -26,12 +26,12 @@ import torch
 
 def add_parser(commands: Any) -> None:
     """Register ``towers partition`` on the CLI's subcommands."""
-    from autorec.cli import _add_data_args
+    from autorec.cli.common import add_data_args
 
     group = commands.add_parser("towers", help="DMT tower tools").add_subparsers(
         dest="towers_command", required=True)
     parser = group.add_parser("partition", help="partition a trained model's tables into K towers")
-    _add_data_args(parser)
+    add_data_args(parser)
     parser.add_argument("--arch", default="dlrm", help="a preset (dlrm, dcnv2, wukong, dhen) or an arch.json")
     parser.add_argument("--k", type=int, action="append", required=True, metavar="K",
                         help="number of towers (repeat for several)")
@@ -55,7 +55,7 @@ def add_parser(commands: Any) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from autorec.arch import ArchSpec
-    from autorec.cli import UsageError
+    from autorec.cli.common import UsageError
     from autorec.towers.sharding import tower_plan
 
     spec = ArchSpec.load(args.arch)
@@ -70,7 +70,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    from autorec.cli import UsageError, _load_data, _resolve_arch
+    from autorec.cli.common import UsageError, load_data, resolve_arch
     from autorec.towers.partition import (
         PartitionError,
         adjusted_rand_index,
@@ -91,8 +91,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
         raise UsageError(f"--k: expected positive tower counts, got {args.k}")
     if args.epochs < 1 or args.batch_size < 1 or args.rows < 2 or args.tolerance < 0:
         raise UsageError("--epochs and --batch-size must be >= 1, --rows >= 2 and --tolerance >= 0")
-    dataset = _load_data(args)
-    spec = _resolve_arch(args.arch, dataset.schema)
+    dataset = load_data(args)
+    spec = resolve_arch(args.arch, dataset.schema)
     if spec.towers is not None:
         raise UsageError(f"--arch: {args.arch} already has towers; partition a flat architecture")
     tables = len(spec.tables)

@@ -45,7 +45,7 @@ def add_parser(group: Any) -> None:
 def cmd_profile_sharding(args: argparse.Namespace) -> int:
     import torch
 
-    from autorec.cli import UsageError
+    from autorec.cli.common import UsageError
     from autorec.sharding.profiler import append_profiles, profile_shards, random_shards
 
     for flag, value in (("--shards", args.shards), ("--world-size", args.world_size),

@@ -33,7 +33,7 @@ def add_parser(group: Any) -> None:
 def cmd_profile_latency(args: argparse.Namespace) -> int:
     import torch
 
-    from autorec.cli import UsageError
+    from autorec.cli.common import UsageError
     from autorec.costs.latency import LATENCY_FILE, fit_latency_model, profile_parts, sample_specs
     from autorec.space import SPACES_DIR, SearchSpace
 

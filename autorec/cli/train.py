@@ -1,0 +1,125 @@
+"""``autorec train``: train a preset or an arch.json, on one process, under torchrun or on Ray."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from autorec.cli.common import UsageError, add_data_args, load_data, parse_options, resolve_arch
+
+
+def add_parser(commands: Any) -> None:
+    train = commands.add_parser("train", help="train a preset or an arch.json on a dataset")
+    add_data_args(train)
+    train.add_argument("--arch", default="dlrm", help="a preset (dlrm, dcnv2, wukong, dhen) or an arch.json")
+    train.add_argument("--epochs", type=int, default=10)
+    train.add_argument("--batch-size", type=int, default=1024)
+    train.add_argument("--lr", type=float, default=1e-3, help="dense learning rate")
+    train.add_argument("--embedding-lr", type=float, default=0.05, help="row-wise Adagrad learning rate")
+    train.add_argument("--optimizer", default="adam", choices=["adam", "adagrad"], help="dense optimizer")
+    train.add_argument("--patience", type=int, default=2, help="epochs without val AUC gain before stopping")
+    train.add_argument("--max-steps-per-epoch", type=int, help="cap on training steps per epoch")
+    train.add_argument("--checkpoint-dir", help="keep checkpoints here (default: a temporary folder)")
+    train.add_argument("--num-workers", type=int, default=0, help="DataLoader prefetch workers")
+    train.add_argument("--json", action="store_true", help="print the final metrics as one JSON object")
+    train.add_argument("--output", help="write the full result (history, per-step losses) as JSON here")
+    add_distributed_args(train)
+    train.set_defaults(func=cmd_train)
+
+
+def add_distributed_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("distributed (launched through torchrun when N > 1 or M > 1)")
+    group.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help="processes per node")
+    group.add_argument("--nnodes", default="1", metavar="M", help="nodes, or MIN:MAX for elastic")
+    group.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous of a multi-node run")
+    group.add_argument("--rdzv-id", help="the run's id, the same on every node")
+    group.add_argument("--node-rank", type=int, help="this node's rank (static rendezvous)")
+    group.add_argument("--max-restarts", type=int, default=0, metavar="K",
+                       help="restart all workers up to K times after a failure (resumes from "
+                            "--checkpoint-dir)")
+    group.add_argument("--plan", help="sharding plan JSON: table -> sharding type and ranks")
+    group.add_argument("--save-plan", metavar="FILE", help="write the plan in use as plan JSON")
+    group.add_argument("--dense-parallel", default="ddp", choices=["ddp", "fsdp"],
+                       help="dense parts under DDP or FSDP2 (fully_shard)")
+    group.add_argument("--checkpoint-every", type=int, metavar="STEPS",
+                       help="also write a resumable checkpoint every STEPS steps")
+    group.add_argument("--no-resume", action="store_true",
+                       help="start afresh even when --checkpoint-dir holds a checkpoint")
+    group.add_argument("--pipeline", action="store_true",
+                       help="train through torchrec's TrainPipelineSparseDist (overlaps input_dist)")
+    group.add_argument("--ray-workers", type=int, metavar="N",
+                       help="train on N Ray Train workers (TorchTrainer) instead of torchrun")
+    group.add_argument("--ray-address", help="Ray cluster to join (default: RAY_ADDRESS, else a local one)")
+    group.add_argument("--ray-storage", help="where Ray Train keeps the run (default: ~/ray_results)")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from autorec.train.launch import launch, under_launcher
+    from autorec.train.trainer import TrainConfig, Trainer
+
+    if args.ray_workers and (args.nproc_per_node > 1 or args.nnodes != "1"):
+        raise UsageError("--ray-workers: Ray Train starts the workers; drop --nproc-per-node/--nnodes")
+    if (args.nproc_per_node > 1 or args.nnodes != "1" or args.max_restarts) and not under_launcher():
+        return launch(args.argv, nproc_per_node=args.nproc_per_node, nnodes=args.nnodes,
+                      rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
+                      max_restarts=args.max_restarts, node_rank=args.node_rank)
+    if under_launcher():  # join this attempt's group before anything that could fail or take long
+        from autorec.train.distributed import ensure_process_group
+
+        ensure_process_group()
+    dataset = load_data(args)
+    spec = resolve_arch(args.arch, dataset.schema)
+    ray_workers = args.ray_workers and not under_launcher()
+    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+                         dense_lr=args.lr, embedding_lr=args.embedding_lr,
+                         dense_optimizer=args.optimizer, patience=args.patience,
+                         checkpoint_dir=args.checkpoint_dir, num_workers=args.num_workers,
+                         max_steps_per_epoch=args.max_steps_per_epoch,
+                         progress=not args.json and sys.stderr.isatty(), plan=args.plan,
+                         dense_parallel=args.dense_parallel, checkpoint_every=args.checkpoint_every,
+                         resume=bool(args.checkpoint_dir) and not args.no_resume, pipeline=args.pipeline)
+    if ray_workers:
+        from autorec.train.ray_train import train_on_ray
+
+        full = train_on_ray(spec, args.data, parse_options(args.data_opt), config,
+                            num_workers=args.ray_workers, data_path=args.data_path, address=args.ray_address,
+                            storage_path=args.ray_storage)
+    else:
+        trainer = Trainer(spec, dataset, config)
+        if args.save_plan and trainer.rank == 0:
+            from autorec.train.plan import save_plan
+
+            save_plan(trainer.model.plan, trainer.world_size, args.save_plan)
+        result = trainer.fit()
+        if trainer.rank != 0:  # rank 0 speaks for the run; the metrics are the same on every rank
+            return 0
+        full = {**result.to_dict(), "world_size": trainer.world_size, "step_losses": result.step_losses}
+    summary = {"data": dataset.name, "arch": spec.name, "best_epoch": full["best_epoch"],
+               "val": full["val"], "test": full["test"], "world_size": full["world_size"],
+               "resumed_from": full["resumed_from"], "train_samples_per_s": full["train_samples_per_s"],
+               "seconds": round(full["seconds"], 1)}
+    if args.output:
+        Path(args.output).write_text(json.dumps(full))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        _print_metrics(summary)
+    return 0
+
+
+def _print_metrics(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{summary['arch']} on {summary['data']} (best epoch {summary['best_epoch']})")
+    for column in ("split", "AUC", "logloss", "NE", "rows"):
+        table.add_column(column, justify="right")
+    for split in ("val", "test"):
+        m = summary[split]
+        table.add_row(split, f"{m['auc']:.4f}", f"{m['logloss']:.4f}", f"{m['ne']:.4f}", str(m["n"]))
+    console = Console()
+    console.print(table)
+    console.print(f"{summary['train_samples_per_s']:,.0f} training samples/s, {summary['seconds']:.1f} s")
