@@ -7,9 +7,9 @@ import json
 import pytest
 
 from autorec.cli import main
+from autorec.cli.shard import parse_bytes
 from autorec.data import Schema, SparseFeature
 from autorec.presets import preset
-from autorec.cli.shard import parse_bytes
 from autorec.train.plan import load_plan
 
 SCHEMA = Schema(dense=("x",), sparse=tuple(SparseFeature(f"f{i}", n) for i, n in

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from autorec.cli import main
+from autorec.cli.precision import _rec_model
 from autorec.data import load_dataset
 from autorec.models import build_model
-from autorec.cli.precision import _rec_model
 from autorec.precision.probe import ProbeResult, kurtosis, probe
 from autorec.precision.recipes import with_precision
 from autorec.presets import preset
