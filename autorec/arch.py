@@ -31,12 +31,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from autorec.textfiles import read_text
-
-if TYPE_CHECKING:
-    from autorec.growth.schedule import GrowthSchedule
 
 FORMAT_VERSION = 1
 
@@ -315,8 +312,6 @@ class ArchSpec:
     over_arch_precision: str = "fp32"
     # DMT towers (None: every pooled embedding enters the interaction stack directly).
     towers: TowerSpec | None = None
-    # The growth-and-pruning schedule that trained this architecture (autorec.growth.schedule).
-    schedule: GrowthSchedule | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -357,8 +352,6 @@ class ArchSpec:
                 _fail("towers", f"expected a TowerSpec, got {type(self.towers).__name__}")
             self.towers.validate("towers")
             self.towers.check_features("towers", self.tables, self.dim)
-        if self.schedule is not None:
-            _check_schedule(self)
         self.layer_widths()
 
     def layer_widths(self) -> tuple[int, ...]:
@@ -412,7 +405,6 @@ class ArchSpec:
             **{key: getattr(self, key) for key in ("dense_arch_precision", "over_arch_precision")
                if getattr(self, key) != "fp32"},
             **({"towers": _towers_dict(self.towers)} if self.towers is not None else {}),
-            **({"schedule": self.schedule.to_dict()} if self.schedule is not None else {}),
             "metadata": dict(self.metadata),
         }
 
@@ -483,6 +475,9 @@ def _take(data: Any, path: str, cls: type, skip: tuple[str, ...] = ()) -> dict[s
 
 
 def _parse_arch(data: Any) -> ArchSpec:
+    if isinstance(data, Mapping) and "schedule" in data:
+        _fail("schedule", "an arch.json holds the architecture only; a growth schedule goes in its own "
+              "file beside it (schedule.json, autorec.growth.schedule.GrowthSchedule.save)")
     kwargs = _take(data, "arch", ArchSpec, skip=("format",))
     version = data.get("format", FORMAT_VERSION)
     if version != FORMAT_VERSION:
@@ -499,35 +494,11 @@ def _parse_arch(data: Any) -> ArchSpec:
     kwargs["layers"] = tuple(_parse_block(layer, f"layers[{i}]") for i, layer in enumerate(layers))
     if data.get("towers") is not None:
         kwargs["towers"] = _parse_towers(data["towers"])
-    if data.get("schedule") is not None:
-        kwargs["schedule"] = _parse_schedule(data["schedule"])
     metadata = data.get("metadata", {})
     if not isinstance(metadata, Mapping):
         _fail("metadata", "expected an object of string values")
     kwargs["metadata"] = tuple((str(k), str(v)) for k, v in metadata.items())
     return ArchSpec(**kwargs)
-
-
-def _check_schedule(spec: ArchSpec) -> None:
-    """The schedule is a GrowthSchedule whose parts exist in ``spec``."""
-    from autorec.growth.schedule import GrowthSchedule, ScheduleError
-
-    if not isinstance(spec.schedule, GrowthSchedule):
-        _fail("schedule", f"expected a GrowthSchedule, got {type(spec.schedule).__name__}")
-    try:
-        spec.schedule.validate("schedule")
-        spec.schedule.check_parts(spec)
-    except ScheduleError as exc:
-        raise ArchSpecError(str(exc)) from None
-
-
-def _parse_schedule(data: Any) -> GrowthSchedule:
-    from autorec.growth.schedule import GrowthSchedule, ScheduleError
-
-    try:
-        return GrowthSchedule.from_dict(data, "schedule")
-    except ScheduleError as exc:
-        raise ArchSpecError(str(exc)) from None
 
 
 def _parse_block(layer: Any, path: str) -> BlockConfig:

@@ -3,6 +3,7 @@
 An export directory holds::
 
     arch.json             the ArchSpec (ArchSpec.save)
+    schedule.json         the growth schedule that trained it, for a growth study's trial only
     weights.safetensors   every parameter as a plain tensor, keyed like build_model(arch).state_dict()
     model.pt2             a torch.export program of the model with those weights (see below)
     predictions.json      a sample batch's inputs and the logits recorded at export time

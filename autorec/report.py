@@ -421,8 +421,8 @@ def arch_probs_figure(data: ArchProbsData) -> go.Figure:
 def study_figures(study: optuna.Study) -> dict[str, go.Figure]:
     """Every figure of the study by a stable key: ``history``, ``pareto``, ``importance``,
     ``best_arch`` (when a trial completed), ``arch_probs_trial<N>`` per trial that has
-    architecture probabilities and ``schedule_trial<N>`` per completed trial whose architecture
-    records a growth schedule."""
+    architecture probabilities and ``schedule_trial<N>`` per completed trial that searched a
+    growth schedule."""
     figures = {"history": history_figure(history_data(study)),
                "pareto": pareto_figure(pareto_data(study)),
                "importance": importance_figure(importance_data(study))}
@@ -436,7 +436,7 @@ def study_figures(study: optuna.Study) -> dict[str, go.Figure]:
         if trial.state == TrialState.COMPLETE:  # growth schedules (autorec.growth.figures)
             from autorec.growth.figures import trial_schedule_figure
 
-            schedule = trial_schedule_figure(trial.user_attrs.get("arch"), trial.number)
+            schedule = trial_schedule_figure(trial.user_attrs, trial.number)
             if schedule is not None:
                 figures[f"schedule_trial{trial.number}"] = schedule
     return figures

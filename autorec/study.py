@@ -607,6 +607,11 @@ def export_trials(config: StudyConfig, out_dir: Path, trial: int | None = None, 
         trainer.load_checkpoint(checkpoint, optimizer=False)
         export_trained(trainer, target, metrics=t.user_attrs["metrics"], costs=t.user_attrs.get("costs"),
                        retrain_command=retrain_command(config, target / "arch.json"))
+        growth = t.user_attrs.get("growth")
+        if isinstance(growth, dict) and growth.get("best"):  # the schedule lives beside arch.json
+            from autorec.growth.schedule import GrowthSchedule
+
+            GrowthSchedule.from_dict(growth["best"]["schedule"]).save(target / "schedule.json")
         log(f"trial {t.number} -> {target}")
         written.append(target)
     return written

@@ -137,7 +137,7 @@ class TrainingCostModel:
             raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
         if measure and batch is None:
             raise ValueError("measure=True needs a batch to time training steps on")
-        self.spec = spec.replace(schedule=None) if spec.schedule is not None else spec
+        self.spec = spec
         self.batch_size, self.batch, self.measure, self.repeats = batch_size, batch, measure, repeats
         self.step_seconds: dict[ArchSpec, float] = {}  # measured, per phase architecture
 

@@ -8,14 +8,14 @@ Example:
     >>> from autorec.growth.schedule import GrowthSchedule, Phase
     >>> spec = ArchSpec(dim=4, tables=(TableSpec(name="t", features=("f",), num_embeddings=10, dim=4),),
     ...                 over_arch=(64, 32))
-    >>> spec = spec.replace(schedule=GrowthSchedule((Phase(60, {"over_arch": 0.5}), Phase(40))))
-    >>> data = schedule_data(spec)
+    >>> data = schedule_data(spec, GrowthSchedule((Phase(60, {"over_arch": 0.5}), Phase(40))))
     >>> data.steps, data.ratios["over_arch"], data.sizes["over_arch"]
     ([0, 60, 100], [0.5, 1.0], ['32-16', '64-32'])
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from autorec.arch import ArchSpec
+    from autorec.growth.schedule import GrowthSchedule
 
 
 @dataclass
@@ -44,10 +45,9 @@ def _size(spec: ArchSpec, part: str) -> str:
     return ", ".join(f"{k}={'-'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in fields.items())
 
 
-def schedule_data(spec: ArchSpec) -> ScheduleData | None:
-    """What :func:`schedule_figure` draws for ``spec``'s schedule (None without one). Parts that
-    no phase scales are left out; sizes come from each phase's architecture."""
-    schedule = spec.schedule
+def schedule_data(spec: ArchSpec, schedule: GrowthSchedule | None) -> ScheduleData | None:
+    """What :func:`schedule_figure` draws for ``schedule`` training ``spec`` (None without one).
+    Parts that no phase scales are left out; sizes come from each phase's architecture."""
     if schedule is None:
         return None
     parts = list(schedule.parts) or ["over_arch"]
@@ -78,12 +78,17 @@ def schedule_figure(data: ScheduleData,
     return fig
 
 
-def trial_schedule_figure(arch: Any, trial_number: int) -> go.Figure | None:
-    """The schedule figure of a study trial's ``arch`` user attribute (None without a schedule)."""
+def trial_schedule_figure(user_attrs: Mapping[str, Any], trial_number: int) -> go.Figure | None:
+    """The schedule figure of a study trial: the best schedule of its ``growth`` user attribute
+    (autorec.strategies.growth) over its ``arch`` (None when the trial searched no schedule)."""
     from autorec.arch import ArchSpec
+    from autorec.growth.schedule import GrowthSchedule
 
-    if not isinstance(arch, dict) or not arch.get("schedule"):
+    arch, growth = user_attrs.get("arch"), user_attrs.get("growth")
+    if not isinstance(arch, dict) or not isinstance(growth, dict) or not growth.get("best"):
         return None
-    data = schedule_data(ArchSpec.from_dict(arch, f"trial {trial_number} arch"))
+    where = f"trial {trial_number}"
+    schedule = GrowthSchedule.from_dict(growth["best"]["schedule"], f"{where} growth.best.schedule")
+    data = schedule_data(ArchSpec.from_dict(arch, f"{where} arch"), schedule)
     return schedule_figure(data, f"Trial {trial_number}: growth schedule (width per part over steps)") \
         if data else None

@@ -8,9 +8,11 @@ full size of the ArchSpec; parts left out are full). Between phases the trainer
 full model ready for recurring training. Part names are those of
 :func:`autorec.growth.ops.shrink`: ``dense_arch``, ``layers.<i>``, ``over_arch``.
 
-The ArchSpec a schedule trained records it (``ArchSpec.schedule``), in ``arch.json`` as::
+A schedule lives beside the architecture it trains, not inside it (an ArchSpec describes the
+architecture only): a growth trial records it in its ``growth`` user attribute, and an export
+writes it as ``schedule.json`` next to ``arch.json`` (:meth:`GrowthSchedule.save`)::
 
-    "schedule": {"method": "magnitude", "phases": [
+    {"method": "magnitude", "phases": [
         {"steps": 600, "widths": {"layers.0": 0.5, "over_arch": 0.5}},
         {"steps": 400, "widths": {}}]}
 
@@ -24,10 +26,12 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -196,12 +200,11 @@ class GrowthSchedule:
 
     def phase_specs(self, spec: ArchSpec) -> list[ArchSpec]:
         """The architecture of each phase: ``spec`` shrunk to the phase's widths (``spec`` itself
-        at full size), without the schedule field."""
+        at full size)."""
         from autorec.growth.ops import shrink
 
         self.check_parts(spec)
-        full = spec.replace(schedule=None) if spec.schedule is not None else spec
-        return [full if phase.full else shrink(full, dict(phase.widths)) for phase in self.phases]
+        return [spec if phase.full else shrink(spec, dict(phase.widths)) for phase in self.phases]
 
     # ---- construction and JSON -------------------------------------------------------------
     @classmethod
@@ -259,3 +262,26 @@ class GrowthSchedule:
             message = str(exc)
             raise ScheduleError(path + message[len("schedule"):] if message.startswith("schedule")
                                 else f"{path}: {message}") from None
+
+    def save(self, path: str | Path) -> None:
+        """Write ``schedule.json`` (what :meth:`to_dict` gives)."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path, spec: ArchSpec | None = None) -> GrowthSchedule:
+        """Read a ``schedule.json``; with ``spec``, also check that every part it names exists
+        there. Errors name the file and the key at fault."""
+        from autorec.textfiles import read_text
+
+        text = read_text(path, ScheduleError)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ScheduleError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        try:
+            schedule = cls.from_dict(data)
+            if spec is not None:
+                schedule.check_parts(spec)
+        except ScheduleError as exc:
+            raise ScheduleError(f"{path}: {exc}") from None
+        return schedule

@@ -26,7 +26,7 @@ Example:
     >>> spec = preset("dlrm", ds.schema)
     >>> schedule = GrowthSchedule((Phase(20, {"over_arch": 0.5}), Phase(10)))
     >>> result = train_schedule(spec, schedule, ds, GrowthTrainConfig(batch_size=64))
-    >>> [p.spec.over_arch for p in result.phases], result.spec.schedule == schedule
+    >>> [p.spec.over_arch for p in result.phases], result.schedule == schedule
     ([(128, 64), (256, 128)], True)
     >>> 0.0 <= result.test["auc"] <= 1.0
     True
@@ -127,7 +127,7 @@ class PhaseRecord:
 
 @dataclass
 class GrowthResult:
-    """A run under a schedule. ``spec`` is the full-size architecture with the schedule recorded;
+    """A run under a schedule. ``spec`` is the full-size architecture, ``schedule`` what trained it;
     ``curve`` the (step, val AUC) points measured; ``stopped_at`` the step an early stop cut the
     run at (None: it ran to the end; then ``val`` and ``test`` are the final model's)."""
 
@@ -263,17 +263,17 @@ def train_schedule(spec: ArchSpec, schedule: GrowthSchedule, dataset: RecDataset
     """Train ``spec`` (the full size) under ``schedule`` on ``dataset`` (module docstring).
 
     Returns the final model's validation and test metrics (validation only when the stopper
-    cut the run), per-phase records and the FLOPs spent; ``result.spec`` is ``spec`` with the
-    schedule recorded. ``keep_model`` keeps the trained model in ``result.model``.
+    cut the run), per-phase records and the FLOPs spent; ``result.spec`` is ``spec`` and
+    ``result.schedule`` the schedule. ``keep_model`` keeps the trained model in ``result.model``.
     """
     from autorec.growth.ops import grow, prune, shrink
 
     config = config or GrowthTrainConfig()
     device = torch.device(config.device)
-    full = spec.replace(schedule=None) if spec.schedule is not None else spec
+    full = spec
     specs = schedule.phase_specs(full)
     total = schedule.total_steps
-    result = GrowthResult(full.replace(schedule=schedule), schedule,
+    result = GrowthResult(full, schedule,
                           dense_train_flops=total * config.batch_size * arch_cost(full).train_flops)
     seed_everything(config.seed)
     model = build_model(specs[0], device=device)

@@ -4,11 +4,11 @@ The Optuna sampler (TPE) picks the architecture from the space, as the ``tpe`` s
 Then, on the study's data, the trial trains the dense baseline (that architecture at full size
 for ``steps`` steps) and runs a schedule search (:mod:`autorec.growth.search`: ``rl`` or
 ``tpe``, ``budget`` trained schedules, reward = val AUC - ``lambda`` x FLOPs ratio). The
-proposal is the architecture with the best schedule recorded in ``ArchSpec.schedule`` (the
-baseline's single full-size phase when no schedule beats it). The search's summary goes into
-the trial's ``growth`` user attribute; the report draws the schedule. With ``retrain: warm``
-the study's trainer starts from the model the best schedule trained (recurring training on the
-full-size model); with ``scratch`` it trains the architecture anew.
+proposal is the architecture; its best schedule (the baseline's single full-size phase when no
+schedule beats it) goes, with the search's summary, into the trial's ``growth`` user attribute
+(``growth.best.schedule``), which the report draws and export writes as ``schedule.json``.
+With ``retrain: warm`` the study's trainer starts from the model the best schedule trained
+(recurring training on the full-size model); with ``scratch`` it trains the architecture anew.
 
 Example (in a study file)::
 
@@ -134,7 +134,7 @@ class GrowthStrategy(Strategy):
         if self.retrain == "warm":
             run = train_schedule(spec, best.schedule, self.dataset, config, keep_model=True)
             self._models[trial.number] = run.model
-        return spec.replace(schedule=best.schedule)
+        return spec
 
     def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:
         """With ``retrain: warm``, start the study's model from the schedule-trained one."""

@@ -30,7 +30,7 @@ def compare(data, schedule: GrowthSchedule):
         grown = train_schedule(spec, schedule, data, config)
     finally:
         torch.set_num_threads(threads)
-    assert grown.spec.schedule == schedule and grown.phases[-1].spec == spec
+    assert grown.schedule == schedule and grown.phases[-1].spec == spec
     return dense, grown
 
 

@@ -1,4 +1,4 @@
-"""Growth schedules: phases, validation with clear errors, JSON, and ArchSpec.schedule."""
+"""Growth schedules: phases, validation with clear errors, JSON, and schedule.json beside arch.json."""
 
 import json
 
@@ -81,37 +81,38 @@ def test_json_round_trip_and_bad_json():
         GrowthSchedule.from_dict([])
 
 
-def test_archspec_records_the_schedule_and_round_trips(tmp_path):
+def test_schedule_json_round_trips_beside_arch_json(tmp_path):
     s = GrowthSchedule((Phase(60, {"over_arch": 0.5, "layers.0": 0.5, "dense_arch": 0.25}), Phase(40)))
-    spec = SPEC.replace(schedule=s)
-    assert ArchSpec.from_json(spec.to_json()) == spec
-    spec.save(tmp_path / "arch.json")
-    assert ArchSpec.load(tmp_path / "arch.json").schedule == s
-    assert "schedule" not in SPEC.to_dict()  # specs without one write what they always wrote
+    s.save(tmp_path / "schedule.json")
+    assert GrowthSchedule.load(tmp_path / "schedule.json", SPEC) == s
+    assert "schedule" not in SPEC.to_dict()  # an ArchSpec is the architecture only
 
 
-def test_old_arch_json_without_schedule_loads():
+def test_an_arch_json_with_a_schedule_says_where_it_goes():
     data = SPEC.to_dict()
-    assert "schedule" not in data
-    assert ArchSpec.from_dict(data).schedule is None
+    data["schedule"] = GrowthSchedule.full_size(10).to_dict()
+    with pytest.raises(ArchSpecError, match=r"arch.json: schedule: an arch.json holds the architecture "
+                                            "only; a growth schedule goes in its own file"):
+        ArchSpec.from_json(json.dumps(data))
 
 
-def test_archspec_refuses_a_bad_schedule_naming_the_key(tmp_path):
-    data = SPEC.to_dict()
-    data["schedule"] = {"phases": [{"steps": 10, "widths": {"layers.4": 0.5}}, {"steps": 5}]}
-    with pytest.raises(ArchSpecError, match=r"arch.json: schedule.phases\[0\].widths.layers.4: the "
+def test_schedule_json_refuses_a_bad_schedule_naming_the_file_and_key(tmp_path):
+    path = tmp_path / "schedule.json"
+    path.write_text(json.dumps({"phases": [{"steps": 10, "widths": {"layers.4": 0.5}}, {"steps": 5}]}))
+    with pytest.raises(ScheduleError, match=r"schedule.json: schedule.phases\[0\].widths.layers.4: the "
                                             "architecture has no such part; it has dense_arch, layers.0, "
                                             "over_arch"):
-        ArchSpec.from_json(json.dumps(data))
-    data["schedule"] = {"phases": [{"steps": 10, "widths": {"over_arch": 2}}]}
-    with pytest.raises(ArchSpecError, match=r"schedule.phases\[0\].widths.over_arch: expected a width ratio"):
-        ArchSpec.from_dict(data)
-    with pytest.raises(ArchSpecError, match="schedule: expected a GrowthSchedule, got dict"):
-        SPEC.replace(schedule={"phases": []})
+        GrowthSchedule.load(path, SPEC)
+    path.write_text(json.dumps({"phases": [{"steps": 10, "widths": {"over_arch": 2}}]}))
+    with pytest.raises(ScheduleError, match=r"schedule.phases\[0\].widths.over_arch: expected a width ratio"):
+        GrowthSchedule.load(path)
+    path.write_text("{")
+    with pytest.raises(ScheduleError, match=r"schedule.json:1:2: invalid JSON"):
+        GrowthSchedule.load(path)
 
 
 def test_phase_specs_shrink_each_phase_and_keep_the_last_full():
     s = GrowthSchedule((Phase(60, {"over_arch": 0.5}), Phase(40)))
-    small, full = s.phase_specs(SPEC.replace(schedule=s))
-    assert small.over_arch == tuple(w // 2 for w in SPEC.over_arch) and small.schedule is None
+    small, full = s.phase_specs(SPEC)
+    assert small.over_arch == tuple(w // 2 for w in SPEC.over_arch)
     assert full == SPEC

@@ -6,10 +6,11 @@ from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
 from autorec.growth.figures import schedule_data, schedule_figure
+from autorec.growth.schedule import GrowthSchedule, Phase
 from autorec.report import report_html, study_figures
 from autorec.space import SearchSpace
 from autorec.strategies import make_strategy
-from autorec.study import StudyConfig, run_study, trial_arch
+from autorec.study import StudyConfig, export_trials, run_study, trial_arch
 from tests.doctests import assert_examples_run
 from tests.studyfiles import write_study
 
@@ -49,31 +50,34 @@ def test_a_tiny_growth_study_records_and_draws_the_schedules(tmp_path):
     figures = study_figures(study)
     for t in trials:
         spec = trial_arch(t)
-        assert loaded.contains(spec) and spec.schedule is not None
-        assert spec.schedule.total_steps == 8 and spec.schedule.phases[-1].full
         growth = t.user_attrs["growth"]
-        assert growth["best"]["schedule"] == spec.schedule.to_dict()
+        schedule = GrowthSchedule.from_dict(growth["best"]["schedule"])
+        assert loaded.contains(spec) and "schedule" not in t.user_attrs["arch"]  # the architecture only
+        assert schedule.total_steps == 8 and schedule.phases[-1].full
+        schedule.check_parts(spec)
         assert growth["trained"] >= 2 and growth["baseline"]["flops_ratio"] == 1.0
         assert any(n.startswith("sparse_arch.embedding_bags.") for n in t.user_attrs["warm_started"])
         assert f"schedule_trial{t.number}" in figures
-        assert ArchSpec.from_dict(t.user_attrs["arch"]).schedule == spec.schedule
+        assert ArchSpec.from_dict(t.user_attrs["arch"]) == spec
     assert "growth schedule (width per part over steps)" in report_html(study)
+    best = max(trials, key=lambda t: t.values[0])
+    out = export_trials(config, tmp_path / "export", trial=best.number, log=quiet)[0]
+    assert GrowthSchedule.load(out / "schedule.json", trial_arch(best)).to_dict() == \
+        best.user_attrs["growth"]["best"]["schedule"]
 
 
 def test_schedule_figure_data_follows_the_phases():
     from autorec.data import Schema, SparseFeature
-    from autorec.growth.schedule import GrowthSchedule, Phase
     from autorec.presets import preset
 
     spec = preset("dcnv2", Schema(("x",), (SparseFeature("u", 5), SparseFeature("i", 7))))
-    spec = spec.replace(schedule=GrowthSchedule((Phase(30, {"layers.0": 0.25}), Phase(20, {"over_arch": 0.5}),
-                                                 Phase(50))))
-    data = schedule_data(spec)
+    schedule = GrowthSchedule((Phase(30, {"layers.0": 0.25}), Phase(20, {"over_arch": 0.5}), Phase(50)))
+    data = schedule_data(spec, schedule)
     assert data.parts == ["layers.0", "over_arch"] and data.steps == [0, 30, 50, 100]
     assert data.ratios == {"layers.0": [0.25, 1.0, 1.0], "over_arch": [1.0, 0.5, 1.0]}
     assert data.sizes["over_arch"] == ["256-128", "128-64", "256-128"]
     assert data.sizes["layers.0"][0] != data.sizes["layers.0"][1]  # rank pruned, then full again
-    assert schedule_data(spec.replace(schedule=None)) is None
+    assert schedule_data(spec, None) is None
     figure = schedule_figure(data)
     assert [t.name for t in figure.data] == ["layers.0", "over_arch"]
     assert list(figure.data[1].x) == [0, 30, 50, 100] and list(figure.data[1].y) == [1.0, 0.5, 1.0, 1.0]
