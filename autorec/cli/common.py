@@ -1,4 +1,5 @@
-"""What every command shares: the usage error, ``key=value`` options, the data and arch arguments.
+"""What every command shares: the usage error, ``key=value`` options, the data and arch arguments,
+and flags made from a pydantic model's fields (so no command copies arguments into a config by hand).
 
 Each command module under ``autorec.cli`` adds its own subparser and imports these by their public
 names; nothing below the CLI imports it back.
@@ -8,9 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class UsageError(ValueError):
@@ -61,3 +67,61 @@ def add_data_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-opt", action="append", default=[], metavar="KEY=VALUE",
                         help="a dataset option, e.g. hash_size=1000000 (repeatable)")
     parser.add_argument("--seed", type=int, default=0, help="seed for the split, init and shuffling")
+
+
+def add_model_args(parser: Any, model: type[BaseModel], names: Sequence[str],
+                   flags: Mapping[str, str] | None = None) -> None:
+    """One flag per named field of ``model``, typed, defaulted and documented from the field.
+
+    The flag is ``--field-name`` unless ``flags`` renames it; its ``dest`` is the field's name, so
+    :func:`model_from_args` reads the values back without a hand-written copy per field.
+    """
+    for name in names:
+        field = model.model_fields[name]
+        kwargs: dict[str, Any] = {"dest": name, "default": field.default, "help": field.description}
+        kind = field.annotation
+        if get_origin(kind) in (Union, UnionType):  # ``int | None``: the flag parses the int
+            kind = next(a for a in get_args(kind) if a is not type(None))
+        if kind is bool:
+            kwargs["action"] = "store_true"
+        elif get_origin(kind) is Literal:
+            kwargs["choices"] = list(get_args(kind))
+        else:
+            kwargs["type"] = kind
+        flag = _flag(name, flags)
+        if "type" in kwargs:  # the metavar follows the flag the user types, not the field
+            kwargs["metavar"] = flag.lstrip("-").replace("-", "_").upper()
+        parser.add_argument(flag, **kwargs)
+
+
+def model_from_args(model: type[M], args: argparse.Namespace, names: Sequence[str],
+                    flags: Mapping[str, str] | None = None, **values: Any) -> M:
+    """``model`` from the parsed flags ``names`` (as :func:`add_model_args` added them) plus
+    ``values``; a value the model refuses becomes a :class:`UsageError` naming its flag."""
+    try:
+        return model(**{name: getattr(args, name) for name in names}, **values)
+    except ValidationError as exc:
+        raise UsageError(describe_error(exc, names, flags)) from None
+
+
+def describe_error(exc: ValidationError, names: Sequence[str], flags: Mapping[str, str] | None) -> str:
+    """The first error of ``exc`` as one line: the flag (or key), what was expected, what came."""
+    error = exc.errors()[0]
+    key = str(error["loc"][0]) if error["loc"] else ""
+    where = _flag(key, flags) if key in names else key
+    message = error["msg"].removeprefix("Value error, ")
+    bound = _BOUNDS.get(error["type"])
+    if bound:
+        message = f"expected a number {bound[0]} {error['ctx'][bound[1]]}, got {error['input']!r}"
+    elif message.startswith("Input should be "):
+        message = f"expected {message.removeprefix('Input should be ')}, got {error['input']!r}"
+    return f"{where}: {message}" if where else message
+
+
+# pydantic's error types for a numeric bound: the comparison and the context key of the bound.
+_BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
+           "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}
+
+
+def _flag(name: str, flags: Mapping[str, str] | None) -> str:
+    return (flags or {}).get(name, "--" + name.replace("_", "-"))

@@ -8,22 +8,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autorec.cli.common import UsageError, add_data_args, load_data, parse_options, resolve_arch
+from autorec.cli.common import (
+    UsageError,
+    add_data_args,
+    add_model_args,
+    load_data,
+    model_from_args,
+    parse_options,
+    resolve_arch,
+)
+from autorec.config.train import TrainSettings
+
+# The TrainSettings fields this command takes as flags, and the flags not named after their field.
+TRAIN_FIELDS = ("epochs", "batch_size", "dense_lr", "embedding_lr", "dense_optimizer", "patience",
+                "max_steps_per_epoch", "checkpoint_dir", "num_workers")
+DISTRIBUTED_FIELDS = ("plan", "dense_parallel", "checkpoint_every", "pipeline")
+FLAGS = {"dense_lr": "--lr", "dense_optimizer": "--optimizer"}
 
 
 def add_parser(commands: Any) -> None:
     train = commands.add_parser("train", help="train a preset or an arch.json on a dataset")
     add_data_args(train)
     train.add_argument("--arch", default="dlrm", help="a preset (dlrm, dcnv2, wukong, dhen) or an arch.json")
-    train.add_argument("--epochs", type=int, default=10)
-    train.add_argument("--batch-size", type=int, default=1024)
-    train.add_argument("--lr", type=float, default=1e-3, help="dense learning rate")
-    train.add_argument("--embedding-lr", type=float, default=0.05, help="row-wise Adagrad learning rate")
-    train.add_argument("--optimizer", default="adam", choices=["adam", "adagrad"], help="dense optimizer")
-    train.add_argument("--patience", type=int, default=2, help="epochs without val AUC gain before stopping")
-    train.add_argument("--max-steps-per-epoch", type=int, help="cap on training steps per epoch")
-    train.add_argument("--checkpoint-dir", help="keep checkpoints here (default: a temporary folder)")
-    train.add_argument("--num-workers", type=int, default=0, help="DataLoader prefetch workers")
+    add_model_args(train, TrainSettings, TRAIN_FIELDS, FLAGS)
     train.add_argument("--json", action="store_true", help="print the final metrics as one JSON object")
     train.add_argument("--output", help="write the full result (history, per-step losses) as JSON here")
     add_distributed_args(train)
@@ -40,16 +47,10 @@ def add_distributed_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-restarts", type=int, default=0, metavar="K",
                        help="restart all workers up to K times after a failure (resumes from "
                             "--checkpoint-dir)")
-    group.add_argument("--plan", help="sharding plan JSON: table -> sharding type and ranks")
+    add_model_args(group, TrainSettings, DISTRIBUTED_FIELDS, FLAGS)
     group.add_argument("--save-plan", metavar="FILE", help="write the plan in use as plan JSON")
-    group.add_argument("--dense-parallel", default="ddp", choices=["ddp", "fsdp"],
-                       help="dense parts under DDP or FSDP2 (fully_shard)")
-    group.add_argument("--checkpoint-every", type=int, metavar="STEPS",
-                       help="also write a resumable checkpoint every STEPS steps")
     group.add_argument("--no-resume", action="store_true",
                        help="start afresh even when --checkpoint-dir holds a checkpoint")
-    group.add_argument("--pipeline", action="store_true",
-                       help="train through torchrec's TrainPipelineSparseDist (overlaps input_dist)")
     group.add_argument("--ray-workers", type=int, metavar="N",
                        help="train on N Ray Train workers (TorchTrainer) instead of torchrun")
     group.add_argument("--ray-address", help="Ray cluster to join (default: RAY_ADDRESS, else a local one)")
@@ -60,6 +61,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from autorec.train.launch import launch, under_launcher
     from autorec.train.trainer import TrainConfig, Trainer
 
+    # checked before torchrun starts workers, so a bad value is reported once
+    settings = model_from_args(TrainSettings, args, (*TRAIN_FIELDS, *DISTRIBUTED_FIELDS, "seed"), FLAGS,
+                               progress=not args.json and sys.stderr.isatty(),
+                               resume=bool(args.checkpoint_dir) and not args.no_resume)
     if args.ray_workers and (args.nproc_per_node > 1 or args.nnodes != "1"):
         raise UsageError("--ray-workers: Ray Train starts the workers; drop --nproc-per-node/--nnodes")
     if (args.nproc_per_node > 1 or args.nnodes != "1" or args.max_restarts) and not under_launcher():
@@ -73,14 +78,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     dataset = load_data(args)
     spec = resolve_arch(args.arch, dataset.schema)
     ray_workers = args.ray_workers and not under_launcher()
-    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-                         dense_lr=args.lr, embedding_lr=args.embedding_lr,
-                         dense_optimizer=args.optimizer, patience=args.patience,
-                         checkpoint_dir=args.checkpoint_dir, num_workers=args.num_workers,
-                         max_steps_per_epoch=args.max_steps_per_epoch,
-                         progress=not args.json and sys.stderr.isatty(), plan=args.plan,
-                         dense_parallel=args.dense_parallel, checkpoint_every=args.checkpoint_every,
-                         resume=bool(args.checkpoint_dir) and not args.no_resume, pipeline=args.pipeline)
+    config = TrainConfig(**settings.to_kwargs())
     if ray_workers:
         from autorec.train.ray_train import train_on_ray
 

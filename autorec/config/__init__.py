@@ -1,0 +1,1 @@
+"""Configuration models (pydantic) of study, space, train and strategy files; they import no torch."""

@@ -1,0 +1,65 @@
+"""The training settings as a pydantic model: one validated description of how to train.
+
+The trainer's ``TrainConfig`` (autorec.train.trainer) stays the dataclass the training code reads;
+this model sits below it, imports no torch, and is what the CLI (and any file with a ``train``
+section) validates user input against. ``TrainSettings(**values).to_kwargs()`` is the boundary:
+its keys are exactly ``TrainConfig``'s fields (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# The trainer's DENSE_OPTIMIZERS and DENSE_PARALLEL keys; spelled here because a config module
+# may not import torch (tests/config/test_train.py checks they agree).
+DenseOptimizer = Literal["adam", "adagrad"]
+DenseParallel = Literal["ddp", "fsdp"]
+
+
+class TrainSettings(BaseModel):
+    """How to train one architecture: epochs, batches, optimizers, checkpoints, parallelism.
+
+    Unknown keys and out-of-range values are refused when the model is built, so a wrong value
+    is reported against the flag or key the user wrote, not deep inside a training run.
+
+    Example:
+        >>> TrainSettings(epochs=2, dense_lr=3e-3).to_kwargs()["dense_lr"]
+        0.003
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    epochs: int = Field(10, ge=1, description="training epochs")
+    batch_size: int = Field(1024, ge=1, description="global training batch size")
+    eval_batch_size: int = Field(8192, ge=1, description="global evaluation batch size")
+    seed: int = Field(0, description="seed for the split, init and shuffling")
+    dense_optimizer: DenseOptimizer = Field("adam", description="dense optimizer")
+    dense_lr: float = Field(1e-3, ge=0, description="dense learning rate")
+    dense_weight_decay: float = Field(0.0, ge=0, description="dense weight decay")
+    embedding_lr: float = Field(0.05, ge=0, description="row-wise Adagrad learning rate")
+    embedding_weight_decay: float = Field(0.0, ge=0, description="row-wise Adagrad weight decay")
+    patience: int = Field(2, ge=1, description="epochs without val AUC gain before stopping")
+    max_steps_per_epoch: int | None = Field(None, ge=1, description="cap on training steps per epoch")
+    checkpoint_dir: str | None = Field(
+        None, description="keep checkpoints here (default: a temporary folder)")
+    num_workers: int = Field(0, ge=0, description="DataLoader prefetch workers")
+    progress: bool = Field(True, description="draw a progress bar")
+    plan: str | None = Field(None, description="sharding plan JSON: table -> sharding type and ranks")
+    dense_parallel: DenseParallel = Field("ddp", description="dense parts under DDP or FSDP2 (fully_shard)")
+    checkpoint_every: int | None = Field(
+        None, ge=1, description="also write a resumable checkpoint every STEPS steps")
+    resume: bool = Field(False, description="continue from the latest checkpoint in checkpoint_dir")
+    pipeline: bool = Field(
+        False, description="train through torchrec's TrainPipelineSparseDist (overlaps input_dist)")
+
+    @model_validator(mode="after")
+    def _resume_needs_a_folder(self) -> TrainSettings:
+        if self.resume and not self.checkpoint_dir:
+            raise ValueError("resume: needs checkpoint_dir, the folder to resume from")
+        return self
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of the trainer's ``TrainConfig``."""
+        return self.model_dump()
