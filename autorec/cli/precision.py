@@ -14,13 +14,12 @@ from typing import Any
 
 import torch
 
+from autorec.cli.common import UsageError, add_data_args, load_data, resolve_arch
 from autorec.precision.probe import DEFAULT_FORMATS, ProbeResult, probe, write_probe_html
 
 
 def add_parser(commands: Any) -> None:
     """Register ``precision probe`` on the CLI's subcommands."""
-    from autorec.cli.common import add_data_args
-
     group = commands.add_parser("precision", help="numeric precision tools").add_subparsers(
         dest="precision_command", required=True)
     parser = group.add_parser("probe", help="per-layer statistics and error of each format against fp32")
@@ -39,7 +38,7 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(func=cmd_probe)
 
 
-def _rec_model(model: torch.nn.Module) -> torch.nn.Module:
+def rec_model(model: torch.nn.Module) -> torch.nn.Module:
     """The RecModel inside a trainer's DistributedModelParallel (or the model itself)."""
     while not hasattr(model, "spec") and hasattr(model, "module"):
         model = model.module
@@ -47,7 +46,6 @@ def _rec_model(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from autorec.cli.common import UsageError, load_data, resolve_arch
     from autorec.models import build_model
     from autorec.precision.recipes import with_precision
     from autorec.train.trainer import TrainConfig, Trainer
@@ -62,7 +60,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.epochs:
         trainer = Trainer(spec, dataset, TrainConfig(epochs=args.epochs, seed=args.seed, progress=False))
         trainer.fit()
-        model = _rec_model(trainer.model)
+        model = rec_model(trainer.model)
     else:
         torch.manual_seed(args.seed)
         model = build_model(spec)

@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autorec.cli.common import UsageError
+
 
 def add_parser(group: Any) -> None:
     """Register ``latency`` on the ``profile`` subcommands."""
@@ -33,7 +35,6 @@ def add_parser(group: Any) -> None:
 def cmd_profile_latency(args: argparse.Namespace) -> int:
     import torch
 
-    from autorec.cli.common import UsageError
     from autorec.costs.latency import LATENCY_FILE, fit_latency_model, profile_parts, sample_specs
     from autorec.space import SPACES_DIR, SearchSpace
 

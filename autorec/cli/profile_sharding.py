@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autorec.cli.common import UsageError
+
 
 def add_parser(group: Any) -> None:
     """Register ``sharding`` on the CLI's ``profile`` subcommands."""
@@ -45,7 +47,6 @@ def add_parser(group: Any) -> None:
 def cmd_profile_sharding(args: argparse.Namespace) -> int:
     import torch
 
-    from autorec.cli.common import UsageError
     from autorec.sharding.profiler import append_profiles, profile_shards, random_shards
 
     for flag, value in (("--shards", args.shards), ("--world-size", args.world_size),

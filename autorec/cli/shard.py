@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autorec.cli.common import UsageError
+
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
 
 def parse_bytes(text: str, flag: str = "--memory-per-device") -> int:
     """A size such as ``80GB`` (10^9), ``16GiB`` (2^30) or a plain number of bytes."""
-    from autorec.cli.common import UsageError
-
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
     unit = match.group(2).upper() if match else None
     if match is None or unit not in _UNITS or float(match.group(1)) <= 0:
@@ -66,8 +66,6 @@ def add_parser(commands: Any) -> None:
 
 
 def _pooling(pairs: list[str]) -> dict[str, float]:
-    from autorec.cli.common import UsageError
-
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -133,7 +131,6 @@ def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = 
 
 def cmd_shard(args: argparse.Namespace) -> int:
     from autorec.arch import ArchSpec
-    from autorec.cli.common import UsageError
 
     if args.world_size < 1:
         raise UsageError(f"--world-size: expected a positive integer, got {args.world_size}")

@@ -23,11 +23,11 @@ from typing import Any
 
 import torch
 
+from autorec.cli.common import UsageError, add_data_args, load_data, resolve_arch
+
 
 def add_parser(commands: Any) -> None:
     """Register ``towers partition`` on the CLI's subcommands."""
-    from autorec.cli.common import add_data_args
-
     group = commands.add_parser("towers", help="DMT tower tools").add_subparsers(
         dest="towers_command", required=True)
     parser = group.add_parser("partition", help="partition a trained model's tables into K towers")
@@ -55,7 +55,6 @@ def add_parser(commands: Any) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from autorec.arch import ArchSpec
-    from autorec.cli.common import UsageError
     from autorec.towers.sharding import tower_plan
 
     spec = ArchSpec.load(args.arch)
@@ -70,7 +69,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    from autorec.cli.common import UsageError, load_data, resolve_arch
     from autorec.towers.partition import (
         PartitionError,
         adjusted_rand_index,

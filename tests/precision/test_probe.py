@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from autorec.cli import main
-from autorec.cli.precision import _rec_model
+from autorec.cli.precision import rec_model
 from autorec.data import load_dataset
 from autorec.models import build_model
 from autorec.precision.probe import ProbeResult, kurtosis, probe
@@ -125,7 +125,7 @@ def test_probe_flags_where_mxfp4_hurts_a_trained_wukong(movielens) -> None:
     spec = preset("wukong", movielens.schema)
     trainer = Trainer(spec, movielens, TrainConfig(epochs=1, seed=0, progress=False))
     trainer.fit()
-    model = _rec_model(trainer.model)
+    model = rec_model(trainer.model)
     batches = _batches(movielens, 10000)
     result = probe(model, batches, FORMATS)
     flagged = result.unsafe_parts("mxfp4_e2m1")
