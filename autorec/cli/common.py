@@ -57,6 +57,29 @@ def resolve_arch(value: str, schema: Any) -> Any:
                      "nor an arch.json file")
 
 
+def require_counts(args: argparse.Namespace, positive: Sequence[str] = (),
+                   non_negative: Sequence[str] = ()) -> None:
+    """Refuse a count flag below its floor, naming the flag (``positive``: >= 1, ``non_negative``:
+    >= 0); ``args`` holds them under their ``dest`` names."""
+    for names, floor, expected in ((positive, 1, "a positive integer"), (non_negative, 0, "0 or more")):
+        for name in names:
+            value = getattr(args, name)
+            if value < floor:
+                raise UsageError(f"--{name.replace('_', '-')}: expected {expected}, got {value}")
+
+
+def add_arch_arg(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--arch``: a preset's name or an arch.json (read by :func:`resolve_arch`)."""
+    from autorec.presets import PRESETS
+
+    parser.add_argument("--arch", default=default, help=f"a preset ({', '.join(PRESETS)}) or an arch.json")
+
+
+def add_device_arg(parser: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """The device kind a command measures or plans for."""
+    parser.add_argument(flag, default="cpu", choices=["cpu", "cuda"], help=help)
+
+
 def add_data_args(parser: argparse.ArgumentParser) -> None:
     from autorec.data import DATASETS
 

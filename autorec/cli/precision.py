@@ -14,7 +14,14 @@ from typing import Any
 
 import torch
 
-from autorec.cli.common import UsageError, add_data_args, load_data, resolve_arch
+from autorec.cli.common import (
+    UsageError,
+    add_arch_arg,
+    add_data_args,
+    load_data,
+    require_counts,
+    resolve_arch,
+)
 from autorec.precision.probe import DEFAULT_FORMATS, ProbeResult, probe, write_probe_html
 
 
@@ -24,8 +31,7 @@ def add_parser(commands: Any) -> None:
         dest="precision_command", required=True)
     parser = group.add_parser("probe", help="per-layer statistics and error of each format against fp32")
     add_data_args(parser)
-    parser.add_argument("--arch", default="wukong",
-                        help="a preset (dlrm, dcnv2, wukong, dhen) or an arch.json")
+    add_arch_arg(parser, "wukong")
     parser.add_argument("--formats", default=",".join(DEFAULT_FORMATS), help="layer precisions to try")
     parser.add_argument("--epochs", type=int, default=1, help="fp32 training epochs before probing (0: none)")
     parser.add_argument("--split", default="val", choices=["train", "val", "test"])
@@ -53,8 +59,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     formats = [f for f in args.formats.split(",") if f]
     if not formats:
         raise UsageError("--formats: expected at least one precision")
-    if args.rows < 1 or args.epochs < 0:
-        raise UsageError("--rows must be >= 1 and --epochs >= 0")
+    require_counts(args, positive=["rows"], non_negative=["epochs"])
     dataset = load_data(args)
     spec = with_precision(resolve_arch(args.arch, dataset.schema), "fp32")
     if args.epochs:

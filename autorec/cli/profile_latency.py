@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autorec.cli.common import UsageError
+from autorec.cli.common import UsageError, require_counts
 
 
 def add_parser(group: Any) -> None:
@@ -38,10 +38,7 @@ def cmd_profile_latency(args: argparse.Namespace) -> int:
     from autorec.costs.latency import LATENCY_FILE, fit_latency_model, profile_parts, sample_specs
     from autorec.space import SPACES_DIR, SearchSpace
 
-    for flag, value in (("--specs", args.specs), ("--batch-size", args.batch_size),
-                        ("--repeats", args.repeats)):
-        if value < 1:
-            raise UsageError(f"--{flag.lstrip('-')}: expected a positive integer, got {value}")
+    require_counts(args, positive=["specs", "batch_size", "repeats"])
     path = Path(args.space)
     if not path.suffix:
         path = SPACES_DIR / f"{args.space}.yaml"

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autorec.cli.common import UsageError
+from autorec.cli.common import UsageError, add_device_arg, require_counts
 
 
 def add_parser(group: Any) -> None:
@@ -31,8 +31,7 @@ def add_parser(group: Any) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per shard (min taken)")
     parser.add_argument("--comm-repeats", type=int, default=15,
                         help="timed all-to-all rounds per shard (min taken)")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
-                        help="cuda: GPU kernels and NCCL (untested on this project's CPU machines)")
+    add_device_arg(parser, "--device", "cuda: GPU kernels and NCCL (untested on this project's CPU machines)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tables", type=int, default=40, help="most tables in one shard")
     parser.add_argument("--max-rows", type=float, default=1e6,
@@ -49,13 +48,8 @@ def cmd_profile_sharding(args: argparse.Namespace) -> int:
 
     from autorec.sharding.profiler import append_profiles, profile_shards, random_shards
 
-    for flag, value in (("--shards", args.shards), ("--world-size", args.world_size),
-                        ("--batch-size", args.batch_size), ("--repeats", args.repeats),
-                        ("--comm-repeats", args.comm_repeats),
-                        ("--max-tables", args.max_tables), ("--max-shard-mb", args.max_shard_mb),
-                        ("--chunk", args.chunk)):
-        if value < 1:
-            raise UsageError(f"{flag}: expected a positive integer, got {value}")
+    require_counts(args, positive=["shards", "world_size", "batch_size", "repeats", "comm_repeats",
+                                   "max_tables", "max_shard_mb", "chunk"])
     if args.max_rows < 1000:
         raise UsageError(f"--max-rows: expected at least 1000, got {args.max_rows:g}")
     if args.world_size < 2:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autorec.cli.common import UsageError
+from autorec.cli.common import UsageError, add_device_arg, require_counts
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -47,8 +47,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--world-size", type=int, required=True, metavar="N", help="devices (ranks)")
     parser.add_argument("--memory-per-device", required=True, metavar="SIZE",
                         help="memory of one device for tables, e.g. 80GB or 16GiB")
-    parser.add_argument("--device-kind", default="cpu", choices=["cpu", "cuda"],
-                        help="the cost model and policy to use, and the plan's device type")
+    add_device_arg(parser, "--device-kind", "the cost model and policy to use, and the plan's device type")
     parser.add_argument("--pooling", action="append", default=[], metavar="FEATURE=IDS",
                         help="mean ids per sample of a feature or table (default 1; repeatable)")
     parser.add_argument("--samples", type=int, default=7,
@@ -132,12 +131,7 @@ def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = 
 def cmd_shard(args: argparse.Namespace) -> int:
     from autorec.arch import ArchSpec
 
-    if args.world_size < 1:
-        raise UsageError(f"--world-size: expected a positive integer, got {args.world_size}")
-    if args.samples < 0:
-        raise UsageError(f"--samples: expected 0 or more, got {args.samples}")
-    if args.polish_steps < 0:
-        raise UsageError(f"--polish-steps: expected 0 or more, got {args.polish_steps}")
+    require_counts(args, positive=["world_size"], non_negative=["samples", "polish_steps"])
     path = Path(args.arch)
     if not path.is_file():
         raise UsageError(f"--arch: {path}: no such arch.json file")

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from autorec.cli.common import UsageError, add_data_args, load_data, resolve_arch
+from autorec.cli.common import UsageError, add_arch_arg, add_data_args, load_data, resolve_arch
 
 
 def add_parser(commands: Any) -> None:
@@ -32,7 +32,7 @@ def add_parser(commands: Any) -> None:
         dest="towers_command", required=True)
     parser = group.add_parser("partition", help="partition a trained model's tables into K towers")
     add_data_args(parser)
-    parser.add_argument("--arch", default="dlrm", help="a preset (dlrm, dcnv2, wukong, dhen) or an arch.json")
+    add_arch_arg(parser, "dlrm")
     parser.add_argument("--k", type=int, action="append", required=True, metavar="K",
                         help="number of towers (repeat for several)")
     parser.add_argument("--epochs", type=int, default=2, help="training epochs before the statistics")

@@ -10,6 +10,7 @@ from typing import Any
 
 from autorec.cli.common import (
     UsageError,
+    add_arch_arg,
     add_data_args,
     add_model_args,
     load_data,
@@ -29,7 +30,7 @@ FLAGS = {"dense_lr": "--lr", "dense_optimizer": "--optimizer"}
 def add_parser(commands: Any) -> None:
     train = commands.add_parser("train", help="train a preset or an arch.json on a dataset")
     add_data_args(train)
-    train.add_argument("--arch", default="dlrm", help="a preset (dlrm, dcnv2, wukong, dhen) or an arch.json")
+    add_arch_arg(train, "dlrm")
     add_model_args(train, TrainSettings, TRAIN_FIELDS, FLAGS)
     train.add_argument("--json", action="store_true", help="print the final metrics as one JSON object")
     train.add_argument("--output", help="write the full result (history, per-step losses) as JSON here")

@@ -71,3 +71,24 @@ def test_parse_options_names_the_flag_its_pairs_came_from():
     assert parse_options(["a=1", "b=x", "c=[1, 2]"], "--opt") == {"a": 1, "b": "x", "c": [1, 2]}
     with pytest.raises(UsageError, match="--opt: expected key=value, got 'oops'"):
         parse_options(["oops"], "--opt")
+
+
+def test_require_counts_names_the_flag_below_its_floor():
+    import argparse
+
+    from autorec.cli.common import UsageError, require_counts
+
+    args = argparse.Namespace(batch_size=0, polish_steps=-1, repeats=0)
+    with pytest.raises(UsageError, match="--batch-size: expected a positive integer, got 0"):
+        require_counts(args, positive=["batch_size"])
+    with pytest.raises(UsageError, match="--polish-steps: expected 0 or more, got -1"):
+        require_counts(args, non_negative=["repeats", "polish_steps"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["precision", "probe", "--rows", "0"], "--rows: expected a positive integer, got 0"),
+    (["precision", "probe", "--epochs", "-1"], "--epochs: expected 0 or more, got -1"),
+])
+def test_count_flags_give_one_line(args, message, capsys):
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip() == f"autorec: error: {message}"
