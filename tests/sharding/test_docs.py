@@ -6,7 +6,7 @@ import pytest
 
 from tests.doctests import assert_examples_run
 
-MODULES = ["tables", "cost_model", "profiler", "planner", "plans", "baselines", "command"]
+MODULES = ["tables", "cost_model", "profiler", "planner", "plans", "baselines"]
 
 
 @pytest.mark.parametrize("name", MODULES)
