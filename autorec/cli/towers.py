@@ -23,7 +23,14 @@ from typing import Any
 
 import torch
 
-from autorec.cli.common import UsageError, add_arch_arg, add_data_args, load_data, resolve_arch
+from autorec.cli.common import (
+    UsageError,
+    add_arch_arg,
+    add_data_args,
+    load_data,
+    require_counts,
+    resolve_arch,
+)
 
 
 def add_parser(commands: Any) -> None:
@@ -87,8 +94,9 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
     if any(k < 1 for k in args.k):
         raise UsageError(f"--k: expected positive tower counts, got {args.k}")
-    if args.epochs < 1 or args.batch_size < 1 or args.rows < 2 or args.tolerance < 0:
-        raise UsageError("--epochs and --batch-size must be >= 1, --rows >= 2 and --tolerance >= 0")
+    require_counts(args, positive=["epochs", "batch_size"])
+    if args.rows < 2 or args.tolerance < 0:
+        raise UsageError(f"--rows must be >= 2 and --tolerance >= 0, got {args.rows} and {args.tolerance:g}")
     dataset = load_data(args)
     spec = resolve_arch(args.arch, dataset.schema)
     if spec.towers is not None:
