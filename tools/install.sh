@@ -26,11 +26,13 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 else
   "${pip[@]}" -c constraints.txt "$(pin fbgemm-gpu-cpu)"
 fi
-# torchrec's metadata asks for the CUDA fbgemm-gpu, and recbole's for a whole training stack we
-# never import (we only read the MovieLens files it ships): both go in without their deps.
-"${pip[@]}" --no-deps "$(pin torchrec)" "$(pin recbole)"
 echo "install: autorec[$extras]"
 "${pip[@]}" -c constraints.txt -e ".[$extras]"
+# torchrec's metadata asks for the CUDA fbgemm-gpu, and recbole's for a whole training stack we
+# never import (we only read the MovieLens files it ships): both go in without their deps, last,
+# so that no later install reports their unmet requirements as conflicts (pip checks conflicts
+# only when it resolves dependencies, which --no-deps skips).
+"${pip[@]}" --no-deps "$(pin torchrec)" "$(pin recbole)"
 "$venv/bin/python" -c "import torchrec, fbgemm_gpu, autorec.data.movielens as m; m.locate()"
 echo "$want" > "$stamp"
 echo "install: done"
