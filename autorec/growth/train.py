@@ -49,9 +49,9 @@ from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from autorec.arch import ArchSpec
 from autorec.costs import arch_cost
+from autorec.metrics import binary_metrics
 from autorec.models import build_model
 from autorec.train.embedding_init import init_embeddings
-from autorec.train.metrics import binary_metrics
 from autorec.train.trainer import DENSE_OPTIMIZERS, TrainingDiverged, seed_everything
 
 if TYPE_CHECKING:

@@ -46,10 +46,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from autorec.metrics import binary_metrics
 from autorec.precision.layers import QUANTISED, as_precision, dense_parts, quantise_module_
 from autorec.precision.quantisers import quantiser
 from autorec.precision.recipes import recipe
-from autorec.train.metrics import binary_metrics
 
 DEFAULT_FORMATS = ("bf16", "fp8_e4m3", "fp8_e4m3_rowwise", "mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1")
 

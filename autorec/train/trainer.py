@@ -29,6 +29,7 @@ from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from autorec.arch import ArchSpec
 from autorec.data import RecDataset
+from autorec.metrics import binary_metrics
 from autorec.models import build_model
 from autorec.train.distributed import (
     DENSE_PARALLEL,
@@ -39,7 +40,6 @@ from autorec.train.distributed import (
     shard,
 )
 from autorec.train.embedding_init import init_embeddings
-from autorec.train.metrics import binary_metrics
 from autorec.train.partition import rank_batches
 from autorec.train.pipeline import SparseDistPipeline
 from autorec.train.plan import load_plan

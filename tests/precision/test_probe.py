@@ -14,11 +14,11 @@ import torch
 from autorec.cli import main
 from autorec.cli.precision import rec_model
 from autorec.data import load_dataset
+from autorec.metrics import binary_metrics
 from autorec.models import build_model
 from autorec.precision.probe import ProbeResult, kurtosis, probe
 from autorec.precision.recipes import with_precision
 from autorec.presets import preset
-from autorec.train.metrics import binary_metrics
 
 FORMATS = ("mxfp8_e4m3", "mxfp4_e2m1")
 

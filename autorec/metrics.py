@@ -1,4 +1,9 @@
-"""Binary CTR metrics: AUC, logloss and normalized entropy (NE)."""
+"""Binary CTR metrics: AUC, logloss and normalized entropy (NE).
+
+A room of its own at the bottom: the trainer, the precision probe and growth all score models
+with it, and it imports nothing of autorec. AUC is scikit-learn's; logloss and NE are two lines of
+numpy each (clipped as the trainer's loss sees them), simpler than adapting a library's API.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from autorec.train.metrics import binary_metrics, logloss, normalized_entropy
+from autorec.metrics import binary_metrics, logloss, normalized_entropy
 
 
 def test_auc_logloss_ne_on_known_values():
