@@ -89,7 +89,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
         table_loads,
         tower_groups,
     )
-    from autorec.towers.space import write_partition
+    from autorec.space.towers import write_partition
     from autorec.train.trainer import TrainConfig, Trainer
 
     if any(k < 1 for k in args.k):

@@ -166,7 +166,7 @@ class ExpectedCost:
 
     def _towers(self, probs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """E over tower count, module kind and n_out of the tower modules' cost."""
-        from autorec.towers.space import TOWER_MODULES
+        from autorec.space.towers import TOWER_MODULES
 
         net = self.net
         total = _t(0.0)

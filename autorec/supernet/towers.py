@@ -28,7 +28,7 @@ from autorec.arch import TowerSpec
 from autorec.blocks.towers import Towers
 from autorec.data.schema import Schema
 from autorec.supernet.mixed import Choice, MixedChoice, Weights, width_mask
-from autorec.towers.space import TOWER_MODULES, TowerChoices
+from autorec.space.towers import TOWER_MODULES, TowerChoices
 
 Ranker = Callable[[str, tuple[Any, ...]], list[Any]]
 

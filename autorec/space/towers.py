@@ -33,6 +33,7 @@ from autorec.arch import (
     TowerSpec,
     WukongConfig,
 )
+from autorec.space.values import Invalid, parse_mapping, parse_values
 
 # The tower module of each kind: small blocks whose outputs do not depend on D.
 TOWER_MODULES: dict[str, BlockConfig] = {
@@ -83,46 +84,42 @@ class TowerChoices:
 
 
 def parse_towers(data: Any, source: str) -> TowerChoices | None:
-    """The ``towers`` section (None when absent); errors raise the space's _Invalid with the key."""
-    from autorec.space import _Invalid, _mapping, _values
-
+    """The ``towers`` section (None when absent); errors raise the space's Invalid with the key."""
     if data is None:
         return None
-    section = _mapping(data, "towers", _KEYS)
-    num = _values(section.get("num", [0]), "towers.num", "int", minimum=0)
-    kinds = _values(section.get("kinds", ["dlrm"]), "towers.kinds", "str", one_of=tuple(TOWER_MODULES))
-    n_out = _values(section.get("n_out", [1]), "towers.n_out", "int", minimum=1)
+    section = parse_mapping(data, "towers", _KEYS)
+    num = parse_values(section.get("num", [0]), "towers.num", "int", minimum=0)
+    kinds = parse_values(section.get("kinds", ["dlrm"]), "towers.kinds", "str", one_of=tuple(TOWER_MODULES))
+    n_out = parse_values(section.get("n_out", [1]), "towers.n_out", "int", minimum=1)
     partition = section.get("partition", "round_robin")
     if partition != "round_robin":
         if not isinstance(partition, str):
-            raise _Invalid("towers.partition", f"expected round_robin or a JSON file name, got {partition!r}")
+            raise Invalid("towers.partition", f"expected round_robin or a JSON file name, got {partition!r}")
         partition = _read_partition(partition, source)
     return TowerChoices(num=tuple(num), kinds=tuple(kinds), n_out=tuple(n_out), partition=partition)
 
 
 def _read_partition(name: str, source: str) -> tuple[tuple[int, tuple[tuple[str, ...], ...]], ...]:
-    from autorec.space import _Invalid
-
     path = Path(name)
     if not path.is_absolute() and source not in ("", "<space>"):
         path = Path(source).parent / path
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise _Invalid("towers.partition", f"no such partition file {str(path)!r}") from None
+        raise Invalid("towers.partition", f"no such partition file {str(path)!r}") from None
     except json.JSONDecodeError as exc:
-        raise _Invalid("towers.partition",
+        raise Invalid("towers.partition",
                        f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     if not isinstance(data, Mapping) or not data:
-        raise _Invalid("towers.partition", f"{path}: expected an object of tower count -> groups")
+        raise Invalid("towers.partition", f"{path}: expected an object of tower count -> groups")
     out = []
     for key, groups in data.items():
         where = f"towers.partition: {path}: [{key!r}]"
         if not str(key).isdigit() or int(key) < 1:
-            raise _Invalid(where, "expected a tower count (a positive integer) as the key")
+            raise Invalid(where, "expected a tower count (a positive integer) as the key")
         if (not isinstance(groups, list) or len(groups) != int(key)
                 or not all(isinstance(g, list) and g and all(isinstance(f, str) for f in g) for g in groups)):
-            raise _Invalid(where, f"expected {key} non-empty lists of feature names")
+            raise Invalid(where, f"expected {key} non-empty lists of feature names")
         out.append((int(key), tuple(tuple(g) for g in groups)))
     return tuple(sorted(out))
 

@@ -10,7 +10,7 @@ import pytest
 
 from autorec.data import Schema, SparseFeature
 from autorec.space import SearchSpace, SpaceError
-from autorec.towers.space import TOWER_MODULES, write_partition
+from autorec.space.towers import TOWER_MODULES, write_partition
 from tests.doctests import assert_examples_run
 
 SCHEMA = Schema(("x",), tuple(SparseFeature(f"f{i}", 10) for i in range(8)))
@@ -108,4 +108,4 @@ def test_a_module_that_cannot_take_a_tower_is_an_error() -> None:
 
 
 def test_doctests() -> None:
-    assert_examples_run("autorec.towers.space")
+    assert_examples_run("autorec.space.towers")

@@ -62,11 +62,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import random
 import typing
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -77,24 +76,32 @@ from autorec.arch import (
     EMBEDDING_PRECISIONS,
     PRECISIONS,
     ArchSpec,
-    ArchSpecError,
     BlockConfig,
     TableSpec,
     TowerSpec,
 )
 from autorec.data.schema import Schema, SparseFeature
+from autorec.space.towers import TowerChoices, parse_towers
+from autorec.space.values import (
+    Invalid,
+    Values,
+    describe_value,
+    encode,
+    has_value,
+    key_path,
+    parse_mapping,
+    parse_values,
+    same_value,
+    show_values,
+)
 from autorec.textfiles import parse_yaml, read_text
-from autorec.towers.space import TowerChoices, parse_towers
 
 if TYPE_CHECKING:
     import optuna
 
 KINDS = ("wukong", "dhen", "dlrm", "dcnv2", "skip", "mlp")
-SPACES_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
 
-# A choice: the values in order; a range stands for an Optuna integer parameter.
-Values = tuple[Any, ...] | range
-_Field = tuple[type[BlockConfig], str]  # a config class and one of its fields
 
 _TOP_KEYS = ("name", "description", "dim", "embedding", "dense_arch", "over_arch", "layers",
              "dense_arch_precision", "over_arch_precision", "towers")
@@ -109,13 +116,6 @@ _SHAPE_FIELDS = {"wukong": ("n_fm", "n_lcb"), "dhen": ("modules", "ensemble", "n
 class SpaceError(ValueError):
     """A search space (file) is invalid, or a spec/params are not in it; the message names the
     file and the key or parameter at fault."""
-
-
-class _Invalid(Exception):
-    """Raised while parsing; turned into a SpaceError that names the file."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}" if path else message)
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ class SearchSpace:
     layers: LayerChoices = field(default_factory=LayerChoices)
     dense_arch_precision: Values = ("fp32",)
     over_arch_precision: Values = ("fp32",)
-    towers: TowerChoices | None = None  # DMT towers (autorec.towers.space); None: no towers
+    towers: TowerChoices | None = None  # DMT towers (autorec.space.towers); None: no towers
     source: str = "<space>"
     _bound: dict[Schema, _Bound] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -198,7 +198,7 @@ dcnv2, skip, mlp, got 'transformr'
         """
         try:
             return _parse(data, source)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise SpaceError(f"{source}: {exc}") from None
 
     # ---- counting ---------------------------------------------------------------------
@@ -267,7 +267,7 @@ dcnv2, skip, mlp, got 'transformr'
         matcher = _Matcher()
         try:
             built = self._build(matcher, _schema_of(spec, where), spec)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise SpaceError(f"{where}: {exc}") from None
         got, want = built.to_dict(), spec.to_dict()
         for key in ("name", "metadata"):
@@ -314,7 +314,7 @@ dcnv2, skip, mlp, got 'transformr'
         if schema not in self._bound:
             try:
                 self._bound[schema] = _Bound(self, schema)
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise SpaceError(f"{self.source}: {exc}") from None
         return self._bound[schema]
 
@@ -350,7 +350,7 @@ dcnv2, skip, mlp, got 'transformr'
                         towers=towers)
 
     def _towers(self, chooser: _Chooser, bound: _Bound, target: ArchSpec | None) -> TowerSpec | None:
-        """Tower count, then (with towers) the tower module's kind and n_out (autorec.towers.space)."""
+        """Tower count, then (with towers) the tower module's kind and n_out (autorec.space.towers)."""
         if self.towers is None:
             return None
         have = target.towers if target is not None else None
@@ -512,7 +512,7 @@ class _Stacks:
                 for f_in in sorted(frontier):
                     tables = [self.table(kind, dim, f_in) for kind in kinds]
                     if not any(tables):
-                        raise _Invalid("layers", f"no kind in layers.kinds can be layer {i} when dim is "
+                        raise Invalid("layers", f"no kind in layers.kinds can be layer {i} when dim is "
                                        f"{dim} and it gets {f_in} input vector(s); add skip to "
                                        "layers.kinds or widen the choices")
                     reached.update(f for t in tables for f in t)
@@ -525,7 +525,7 @@ class _Bound:
 
     def __init__(self, space: SearchSpace, schema: Schema) -> None:
         if not schema.sparse:
-            raise _Invalid("", "the schema has no sparse features; an architecture needs one table")
+            raise Invalid("", "the schema has no sparse features; an architecture needs one table")
         self.space, self.schema = space, schema
         self.f0 = len(schema.sparse) + (1 if schema.n_dense else 0)
         self.groups = _groups(space.embedding.groups, schema)
@@ -547,7 +547,7 @@ class _Bound:
 def _tower_inputs(towers: TowerChoices, schema: Schema) -> dict[int, int]:
     """F0 -> how many tower choices (count, kind, n_out) give it; checks every choice fits."""
     from autorec.blocks import out_features
-    from autorec.towers.space import TOWER_MODULES
+    from autorec.space.towers import TOWER_MODULES
 
     ways: dict[int, int] = {}
     for k in towers.num:
@@ -558,13 +558,13 @@ def _tower_inputs(towers: TowerChoices, schema: Schema) -> dict[int, int]:
         try:
             groups = towers.groups(k, schema.sparse_names)
         except ValueError as exc:
-            raise _Invalid("", str(exc)) from None
+            raise Invalid("", str(exc)) from None
         for kind in towers.kinds:
             for size in {len(g) for g in groups}:
                 try:
                     out_features(TOWER_MODULES[kind], size, 8)
                 except ValueError as exc:
-                    raise _Invalid("towers.kinds", f"{kind} cannot be the module of a {size}-feature tower "
+                    raise Invalid("towers.kinds", f"{kind} cannot be the module of a {size}-feature tower "
                                    f"(towers.num {k}): {exc}") from None
             for n_out in towers.n_out:
                 f0 = towers.f0(k, n_out, len(schema.sparse), schema.n_dense)
@@ -585,12 +585,12 @@ def _groups(spec: str | tuple[tuple[str, tuple[str, ...]], ...],
     for group, features in spec:
         for j, feature in enumerate(features):
             if feature not in names:
-                raise _Invalid(f"embedding.groups.{group}[{j}]", f"no sparse feature {feature!r} in the "
+                raise Invalid(f"embedding.groups.{group}[{j}]", f"no sparse feature {feature!r} in the "
                                f"schema; it has {', '.join(names)}")
             owner[feature] = group
     clash = sorted({g for g, _ in spec} & (set(names) - set(owner)))
     if clash:
-        raise _Invalid(f"embedding.groups.{clash[0]}", "a group may not take the name of a feature "
+        raise Invalid(f"embedding.groups.{clash[0]}", "a group may not take the name of a feature "
                        "outside it (that feature is its own group)")
     members = {g: tuple(f for f in names if owner.get(f) == g) for g, _ in spec}
     order = dict.fromkeys(owner.get(f, f) for f in names)
@@ -633,31 +633,6 @@ def _first_difference(want: Any, got: Any, path: str) -> str:
 
 
 # ---- choosers: who picks each value -----------------------------------------------------
-def _encode(value: Any) -> Any:
-    """A choice as an Optuna categorical value: lists become strings such as "256-128"."""
-    if not isinstance(value, tuple):
-        return value
-    if not value:
-        return "none"
-    return ("+" if isinstance(value[0], str) else "-").join(map(str, value))
-
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def _has(values: Values, value: Any) -> bool:
-    if isinstance(values, range):
-        return type(value) is int and value in values
-    return any(_same(v, value) for v in values)
-
-
-def _show(values: Values) -> str:
-    if isinstance(values, range):
-        return f"{values.start}..{values[-1]}" + (f" step {values.step}" if values.step != 1 else "")
-    return ", ".join(repr(_encode(v)) for v in values)
-
-
 class _Chooser:
     """Picks one of ``values`` for the parameter ``name``; ``want`` is what to_params looks for."""
 
@@ -680,18 +655,18 @@ class _TrialChooser(_Chooser):
         try:
             if isinstance(values, range):
                 value = self.trial.suggest_int(name, values.start, values[-1], step=values.step)
-                if _has(values, value):
+                if has_value(values, value):
                     return value
             else:
-                codes = [_encode(v) for v in values]
+                codes = [encode(v) for v in values]
                 code = self.trial.suggest_categorical(name, codes)
                 for v, c in zip(values, codes, strict=True):
-                    if _same(c, code):
+                    if same_value(c, code):
                         return v
                 value = code
         except (ValueError, TypeError) as exc:
             raise SpaceError(f"{self.source}: parameter {name!r}: {exc}") from None
-        raise SpaceError(f"{self.source}: parameter {name!r}: expected one of {_show(values)}, "
+        raise SpaceError(f"{self.source}: parameter {name!r}: expected one of {show_values(values)}, "
                          f"got {value!r}")
 
 
@@ -710,53 +685,28 @@ class _Matcher(_Chooser):
         self.params: dict[str, Any] = {}
 
     def choose(self, name: str, values: Values, want: Any = None) -> Any:
-        if not _has(values, want):
-            shown = _encode(want) if isinstance(want, tuple) else want
-            raise _Invalid(name, f"{shown!r} is not among the choices {_show(values)}")
+        if not has_value(values, want):
+            shown = encode(want) if isinstance(want, tuple) else want
+            raise Invalid(name, f"{shown!r} is not among the choices {show_values(values)}")
         if len(values) > 1:
-            self.params[name] = _encode(want)
+            self.params[name] = encode(want)
         return want
 
 
 # ---- parsing ------------------------------------------------------------------------------
-def _join(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
-
-
-def _mapping(data: Any, path: str, allowed: Sequence[str]) -> Mapping[str, Any]:
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise _Invalid(path, f"expected a mapping with keys from {', '.join(allowed)}, "
-                       f"got {_kind_of(data)}")
-    for key in data:
-        if key not in allowed:
-            what = "unknown key" if path else "unknown section"
-            raise _Invalid(_join(path, str(key)), f"{what}; expected one of {', '.join(allowed)}"
-                           if allowed else f"{what}; {path} takes no options")
-    return data
-
-
-def _kind_of(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: f"{value!r}", type(None): "nothing"}.get(
-        type(value), repr(value))
-
-
 def _parse(data: Any, source: str) -> SearchSpace:
-    top = _mapping(data, "", _TOP_KEYS)
+    top = parse_mapping(data, "", _TOP_KEYS)
     name = top.get("name", Path(source).stem if source.endswith((".yaml", ".yml")) else "space")
     description = top.get("description", "")
     for key, value in (("name", name), ("description", description)):
         if not isinstance(value, str):
-            raise _Invalid(key, f"expected a string, got {_kind_of(value)}")
-    dim = _values(top.get("dim", 16), "dim", "int", minimum=1)
+            raise Invalid(key, f"expected a string, got {describe_value(value)}")
+    dim = parse_values(top.get("dim", 16), "dim", "int", minimum=1)
     embedding = _parse_embedding(top.get("embedding"), dim)
-    dense_arch = _values(top.get("dense_arch", [[64]]), "dense_arch", "ints", minimum=1)
-    over_arch = _values(top.get("over_arch", [[256, 128]]), "over_arch", "ints", minimum=1)
+    dense_arch = parse_values(top.get("dense_arch", [[64]]), "dense_arch", "ints", minimum=1)
+    over_arch = parse_values(top.get("over_arch", [[256, 128]]), "over_arch", "ints", minimum=1)
     layers = _parse_layers(top.get("layers"))
-    part_precision = {key: _values(top.get(key, "fp32"), key, "str", one_of=PRECISIONS)
+    part_precision = {key: parse_values(top.get(key, "fp32"), key, "str", one_of=PRECISIONS)
                       for key in ("dense_arch_precision", "over_arch_precision")}
     return SearchSpace(name=name, description=description, dim=dim, embedding=embedding,
                        dense_arch=dense_arch, over_arch=over_arch, layers=layers, source=source,
@@ -764,18 +714,19 @@ def _parse(data: Any, source: str) -> SearchSpace:
 
 
 def _parse_embedding(data: Any, dims: Values) -> EmbeddingChoices:
-    emb = _mapping(data, "embedding", _EMBEDDING_KEYS)
+    emb = parse_mapping(data, "embedding", _EMBEDDING_KEYS)
     if "dim" in emb and "dim_ratio" in emb:
-        raise _Invalid("embedding", "give dim (absolute widths) or dim_ratio (of D), not both")
-    width = _values(emb["dim"], "embedding.dim", "int", minimum=1) if "dim" in emb else None
-    ratios = _values(emb.get("dim_ratio", 1), "embedding.dim_ratio", "ratio")
+        raise Invalid("embedding", "give dim (absolute widths) or dim_ratio (of D), not both")
+    width = parse_values(emb["dim"], "embedding.dim", "int", minimum=1) if "dim" in emb else None
+    ratios = parse_values(emb.get("dim_ratio", 1), "embedding.dim_ratio", "ratio")
     for i, ratio in enumerate(ratios):
         for d in dims:
             cols = Fraction(str(ratio)) * d
             if cols.denominator != 1 or cols < 1:
-                raise _Invalid(_join("embedding.dim_ratio", i) if len(ratios) > 1 else "embedding.dim_ratio",
-                               f"{ratio} * dim {d} = {float(cols):g} is not a whole number >= 1 of columns")
-    precision = _values(emb.get("precision", "fp32"), "embedding.precision", "str",
+                where = key_path("embedding.dim_ratio", i) if len(ratios) > 1 else "embedding.dim_ratio"
+                raise Invalid(where, f"{ratio} * dim {d} = {float(cols):g} is not a whole number >= 1 "
+                              "of columns")
+    precision = parse_values(emb.get("precision", "fp32"), "embedding.precision", "str",
                         one_of=EMBEDDING_PRECISIONS)
     return EmbeddingChoices(dim=width, dim_ratio=ratios, groups=_parse_groups(emb.get("groups")),
                             precision=precision)
@@ -787,36 +738,39 @@ def _parse_groups(data: Any) -> str | tuple[tuple[str, tuple[str, ...]], ...]:
         return "per_feature"
     if isinstance(data, str):
         if data not in ("per_feature", "all"):
-            raise _Invalid(path, f"expected per_feature, all or a mapping of group name to features, "
+            raise Invalid(path, f"expected per_feature, all or a mapping of group name to features, "
                            f"got {data!r}")
         return data
     if not isinstance(data, Mapping) or not data:
-        raise _Invalid(path, f"expected per_feature, all or a mapping of group name to features, "
-                       f"got {_kind_of(data)}")
+        raise Invalid(path, f"expected per_feature, all or a mapping of group name to features, "
+                       f"got {describe_value(data)}")
     groups = []
     seen: dict[str, str] = {}
     for group, features in data.items():
-        where = _join(path, str(group))
+        where = key_path(path, str(group))
         if not isinstance(group, str) or not group:
-            raise _Invalid(where, "expected a group name")
+            raise Invalid(where, "expected a group name")
         if not isinstance(features, list) or not features:
-            raise _Invalid(where, f"expected a non-empty list of feature names, got {_kind_of(features)}")
+            raise Invalid(where, "expected a non-empty list of feature names, got "
+                          f"{describe_value(features)}")
         for j, feature in enumerate(features):
             if not isinstance(feature, str):
-                raise _Invalid(_join(where, j), f"expected a feature name, got {_kind_of(feature)}")
+                raise Invalid(key_path(where, j), "expected a feature name, got "
+                              f"{describe_value(feature)}")
             if feature in seen:
-                raise _Invalid(_join(where, j), f"feature {feature!r} is already in group {seen[feature]!r}")
+                raise Invalid(key_path(where, j),
+                              f"feature {feature!r} is already in group {seen[feature]!r}")
             seen[feature] = group
         groups.append((group, tuple(features)))
     return tuple(groups)
 
 
 def _parse_layers(data: Any) -> LayerChoices:
-    layers = _mapping(data, "layers", _LAYER_KEYS)
-    num = _values(layers.get("num", 1), "layers.num", "int", minimum=0)
-    kinds = _values(layers.get("kinds", ["dlrm"]), "layers.kinds", "str", one_of=KINDS)
+    layers = parse_mapping(data, "layers", _LAYER_KEYS)
+    num = parse_values(layers.get("num", 1), "layers.num", "int", minimum=0)
+    kinds = parse_values(layers.get("kinds", ["dlrm"]), "layers.kinds", "str", one_of=KINDS)
     assert isinstance(kinds, tuple)
-    precision = _values(layers.get("precision", "fp32"), "layers.precision", "str", one_of=PRECISIONS)
+    precision = parse_values(layers.get("precision", "fp32"), "layers.precision", "str", one_of=PRECISIONS)
     blocks = {kind: _parse_block(kind, layers.get(kind), precision) for kind in KINDS}
     return LayerChoices(num=num, kinds=kinds, blocks=blocks)
 
@@ -831,12 +785,12 @@ def _parse_block(kind: str, data: Any, precision: Values) -> dict[str, Values]:
     """Each config field's values; fields the section leaves out keep their default."""
     cls = BLOCK_CONFIGS[kind]
     types = {} if kind == "skip" else _field_types(cls)  # skip counts once: no options
-    section = _mapping(data, f"layers.{kind}", tuple(types))
+    section = parse_mapping(data, f"layers.{kind}", tuple(types))
     fields: dict[str, Values] = {}
     for key, ftype in types.items():
         path = f"layers.{kind}.{key}"
         if key in section:
-            fields[key] = _values(section[key], path, ftype, config=(cls, key))
+            fields[key] = parse_values(section[key], path, ftype, config=(cls, key))
         elif key == "precision":
             fields[key] = precision
         else:
@@ -844,109 +798,3 @@ def _parse_block(kind: str, data: Any, precision: Values) -> dict[str, Values]:
     return fields
 
 
-def _values(data: Any, path: str, ftype: str, *, minimum: int | None = None,
-            one_of: Sequence[str] = (), config: _Field | None = None) -> Values:
-    """Parse one choice: a list of values, one value, or {low, high, step} (integers)."""
-    listed = ftype in ("ints", "strs")
-    if isinstance(data, Mapping) and ftype == "strs":
-        values: Values = _subsets(data, path, config)
-    elif isinstance(data, Mapping):
-        if ftype != "int":
-            raise _Invalid(path, f"a {{low, high, step}} range takes integers; expected a list of "
-                           f"{_PLURAL[ftype]}")
-        values = _range(data, path)
-    elif listed:
-        if not isinstance(data, list):
-            raise _Invalid(path, f"expected a list of choices such as [{_EXAMPLE[ftype]}], "
-                           f"got {_kind_of(data)}")
-        values = tuple(tuple(_item(item, _join(path, i), ftype)) for i, item in enumerate(data))
-    else:
-        items = data if isinstance(data, list) else [data]
-        where = (lambda i: _join(path, i)) if isinstance(data, list) else (lambda i: path)
-        values = tuple(_item(item, where(i), ftype) for i, item in enumerate(items))
-    if not values:
-        raise _Invalid(path, "expected at least one choice, got an empty list")
-    if isinstance(values, range):
-        for key, bound in (("low", values[0]), ("high", values[-1])):
-            _check_value(bound, _join(path, key), ftype, minimum, one_of, config)
-        return values
-    for i, value in enumerate(values):
-        where = _join(path, i) if isinstance(data, list) else path
-        if any(_same(v, value) for v in values[:i]):
-            raise _Invalid(where, f"choice {_encode(value)!r} is given twice")
-        _check_value(value, where, ftype, minimum, one_of, config)
-    return values
-
-
-_PLURAL = {"int": "integers", "bool": "true/false", "str": "strings", "ratio": "numbers > 0",
-           "ints": "lists of sizes", "strs": "lists of names"}
-_SINGULAR = {"int": "an integer", "bool": "true or false", "str": "a string", "ratio": "a number > 0"}
-_EXAMPLE = {"ints": "[256, 128]", "strs": "[dot, attention]"}
-
-
-def _item(item: Any, path: str, ftype: str) -> Any:
-    """Type-check one choice (a list for list-valued fields)."""
-    if ftype in _EXAMPLE:
-        if not isinstance(item, list):
-            raise _Invalid(path, f"expected one choice, a list such as {_EXAMPLE[ftype]}, "
-                           f"got {_kind_of(item)}")
-        for j, x in enumerate(item):
-            _item(x, _join(path, j), ftype[:-1])
-        return tuple(item)
-    ok = {"int": lambda x: isinstance(x, int) and not isinstance(x, bool),
-          "bool": lambda x: isinstance(x, bool),
-          "str": lambda x: isinstance(x, str),
-          "ratio": lambda x: isinstance(x, int | float) and not isinstance(x, bool) and x > 0}[ftype]
-    if not ok(item):
-        raise _Invalid(path, f"expected {_SINGULAR[ftype]}, got {_kind_of(item)}")
-    return item
-
-
-def _range(data: Mapping[str, Any], path: str) -> range:
-    _mapping(data, path, ("low", "high", "step"))
-    for key in ("low", "high"):
-        if key not in data:
-            raise _Invalid(_join(path, key), "required key is missing")
-    low, high, step = (_item(data.get(k, 1), _join(path, k), "int") for k in ("low", "high", "step"))
-    if low > high:
-        raise _Invalid(path, f"low {low} > high {high}")
-    if step < 1 or (high - low) % step:
-        raise _Invalid(_join(path, "step"), f"expected an integer >= 1 that divides high - low "
-                       f"({high - low}), got {step}")
-    return range(low, high + 1, step)
-
-
-def _subsets(data: Mapping[str, Any], path: str, config: _Field | None) -> Values:
-    """``{subsets_of: [a, b, c], min_size, max_size}``: the subsets in the order listed."""
-    _mapping(data, path, ("subsets_of", "min_size", "max_size"))
-    if "subsets_of" not in data:
-        raise _Invalid(_join(path, "subsets_of"), "required key is missing")
-    names = _values(data["subsets_of"], _join(path, "subsets_of"), "str")
-    _check_value(tuple(names), _join(path, "subsets_of"), "strs", None, (), config)
-    low = _item(data.get("min_size", 1), _join(path, "min_size"), "int")
-    high = _item(data.get("max_size", len(names)), _join(path, "max_size"), "int")
-    if not 1 <= low <= high <= len(names):
-        raise _Invalid(path, f"expected 1 <= min_size <= max_size <= {len(names)}, "
-                       f"got min_size {low}, max_size {high}")
-    return tuple(c for n in range(low, high + 1) for c in itertools.combinations(names, n))
-
-
-def _check_value(value: Any, path: str, ftype: str, minimum: int | None, one_of: Sequence[str],
-                 config: _Field | None) -> None:
-    """The semantic check; a config field is checked by its config's own ``validate``."""
-    if config is not None:
-        cls, key = config
-        try:
-            cls(**{key: value}).validate("\0")
-        except ArchSpecError as exc:
-            where, _, message = str(exc).partition(": ")
-            raise _Invalid(path + where.removeprefix(f"\0.{key}"), message) from None
-        return
-    if ftype == "int" and minimum is not None and value < minimum:
-        raise _Invalid(path, f"expected an integer >= {minimum}, got {value}")
-    if ftype == "ints" and minimum is not None:
-        for j, size in enumerate(value):
-            if size < minimum:
-                raise _Invalid(_join(path, j), f"expected a layer size >= {minimum}, got {size}")
-    if one_of and value not in one_of:
-        raise _Invalid(path, f"expected one of {', '.join(one_of)}, got {value!r}")

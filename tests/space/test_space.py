@@ -23,7 +23,7 @@ from autorec.space import SPACES_DIR, SearchSpace, SpaceError
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ["zoo", "wukong", "dhen", "dlrm", "quickstart", "precision"]
 # Which presets each shipped space must hold, so a search over it can match them.
 PRESETS_IN = {"zoo": ["dlrm", "dcnv2", "wukong", "dhen"], "quickstart": ["dlrm", "dcnv2", "wukong", "dhen"],
