@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,12 +94,26 @@ class BlockConfig:
     def validate(self, path: str) -> None:
         _check_choice(f"{path}.precision", self.precision, PRECISIONS)
 
+    def out_features(self, num_in: int, dim: int) -> int:
+        """F_out of the layer for input ``[B, num_in, dim]``, or a ValueError naming the field that
+        does not fit. Torch-free, so an ArchSpec sizes its stack without building (or importing)
+        the blocks."""
+        raise NotImplementedError(f"{type(self).__name__} does not give its output width")
+
+
+def num_dots(num_in: int, self_interaction: bool = False) -> int:
+    """How many pairwise dots ``num_in`` vectors give (i < j, or i <= j with self-interaction)."""
+    return num_in * (num_in + 1) // 2 if self_interaction else num_in * (num_in - 1) // 2
+
 
 @dataclass(frozen=True, kw_only=True)
 class SkipConfig(BlockConfig):
     """Identity layer: lets a search drop a layer without changing the stack's length."""
 
     kind: ClassVar[str] = "skip"
+
+    def out_features(self, num_in: int, dim: int) -> int:
+        return num_in
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +135,17 @@ class DotConfig(BlockConfig):
         if not isinstance(self.self_interaction, bool):
             _fail(f"{path}.self_interaction", f"expected true or false, got {self.self_interaction!r}")
 
+    def out_features(self, num_in: int, dim: int) -> int:
+        self.validate(self.kind)
+        if self.n_passthrough > num_in:
+            raise ValueError(f"{self.kind}.n_passthrough: {self.n_passthrough} exceeds the "
+                             f"{num_in} input vectors")
+        values = self.n_passthrough * dim + num_dots(num_in, self.self_interaction)
+        if values == 0:
+            raise ValueError(f"{self.kind}: {num_in} input vector(s) give no dots and nothing to pass "
+                             "through; set n_passthrough or self_interaction")
+        return math.ceil(values / dim)
+
 
 @dataclass(frozen=True, kw_only=True)
 class CrossConfig(BlockConfig):
@@ -133,6 +159,10 @@ class CrossConfig(BlockConfig):
         super().validate(path)
         _check_int(f"{path}.num_layers", self.num_layers, 1)
         _check_int(f"{path}.rank", self.rank, 0)
+
+    def out_features(self, num_in: int, dim: int) -> int:
+        self.validate(self.kind)
+        return num_in
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +182,10 @@ class WukongConfig(BlockConfig):
         _check_int(f"{path}.n_lcb", self.n_lcb, 0)
         _check_int(f"{path}.rank", self.rank, 1)
         _check_sizes(f"{path}.mlp", self.mlp)
+
+    def out_features(self, num_in: int, dim: int) -> int:
+        self.validate(self.kind)
+        return self.n_fm + self.n_lcb
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,6 +216,16 @@ class DhenConfig(BlockConfig):
         _check_int(f"{path}.num_heads", self.num_heads, 1)
         _check_int(f"{path}.dcn_layers", self.dcn_layers, 1)
 
+    def out_features(self, num_in: int, dim: int) -> int:
+        self.validate(self.kind)
+        if "attention" in self.modules and dim % self.num_heads:
+            raise ValueError(f"{self.kind}.num_heads: the attention module needs dim {dim} divisible "
+                             f"by num_heads, got {self.num_heads}")
+        if "dot" in self.modules and num_in < 2:
+            raise ValueError(f"{self.kind}.modules: the dot module needs at least 2 input vectors, "
+                             f"got {num_in}")
+        return self.n_out * len(self.modules) if self.ensemble == "concat" else self.n_out
+
 
 @dataclass(frozen=True, kw_only=True)
 class MLPConfig(BlockConfig):
@@ -195,6 +239,10 @@ class MLPConfig(BlockConfig):
         super().validate(path)
         _check_sizes(f"{path}.hidden", self.hidden)
         _check_int(f"{path}.n_out", self.n_out, 1)
+
+    def out_features(self, num_in: int, dim: int) -> int:
+        self.validate(self.kind)
+        return self.n_out
 
 
 BLOCK_CONFIGS: dict[str, type[BlockConfig]] = {
@@ -267,8 +315,6 @@ class TowerSpec:
 
     def check_features(self, path: str, tables: tuple[TableSpec, ...], dim: int) -> None:
         """What only the whole spec knows: groups against the tables, the module against D."""
-        from autorec.blocks import out_features
-
         table_of = {f: t for t in tables for f in t.features}
         tower_of: dict[str, int] = {}
         for i, group in enumerate(self.groups):
@@ -290,7 +336,7 @@ class TowerSpec:
                       f"{towers} (its features {list(table.features)} must share one tower)")
         for i, group in enumerate(self.groups):
             try:
-                out_features(self.module, len(group), dim)
+                self.module.out_features(len(group), dim)
             except ValueError as exc:
                 _fail(f"{path}.module", f"does not fit {path}.groups[{i}] ({len(group)} features): {exc}")
 
@@ -359,12 +405,10 @@ class ArchSpec:
 
         Checks what only the stack knows (a layer's sizes against its input's), naming the layer.
         """
-        from autorec.blocks import out_features
-
         widths = [self.num_inputs]
         for i, layer in enumerate(self.layers):
             try:
-                widths.append(out_features(layer, widths[-1], self.dim))
+                widths.append(layer.out_features(widths[-1], self.dim))
             except ValueError as exc:
                 head, _, rest = str(exc).partition(": ")
                 where = head[len(layer.kind):] if head.startswith(layer.kind) else ""

@@ -16,7 +16,8 @@ from autorec.arch import BlockConfig
 
 
 class InteractionBlock(nn.Module):
-    """Base class: subclasses set ``config_type`` and implement ``out_features`` and ``forward``."""
+    """Base class: subclasses set ``config_type`` and implement ``forward``; the output width is the
+    config's (``BlockConfig.out_features``)."""
 
     config_type: ClassVar[type[BlockConfig]]
 
@@ -30,8 +31,8 @@ class InteractionBlock(nn.Module):
 
     @classmethod
     def out_features(cls, config: BlockConfig, num_in: int, dim: int) -> int:
-        """F_out for input ``[B, num_in, dim]``."""
-        raise NotImplementedError
+        """F_out for input ``[B, num_in, dim]``: the config's own (torch-free) rule."""
+        return config.out_features(num_in, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -44,21 +45,3 @@ def register(cls: type[InteractionBlock]) -> type[InteractionBlock]:
     """Class decorator: make ``cls`` the builder of its config's kind."""
     BLOCKS[cls.config_type.kind] = cls
     return cls
-
-
-def block_class(config: BlockConfig) -> type[InteractionBlock]:
-    import autorec.blocks  # noqa: F401  (registers every block)
-
-    try:
-        return BLOCKS[config.kind]
-    except KeyError:
-        raise KeyError(f"no block registered for kind {config.kind!r}; known: {', '.join(BLOCKS)}") from None
-
-
-def build_block(config: BlockConfig, num_in: int, dim: int) -> InteractionBlock:
-    """The block for ``config`` taking ``[B, num_in, dim]``."""
-    return block_class(config)(config, num_in, dim)
-
-
-def out_features(config: BlockConfig, num_in: int, dim: int) -> int:
-    return block_class(config).out_features(config, num_in, dim)

@@ -44,10 +44,5 @@ class CrossBlock(InteractionBlock):
         super().__init__(config, num_in, dim)
         self.cross = cross_net(num_in * dim, config.num_layers, config.rank)
 
-    @classmethod
-    def out_features(cls, config: CrossConfig, num_in: int, dim: int) -> int:
-        config.validate(config.kind)
-        return num_in
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.cross(x.flatten(1)).view_as(x)

@@ -159,17 +159,6 @@ class DhenLayer(InteractionBlock):
         self.shortcut = nn.Identity() if num_in == self.num_out else FeatureLinear(num_in, self.num_out)
         self.norm = nn.LayerNorm(dim)
 
-    @classmethod
-    def out_features(cls, config: DhenConfig, num_in: int, dim: int) -> int:
-        config.validate(config.kind)
-        if "attention" in config.modules and dim % config.num_heads:
-            raise ValueError(f"{config.kind}.num_heads: the attention module needs dim {dim} divisible "
-                             f"by num_heads, got {config.num_heads}")
-        if "dot" in config.modules and num_in < 2:
-            raise ValueError(f"{config.kind}.modules: the dot module needs at least 2 input vectors, "
-                             f"got {num_in}")
-        return config.n_out * len(config.modules) if config.ensemble == "concat" else config.n_out
-
     def ensemble_weights(self) -> torch.Tensor:
         """The weighted_sum ensemble's weights, one per module, summing to 1."""
         return torch.softmax(self.ensemble_logits, dim=0)

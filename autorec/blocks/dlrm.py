@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autorec.arch import DotConfig
+from autorec.arch import DotConfig, num_dots
 from autorec.blocks.base import InteractionBlock, register
-
-
-def num_dots(num_in: int, self_interaction: bool = False) -> int:
-    """How many pairwise dots ``num_in`` vectors give (i < j, or i <= j with self-interaction)."""
-    return num_in * (num_in + 1) // 2 if self_interaction else num_in * (num_in - 1) // 2
 
 
 class PairwiseDots(nn.Module):
@@ -77,18 +70,6 @@ class DotInteraction(InteractionBlock):
         self.dots = PairwiseDots(num_in, config.self_interaction)
         values = config.n_passthrough * dim + num_dots(num_in, config.self_interaction)
         self.pad = self.num_out * dim - values
-
-    @classmethod
-    def out_features(cls, config: DotConfig, num_in: int, dim: int) -> int:
-        config.validate(config.kind)
-        if config.n_passthrough > num_in:
-            raise ValueError(f"{config.kind}.n_passthrough: {config.n_passthrough} exceeds the "
-                             f"{num_in} input vectors")
-        values = config.n_passthrough * dim + num_dots(num_in, config.self_interaction)
-        if values == 0:
-            raise ValueError(f"{config.kind}: {num_in} input vector(s) give no dots and nothing to pass "
-                             "through; set n_passthrough or self_interaction")
-        return math.ceil(values / dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         passthrough = x[:, : self.n_passthrough].flatten(1)

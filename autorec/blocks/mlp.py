@@ -73,10 +73,5 @@ class MLPBlock(InteractionBlock):
         super().__init__(config, num_in, dim)
         self.mlp = mlp_to_rows(num_in * dim, config.hidden, config.n_out, dim)
 
-    @classmethod
-    def out_features(cls, config: MLPConfig, num_in: int, dim: int) -> int:
-        config.validate(config.kind)
-        return config.n_out
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.mlp(x.flatten(1)).view(-1, self.num_out, self.dim)

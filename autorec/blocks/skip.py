@@ -19,9 +19,5 @@ class SkipBlock(InteractionBlock):
 
     config_type = SkipConfig
 
-    @classmethod
-    def out_features(cls, config: SkipConfig, num_in: int, dim: int) -> int:
-        return num_in
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from autorec.arch import BlockConfig
-from autorec.blocks.base import build_block
+from autorec.blocks import build_block
 
 
 class TowerModule(nn.Module):

@@ -83,11 +83,6 @@ class WukongLayer(InteractionBlock):
         self.residual = nn.Identity() if num_in == self.num_out else FeatureLinear(num_in, self.num_out)
         self.norm = nn.LayerNorm(dim)
 
-    @classmethod
-    def out_features(cls, config: WukongConfig, num_in: int, dim: int) -> int:
-        config.validate(config.kind)
-        return config.n_fm + config.n_lcb
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.fmb(x)
         if self.lcb is not None:

@@ -76,6 +76,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    from autorec.space.towers import write_partition
     from autorec.towers.partition import (
         PartitionError,
         adjusted_rand_index,
@@ -89,7 +90,6 @@ def cmd_partition(args: argparse.Namespace) -> int:
         table_loads,
         tower_groups,
     )
-    from autorec.space.towers import write_partition
     from autorec.train.trainer import TrainConfig, Trainer
 
     if any(k < 1 for k in args.k):

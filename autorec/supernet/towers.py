@@ -27,8 +27,8 @@ from torch import nn
 from autorec.arch import TowerSpec
 from autorec.blocks.towers import Towers
 from autorec.data.schema import Schema
-from autorec.supernet.mixed import Choice, MixedChoice, Weights, width_mask
 from autorec.space.towers import TOWER_MODULES, TowerChoices
+from autorec.supernet.mixed import Choice, MixedChoice, Weights, width_mask
 
 Ranker = Callable[[str, tuple[Any, ...]], list[Any]]
 

@@ -11,9 +11,9 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from autorec.costs import arch_cost
 from autorec.data import Schema, SparseFeature, load_dataset
 from autorec.space import SearchSpace
+from autorec.space.towers import TOWER_MODULES
 from autorec.supernet import ExpectedCost, Supernet, SupernetConfig, SupernetSearch
 from autorec.supernet.towers import SuperTowers
-from autorec.space.towers import TOWER_MODULES
 from tests.doctests import assert_examples_run
 
 SCHEMA = Schema(dense=("a",), sparse=tuple(SparseFeature(f"f{i}", 10) for i in range(6)))
