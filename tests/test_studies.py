@@ -1,0 +1,98 @@
+"""The shipped studies: each runs end to end on a tiny budget, and together they cover every
+strategy and space dimension, each named in the README.
+
+The files under studies/ are a newcomer's front door to each capability, so a smoke run per
+file keeps them runnable while the code under them moves. A run keeps the file's data, space,
+strategy and objectives and shrinks only what costs time: the trials, epochs and steps per epoch,
+the baselines (the first one is kept, so the comparison still runs) and the strategy's own
+inner budgets (supernet steps, schedule searches).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from autorec.space import SearchSpace
+from autorec.strategies import STRATEGIES
+from autorec.study import StudyConfig, run_study, trial_arch
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDIES = sorted((ROOT / "studies").glob("*.yaml"))
+SMOKE_BUDGET = {"trials": 2, "epochs": 1, "batch_size": 256, "max_steps_per_epoch": 2, "patience": 1}
+SMOKE_SAMPLES = 5000  # for generated data: enough for a split, far below any shipped size
+SUPERNET_STEPS = 4
+GROWTH_OPTIONS = {"steps": 8, "budget": 2, "batch_size": 128, "rl_batch_size": 2}
+
+
+def quiet(*_: object) -> None:
+    pass
+
+
+def shrunk(path: Path) -> dict[str, Any]:
+    """The study file's contents with a smoke budget (module docstring); nothing else changes."""
+    raw = yaml.safe_load(path.read_text())
+    raw["space"] = str((path.parent / raw["space"]).resolve())
+    raw["budget"] = dict(SMOKE_BUDGET)
+    raw["baselines"] = raw.get("baselines", [])[:1]
+    options = raw["data"].get("options") or {}
+    if "num_samples" in options:
+        raw["data"]["options"] = {**options, "num_samples": SMOKE_SAMPLES}
+    strategy = raw.get("strategy")
+    if isinstance(strategy, dict):
+        opts = dict(strategy.get("options") or {})
+        if strategy["name"] == "dnas":
+            # Keep the file's share of warm-up steps (all of them in the one-shot form).
+            steps, warmup = opts.get("steps", SUPERNET_STEPS), opts.get("warmup_steps", 0)
+            opts.update(steps=SUPERNET_STEPS, warmup_steps=round(SUPERNET_STEPS * warmup / steps),
+                        batch_size=128)
+        elif strategy["name"] == "growth":
+            opts.update(GROWTH_OPTIONS)
+        raw["strategy"] = {**strategy, "options": opts}
+    return raw
+
+
+def test_every_strategy_and_space_dimension_has_a_study():
+    configs = [StudyConfig.load(path) for path in STUDIES]
+    assert {c.strategy for c in configs} >= set(STRATEGIES)
+    spaces = [yaml.safe_load(c.space.read_text()) for c in configs]  # the file format, not its model
+    assert any(len(s.get("towers", {}).get("num", [])) > 1 for s in spaces), "no study searches towers"
+    assert any(len(s["layers"].get("precision", [])) > 1 for s in spaces), "no study searches precision"
+    dnas = [c.strategy_options for c in configs if c.strategy == "dnas"]
+    assert any(o.get("warmup_steps") == o.get("steps") for o in dnas), "no single-path one-shot study"
+
+
+def test_the_readme_names_every_study_and_space():
+    readme = (ROOT / "README.md").read_text()
+    for path in [*STUDIES, *(ROOT / "search_spaces").glob("*.yaml")]:
+        name = f"{path.parent.name}/{path.name}"
+        assert name in readme, f"README.md does not name {name}"
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[p.stem for p in STUDIES])
+def test_the_study_runs_on_a_tiny_budget(path, tmp_path):
+    shipped = StudyConfig.load(path)
+    assert shipped.name == path.stem
+    small = tmp_path / path.name
+    small.write_text(yaml.safe_dump(shrunk(path)))
+    config = StudyConfig.load(small)
+    summary = run_study(config, log=quiet)
+
+    study = optuna.load_study(study_name=config.name, storage=config.storage_url)
+    trials = study.get_trials(deepcopy=False)
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * SMOKE_BUDGET["trials"], \
+        [t.user_attrs.get("fail_reason") for t in trials]
+    space = SearchSpace.load(config.space)
+    for t in trials:
+        assert space.contains(trial_arch(t))
+        assert len(t.values) == len(shipped.objectives)
+        if shipped.strategy == "dnas":
+            assert "arch_probs" in t.user_attrs
+        if shipped.strategy == "growth":
+            assert t.user_attrs["growth"]["best"]["schedule"]
+    assert set(summary.baselines) == set(shipped.baselines[:1])
