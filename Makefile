@@ -1,4 +1,4 @@
-# autorec: `make demo` runs the main job on the embedded default; `make test` runs the tests.
+# autorec: `make demo` installs, then runs the quickstart study (studies/quickstart.yaml); `make test` runs the tests.
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
