@@ -17,7 +17,7 @@ pin() {  # the pinned requirement for a distribution, from the one place pins li
 }
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
-echo "install: torch, fbgemm, torchrec into $venv"
+echo "install: torch and fbgemm into $venv"
 "${pip[@]}" "$(pin torch)"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   # A GPU: the CUDA fbgemm-gpu of the release that matches the pinned torch and torchrec.
@@ -32,6 +32,7 @@ echo "install: autorec[$extras]"
 # never import (we only read the MovieLens files it ships): both go in without their deps, last,
 # so that no later install reports their unmet requirements as conflicts (pip checks conflicts
 # only when it resolves dependencies, which --no-deps skips).
+echo "install: torchrec and recbole (without their dependencies)"
 "${pip[@]}" --no-deps "$(pin torchrec)" "$(pin recbole)"
 "$venv/bin/python" -c "import torchrec, fbgemm_gpu, autorec.data.movielens as m; m.locate()"
 echo "$want" > "$stamp"
