@@ -1,24 +1,33 @@
-"""Interaction blocks; importing this package registers every kind in ``BLOCKS``.
+"""Interaction blocks; importing this package registers every built-in kind (one module each).
 
-The lookups live here, not in ``base``, so that they run after every kind module has registered
-itself (a kind module imports ``base``; nothing in ``base`` imports the kinds back).
+The lookups live here, not in ``registry``, so that they run after every kind module has
+registered itself (a kind module imports ``registry``; nothing there imports the kinds back).
 """
 
 from __future__ import annotations
 
 from autorec.arch import BlockConfig
 from autorec.blocks import dcn, dhen, dlrm, mlp, skip, wukong  # noqa: F401  (registers each kind)
-from autorec.blocks.base import BLOCKS, InteractionBlock, register
+from autorec.blocks.base import InteractionBlock
+from autorec.blocks.registry import (
+    KINDS,
+    BlockKind,
+    SearchRules,
+    default_kind,
+    identity_kind,
+    kind,
+    kind_names,
+    register_kind,
+)
+from autorec.blocks.skip import SkipBlock
 
-__all__ = ["BLOCKS", "InteractionBlock", "block_class", "build_block", "out_features", "register"]
+__all__ = ["KINDS", "BlockKind", "InteractionBlock", "SearchRules", "SkipBlock", "block_class", "build_block",
+           "default_kind", "identity_kind", "kind", "kind_names", "out_features", "register_kind"]
 
 
 def block_class(config: BlockConfig) -> type[InteractionBlock]:
     """The block class registered for ``config``'s kind."""
-    try:
-        return BLOCKS[config.kind]
-    except KeyError:
-        raise KeyError(f"no block registered for kind {config.kind!r}; known: {', '.join(BLOCKS)}") from None
+    return kind(config.kind).block
 
 
 def build_block(config: BlockConfig, num_in: int, dim: int) -> InteractionBlock:

@@ -1,4 +1,4 @@
-"""The contract every interaction block meets, and the registry that builds them.
+"""The contract every interaction block meets (kinds register in :mod:`autorec.blocks.registry`).
 
 A block is built from its config (autorec.arch), the number of input vectors F_in and the
 shared width D, and maps ``[B, F_in, D] -> [B, F_out, D]`` where ``F_out`` is known before
@@ -36,12 +36,3 @@ class InteractionBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
-
-
-BLOCKS: dict[str, type[InteractionBlock]] = {}
-
-
-def register(cls: type[InteractionBlock]) -> type[InteractionBlock]:
-    """Class decorator: make ``cls`` the builder of its config's kind."""
-    BLOCKS[cls.config_type.kind] = cls
-    return cls

@@ -7,7 +7,8 @@ from torch import nn
 from torchrec.modules.crossnet import CrossNet, LowRankCrossNet
 
 from autorec.arch import CrossConfig
-from autorec.blocks.base import InteractionBlock, register
+from autorec.blocks.base import InteractionBlock
+from autorec.blocks.registry import BlockKind, register_kind
 
 
 def cross_net(in_features: int, num_layers: int, rank: int = 0) -> nn.Module:
@@ -17,7 +18,6 @@ def cross_net(in_features: int, num_layers: int, rank: int = 0) -> nn.Module:
     return LowRankCrossNet(in_features=in_features, num_layers=num_layers, low_rank=rank)
 
 
-@register
 class CrossBlock(InteractionBlock):
     """DCNv2 cross layers ``x_{l+1} = x_0 * (W_l x_l + b_l) + x_l`` on flatten(X).
 
@@ -46,3 +46,11 @@ class CrossBlock(InteractionBlock):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.cross(x.flatten(1)).view_as(x)
+
+
+def _cross_inputs(config: CrossConfig, f_in: int, dim: int) -> int:
+    return f_in * dim * config.num_layers  # each cross layer reads the whole flattened input
+
+
+register_kind(BlockKind(CrossConfig, CrossBlock, pass_through=True, latency_inputs=_cross_inputs,  # type: ignore[arg-type]
+                        tower_module=CrossConfig(num_layers=1, rank=0)))

@@ -3,16 +3,18 @@ Large-Scale Click-Through Rate Prediction"): an ensemble of heterogeneous intera
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
 from autorec.arch import DhenConfig
-from autorec.blocks.base import InteractionBlock, register
+from autorec.blocks.base import InteractionBlock
 from autorec.blocks.dcn import cross_net
 from autorec.blocks.dlrm import PairwiseDots, num_dots
 from autorec.blocks.mlp import FeatureLinear
+from autorec.blocks.registry import BlockKind, SearchRules, Values, register_kind
 
 
 class DotModule(nn.Module):
@@ -113,7 +115,6 @@ def _interaction_module(name: str, config: DhenConfig, num_in: int, dim: int) ->
     return builders[name]()
 
 
-@register
 class DhenLayer(InteractionBlock):
     """X_{n+1} = LN(Ensemble_i Interaction_i(X_n) + ShortCut(X_n)), as in the DHEN paper.
 
@@ -172,3 +173,38 @@ class DhenLayer(InteractionBlock):
         else:
             mixed = torch.einsum("m,mbfd->bfd", self.ensemble_weights(), torch.stack(outs))
         return self.norm(mixed + self.shortcut(x))
+
+
+class DhenRules(SearchRules):
+    """``num_heads`` must divide D and matters only with attention; ``dcn_layers`` only with
+    dcn; the dot module needs 2+ input vectors."""
+
+    shape_fields = ("modules", "ensemble", "n_out")
+
+    def active(self, key: str, chosen: Mapping[str, Any]) -> bool:
+        if key == "num_heads":
+            return "attention" in chosen["modules"]
+        if key == "dcn_layers":
+            return "dcn" in chosen["modules"]
+        return True
+
+    def valid(self, key: str, value: Any, chosen: Mapping[str, Any], fields: Mapping[str, Values],
+              dim: int, f_in: int) -> bool:
+        if key == "modules":
+            if "dot" in value and f_in < 2:
+                return False
+            return "attention" not in value or any(dim % h == 0 for h in fields["num_heads"])
+        if key == "num_heads":
+            return dim % value == 0
+        return True
+
+    def depends(self, key: str, dim: int, f_in: int) -> dict[str, int]:
+        return {"dim": dim} if key == "num_heads" else {"dim": dim, "f_in": f_in}
+
+
+def _modules(config: DhenConfig) -> tuple[str, ...]:
+    return tuple(sorted(config.modules))
+
+
+register_kind(BlockKind(DhenConfig, DhenLayer, rules=DhenRules(), latency_modules=_modules,  # type: ignore[arg-type]
+                        tower_module=DhenConfig(modules=("dot", "linear"), ensemble="concat", n_out=2)))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from autorec.arch import DotConfig, num_dots
-from autorec.blocks.base import InteractionBlock, register
+from autorec.blocks.base import InteractionBlock
+from autorec.blocks.registry import BlockKind, SearchRules, Values, register_kind
 
 
 class PairwiseDots(nn.Module):
@@ -36,7 +40,6 @@ class PairwiseDots(nn.Module):
         return gram[:, self.triu[0], self.triu[1]]
 
 
-@register
 class DotInteraction(InteractionBlock):
     """DLRM interaction: the first ``n_passthrough`` vectors, then all pairwise dots.
 
@@ -75,3 +78,25 @@ class DotInteraction(InteractionBlock):
         passthrough = x[:, : self.n_passthrough].flatten(1)
         out = F.pad(torch.cat((passthrough, self.dots(x)), dim=1), (0, self.pad))
         return out.view(-1, self.num_out, self.dim)
+
+
+class DotRules(SearchRules):
+    """Passthrough at most the input vectors, and something to output: dots need 2+ inputs,
+    else a passthrough vector or the self-dot."""
+
+    shape_fields = ("n_passthrough", "self_interaction")
+
+    def valid(self, key: str, value: Any, chosen: Mapping[str, Any], fields: Mapping[str, Values],
+              dim: int, f_in: int) -> bool:
+        if key == "n_passthrough":
+            return value <= f_in and (value > 0 or f_in >= 2 or True in fields["self_interaction"])
+        if key == "self_interaction":
+            return value or chosen["n_passthrough"] > 0 or f_in >= 2
+        return True
+
+    def depends(self, key: str, dim: int, f_in: int) -> dict[str, int]:
+        return {"f_in": f_in}
+
+
+register_kind(BlockKind(DotConfig, DotInteraction, rules=DotRules(), tower_module=DotConfig(n_passthrough=0),
+                        default=True))

@@ -7,7 +7,8 @@ from torch import nn
 from torchrec.modules.mlp import MLP
 
 from autorec.arch import MLPConfig
-from autorec.blocks.base import InteractionBlock, register
+from autorec.blocks.base import InteractionBlock
+from autorec.blocks.registry import BlockKind, SearchRules, register_kind
 
 
 class FeatureLinear(nn.Module):
@@ -50,7 +51,6 @@ def mlp_to_rows(in_size: int, hidden: tuple[int, ...], num_out: int, dim: int) -
     return nn.Sequential(*layers)
 
 
-@register
 class MLPBlock(InteractionBlock):
     """An MLP over all F*D input values, its output cut into ``n_out`` D-wide vectors.
 
@@ -75,3 +75,13 @@ class MLPBlock(InteractionBlock):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.mlp(x.flatten(1)).view(-1, self.num_out, self.dim)
+
+
+class MLPRules(SearchRules):
+    """``n_out`` sets the output width."""
+
+    shape_fields = ("n_out",)
+
+
+register_kind(BlockKind(MLPConfig, MLPBlock, rules=MLPRules(),
+                        tower_module=MLPConfig(hidden=(64,), n_out=2)))

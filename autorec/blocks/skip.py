@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 
 from autorec.arch import SkipConfig
-from autorec.blocks.base import InteractionBlock, register
+from autorec.blocks.base import InteractionBlock
+from autorec.blocks.registry import BlockKind, SearchRules, register_kind
 
 
-@register
 class SkipBlock(InteractionBlock):
     """Identity. Shapes: [B, F, D] -> [B, F, D].
 
@@ -21,3 +21,13 @@ class SkipBlock(InteractionBlock):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
+
+
+class _Nothing(SearchRules):
+    """Skip has no fields to choose: it counts once in a space."""
+
+    searched = False
+
+
+register_kind(BlockKind(SkipConfig, SkipBlock, rules=_Nothing(), pass_through=True, identity=True,
+                        tower_module=SkipConfig()))

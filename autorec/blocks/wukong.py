@@ -7,8 +7,9 @@ import torch
 from torch import nn
 
 from autorec.arch import WukongConfig
-from autorec.blocks.base import InteractionBlock, register
+from autorec.blocks.base import InteractionBlock
 from autorec.blocks.mlp import FeatureLinear, mlp_to_rows
+from autorec.blocks.registry import BlockKind, SearchRules, register_kind
 
 
 class FactorizationMachineBlock(nn.Module):
@@ -49,7 +50,6 @@ class FactorizationMachineBlock(nn.Module):
         return self.mlp(fm).view(-1, self.n_fm, self.dim)
 
 
-@register
 class WukongLayer(InteractionBlock):
     """X_{i+1} = LN(concat(FMB(X_i), LCB(X_i)) + residual(X_i)), as in the Wukong paper.
 
@@ -88,3 +88,13 @@ class WukongLayer(InteractionBlock):
         if self.lcb is not None:
             out = torch.cat((out, self.lcb(x)), dim=1)
         return self.norm(out + self.residual(x))
+
+
+class WukongRules(SearchRules):
+    """FMB and LCB rows set the output width."""
+
+    shape_fields = ("n_fm", "n_lcb")
+
+
+register_kind(BlockKind(WukongConfig, WukongLayer, rules=WukongRules(),
+                        tower_module=WukongConfig(n_fm=2, n_lcb=2, rank=4, mlp=(64,))))

@@ -20,7 +20,7 @@ defaults give the dlrm preset, a space of one architecture::
     over_arch_precision: [fp32, mxfp8_e4m3]
     layers:
       num: {low: 1, high: 3}         # number of interaction layers
-      kinds: [wukong, dhen, dlrm, dcnv2, skip, mlp]
+      kinds: [dcnv2, dhen, dlrm, mlp, skip, wukong]
       precision: [fp32]              # each layer's precision, unless its kind's section says
       wukong: {n_fm: [4, 8], n_lcb: [0, 8], rank: [4, 8], mlp: [[64], [128, 64]]}
       dhen: {modules: {subsets_of: [dot, attention, dcn], max_size: 2}, n_out: [2, 4]}
@@ -72,7 +72,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorec.arch import (
-    BLOCK_CONFIGS,
     EMBEDDING_PRECISIONS,
     PRECISIONS,
     ArchSpec,
@@ -80,6 +79,8 @@ from autorec.arch import (
     TableSpec,
     TowerSpec,
 )
+from autorec.blocks import default_kind, kind_names, out_features
+from autorec.blocks import kind as block_kind
 from autorec.data.schema import Schema, SparseFeature
 from autorec.space.towers import TowerChoices, parse_towers
 from autorec.space.values import (
@@ -99,18 +100,13 @@ from autorec.textfiles import parse_yaml, read_text
 if TYPE_CHECKING:
     import optuna
 
-KINDS = ("wukong", "dhen", "dlrm", "dcnv2", "skip", "mlp")
 SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
 
 
 _TOP_KEYS = ("name", "description", "dim", "embedding", "dense_arch", "over_arch", "layers",
              "dense_arch_precision", "over_arch_precision", "towers")
 _EMBEDDING_KEYS = ("dim", "dim_ratio", "groups", "precision")
-_LAYER_KEYS = ("num", "kinds", "precision", *KINDS)
-# Fields that can change a layer's number of output vectors or which values of later fields are
-# valid; counting enumerates these and multiplies by the number of valid values of the others.
-_SHAPE_FIELDS = {"wukong": ("n_fm", "n_lcb"), "dhen": ("modules", "ensemble", "n_out"),
-                 "dlrm": ("n_passthrough", "self_interaction"), "mlp": ("n_out",)}
+_LAYER_KEYS = ("num", "kinds", "precision")  # and a section per registered kind (autorec.blocks)
 
 
 class SpaceError(ValueError):
@@ -133,7 +129,7 @@ class LayerChoices:
     """Number of layers, the kinds a layer may be, and per kind the values of each config field."""
 
     num: Values = (1,)
-    kinds: tuple[str, ...] = ("dlrm",)
+    kinds: tuple[str, ...] = field(default_factory=lambda: (default_kind(),))
     blocks: Mapping[str, Mapping[str, Values]] = field(default_factory=dict)
 
 
@@ -323,8 +319,6 @@ dcnv2, skip, mlp, got 'transformr'
 
         ``target`` (to_params) is the spec whose values the matcher must find among the choices.
         """
-        from autorec.blocks import out_features
-
         bound = self._bind(schema)
         dim = chooser.choose("dim", self.dim, getattr(target, "dim", None))
         tables = self._tables(chooser, bound, dim, target)
@@ -389,54 +383,22 @@ dcnv2, skip, mlp, got 'transformr'
         name = _narrowed(f"layer{i}.kind", kinds, self.layers.kinds, dim=dim, f_in=f_in)
         kind = chooser.choose(name, kinds, getattr(target, "kind", None))
         fields = self.layers.blocks[kind]
+        rules = block_kind(kind).rules
         chosen: dict[str, Any] = {}
         for key, values in fields.items():
-            if not _active(kind, key, chosen):
+            if not rules.active(key, chosen):
                 continue
             allowed = _allowed(kind, key, values, chosen, fields, dim, f_in)
-            name = _narrowed(f"layer{i}.{kind}.{key}", allowed, values, **_depends(kind, key, dim, f_in))
+            name = _narrowed(f"layer{i}.{kind}.{key}", allowed, values, **rules.depends(key, dim, f_in))
             chosen[key] = chooser.choose(name, allowed, getattr(target, key, None))
-        return BLOCK_CONFIGS[kind](**chosen)
+        return block_kind(kind).config(**chosen)
 
 
-# ---- validity rules: what a layer's out_features accepts, as filters on choices -----------
-def _active(kind: str, key: str, chosen: Mapping[str, Any]) -> bool:
-    """Whether field ``key`` matters given the fields chosen before it."""
-    if kind == "dhen" and key == "num_heads":
-        return "attention" in chosen["modules"]
-    if kind == "dhen" and key == "dcn_layers":
-        return "dcn" in chosen["modules"]
-    return True
-
-
-def _valid(kind: str, key: str, value: Any, chosen: Mapping[str, Any], fields: Mapping[str, Values],
-           dim: int, f_in: int) -> bool:
-    """Whether ``value`` can still complete to a valid layer for input [B, f_in, dim]."""
-    if kind == "dhen" and key == "modules":
-        if "dot" in value and f_in < 2:
-            return False
-        return "attention" not in value or any(dim % h == 0 for h in fields["num_heads"])
-    if kind == "dhen" and key == "num_heads":
-        return dim % value == 0
-    if kind == "dlrm" and key == "n_passthrough":
-        return value <= f_in and (value > 0 or f_in >= 2 or True in fields["self_interaction"])
-    if kind == "dlrm" and key == "self_interaction":
-        return value or chosen["n_passthrough"] > 0 or f_in >= 2
-    return True
-
-
-def _depends(kind: str, key: str, dim: int, f_in: int) -> dict[str, int]:
-    """What the valid values of a field depend on (named in a narrowed parameter's name)."""
-    if kind == "dhen" and key == "num_heads":
-        return {"dim": dim}
-    if kind == "dlrm":
-        return {"f_in": f_in}
-    return {"dim": dim, "f_in": f_in}
-
-
+# ---- validity rules: each kind's (autorec.blocks.registry.SearchRules), as filters on choices ----
 def _allowed(kind: str, key: str, values: Values, chosen: Mapping[str, Any],
              fields: Mapping[str, Values], dim: int, f_in: int) -> Values:
-    kept = tuple(v for v in values if _valid(kind, key, v, chosen, fields, dim, f_in))
+    rules = block_kind(kind).rules
+    kept = tuple(v for v in values if rules.valid(key, v, chosen, fields, dim, f_in))
     return values if len(kept) == len(values) else kept
 
 
@@ -463,20 +425,19 @@ class _Stacks:
         return self._tables[key]
 
     def _count_layers(self, kind: str, dim: int, f_in: int) -> dict[int, int]:
-        from autorec.blocks import out_features
-
         fields = self.space.layers.blocks[kind]
         keys = list(fields)
-        shape = _SHAPE_FIELDS.get(kind, ())
+        entry = block_kind(kind)
+        shape = entry.rules.shape_fields
         counts: dict[int, int] = {}
 
         def walk(index: int, chosen: dict[str, Any], ways: int) -> None:
             if index == len(keys):
-                f_out = out_features(BLOCK_CONFIGS[kind](**chosen), f_in, dim)
+                f_out = out_features(entry.config(**chosen), f_in, dim)
                 counts[f_out] = counts.get(f_out, 0) + ways
                 return
             key = keys[index]
-            if not _active(kind, key, chosen):
+            if not entry.rules.active(key, chosen):
                 walk(index + 1, chosen, ways)
                 return
             allowed = _allowed(kind, key, fields[key], chosen, fields, dim, f_in)
@@ -546,8 +507,7 @@ class _Bound:
 
 def _tower_inputs(towers: TowerChoices, schema: Schema) -> dict[int, int]:
     """F0 -> how many tower choices (count, kind, n_out) give it; checks every choice fits."""
-    from autorec.blocks import out_features
-    from autorec.space.towers import TOWER_MODULES
+    from autorec.space.towers import tower_module
 
     ways: dict[int, int] = {}
     for k in towers.num:
@@ -562,7 +522,7 @@ def _tower_inputs(towers: TowerChoices, schema: Schema) -> dict[int, int]:
         for kind in towers.kinds:
             for size in {len(g) for g in groups}:
                 try:
-                    out_features(TOWER_MODULES[kind], size, 8)
+                    out_features(tower_module(kind), size, 8)
                 except ValueError as exc:
                     raise Invalid("towers.kinds", f"{kind} cannot be the module of a {size}-feature tower "
                                    f"(towers.num {k}): {exc}") from None
@@ -766,12 +726,13 @@ def _parse_groups(data: Any) -> str | tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 def _parse_layers(data: Any) -> LayerChoices:
-    layers = parse_mapping(data, "layers", _LAYER_KEYS)
+    known = kind_names()
+    layers = parse_mapping(data, "layers", (*_LAYER_KEYS, *known))
     num = parse_values(layers.get("num", 1), "layers.num", "int", minimum=0)
-    kinds = parse_values(layers.get("kinds", ["dlrm"]), "layers.kinds", "str", one_of=KINDS)
+    kinds = parse_values(layers.get("kinds", [default_kind()]), "layers.kinds", "str", one_of=known)
     assert isinstance(kinds, tuple)
     precision = parse_values(layers.get("precision", "fp32"), "layers.precision", "str", one_of=PRECISIONS)
-    blocks = {kind: _parse_block(kind, layers.get(kind), precision) for kind in KINDS}
+    blocks = {name: _parse_block(name, layers.get(name), precision) for name in known}
     return LayerChoices(num=num, kinds=kinds, blocks=blocks)
 
 
@@ -781,14 +742,15 @@ def _field_types(cls: type[BlockConfig]) -> dict[str, str]:
     return {f.name: names[hints[f.name]] for f in dataclasses.fields(cls) if f.init}
 
 
-def _parse_block(kind: str, data: Any, precision: Values) -> dict[str, Values]:
+def _parse_block(name: str, data: Any, precision: Values) -> dict[str, Values]:
     """Each config field's values; fields the section leaves out keep their default."""
-    cls = BLOCK_CONFIGS[kind]
-    types = {} if kind == "skip" else _field_types(cls)  # skip counts once: no options
-    section = parse_mapping(data, f"layers.{kind}", tuple(types))
+    entry = block_kind(name)
+    cls = entry.config
+    types = _field_types(cls) if entry.rules.searched else {}  # nothing searched: counts once
+    section = parse_mapping(data, f"layers.{name}", tuple(types))
     fields: dict[str, Values] = {}
     for key, ftype in types.items():
-        path = f"layers.{kind}.{key}"
+        path = f"layers.{name}.{key}"
         if key in section:
             fields[key] = parse_values(section[key], path, ftype, config=(cls, key))
         elif key == "precision":

@@ -4,7 +4,7 @@
 
     towers:
       num: [0, 4]              # K towers; 0 = no towers (every pooled embedding enters the stack)
-      kinds: [dlrm, mlp]       # the tower module's block (its config: TOWER_MODULES[kind])
+      kinds: [dlrm, mlp]       # the tower module's block (its config: the kind's tower_module)
       n_out: [1, 2]            # vectors each tower emits
       partition: round_robin   # the groups for each K: round_robin (features dealt in schema
                                # order), or a JSON file {"4": [["f1", "f7"], ...], ...} that the
@@ -19,31 +19,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autorec.arch import (
-    BlockConfig,
-    CrossConfig,
-    DhenConfig,
-    DotConfig,
-    MLPConfig,
-    SkipConfig,
-    TowerSpec,
-    WukongConfig,
-)
+from autorec.arch import BlockConfig, TowerSpec
+from autorec.blocks import default_kind, kind, kind_names
 from autorec.space.values import Invalid, parse_mapping, parse_values
 
-# The tower module of each kind: small blocks whose outputs do not depend on D.
-TOWER_MODULES: dict[str, BlockConfig] = {
-    "dlrm": DotConfig(n_passthrough=0),
-    "mlp": MLPConfig(hidden=(64,), n_out=2),
-    "wukong": WukongConfig(n_fm=2, n_lcb=2, rank=4, mlp=(64,)),
-    "dhen": DhenConfig(modules=("dot", "linear"), ensemble="concat", n_out=2),
-    "dcnv2": CrossConfig(num_layers=1, rank=0),
-    "skip": SkipConfig(),
-}
+
+def tower_module(name: str) -> BlockConfig:
+    """The module config of a tower of kind ``name`` (its BlockKind's ``tower_module``)."""
+    module = kind(name).tower_module
+    if module is None:
+        raise ValueError(f"towers.kinds: block kind {name!r} has no tower module")
+    return module
+
+
+def tower_kinds() -> tuple[str, ...]:
+    """The registered kinds that can be a tower's module."""
+    return tuple(name for name in kind_names() if kind(name).tower_module is not None)
+
+
 _KEYS = ("num", "kinds", "n_out", "partition")
 
 
@@ -52,7 +49,7 @@ class TowerChoices:
     """Tower counts (0: none), module kinds, n_out values, and the fixed groups per count."""
 
     num: tuple[int, ...] = (0,)
-    kinds: tuple[str, ...] = ("dlrm",)
+    kinds: tuple[str, ...] = field(default_factory=lambda: (default_kind(),))
     n_out: tuple[int, ...] = (1,)
     partition: str | tuple[tuple[int, tuple[tuple[str, ...], ...]], ...] = "round_robin"
 
@@ -75,7 +72,7 @@ class TowerChoices:
         return groups
 
     def spec(self, k: int, kind: str, n_out: int, features: tuple[str, ...]) -> TowerSpec | None:
-        return None if k == 0 else TowerSpec(groups=self.groups(k, features), module=TOWER_MODULES[kind],
+        return None if k == 0 else TowerSpec(groups=self.groups(k, features), module=tower_module(kind),
                                              n_out=n_out)
 
     def f0(self, k: int, n_out: int, num_features: int, n_dense: int) -> int:
@@ -89,7 +86,8 @@ def parse_towers(data: Any, source: str) -> TowerChoices | None:
         return None
     section = parse_mapping(data, "towers", _KEYS)
     num = parse_values(section.get("num", [0]), "towers.num", "int", minimum=0)
-    kinds = parse_values(section.get("kinds", ["dlrm"]), "towers.kinds", "str", one_of=tuple(TOWER_MODULES))
+    kinds = parse_values(section.get("kinds", [default_kind()]), "towers.kinds", "str",
+                         one_of=tower_kinds())
     n_out = parse_values(section.get("n_out", [1]), "towers.n_out", "int", minimum=1)
     partition = section.get("partition", "round_robin")
     if partition != "round_robin":

@@ -166,7 +166,7 @@ class ExpectedCost:
 
     def _towers(self, probs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """E over tower count, module kind and n_out of the tower modules' cost."""
-        from autorec.space.towers import TOWER_MODULES
+        from autorec.space.towers import tower_module
 
         net = self.net
         total = _t(0.0)
@@ -181,7 +181,7 @@ class ExpectedCost:
                 continue
             sizes = tuple(len(g) for g in choices.groups(k, net.schema.sparse_names))
             for b, kind in enumerate(choices.kinds):
-                costs = _t([towers_cost(sizes, TOWER_MODULES[kind], n, net.dim, self.metric)
+                costs = _t([towers_cost(sizes, tower_module(kind), n, net.dim, self.metric)
                             for n in choices.n_out])
                 total = total + p_num[a] * p_kind[b] * (p_out @ costs)
         return total

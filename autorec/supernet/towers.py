@@ -27,7 +27,7 @@ from torch import nn
 from autorec.arch import TowerSpec
 from autorec.blocks.towers import Towers
 from autorec.data.schema import Schema
-from autorec.space.towers import TOWER_MODULES, TowerChoices
+from autorec.space.towers import TowerChoices, tower_module
 from autorec.supernet.mixed import Choice, MixedChoice, Weights, width_mask
 
 Ranker = Callable[[str, tuple[Any, ...]], list[Any]]
@@ -96,7 +96,7 @@ class SuperTowers(nn.Module):
                 widths.append(len(self.features))
                 continue
             positions = [[index[f] for f in g] for g in choices.groups(k, self.features)]
-            candidates[str(k)] = _Kinds({kind: _SizedTowers(Towers(TOWER_MODULES[kind], positions, dim,
+            candidates[str(k)] = _Kinds({kind: _SizedTowers(Towers(tower_module(kind), positions, dim,
                                                                     max(self.sizes)), k, self.sizes)
                                          for kind in choices.kinds})
             widths.append(k * max(self.sizes))

@@ -20,7 +20,7 @@ from autorec.arch import (
     TableSpec,
     WukongConfig,
 )
-from autorec.blocks import BLOCKS, build_block, out_features
+from autorec.blocks import KINDS, build_block, kind, out_features
 
 CASES: dict[str, BlockConfig] = {
     "skip": SkipConfig(),
@@ -54,7 +54,7 @@ def _build(config: BlockConfig, num_in: int, dim: int, seed: int = 0) -> torch.n
 
 
 def test_every_registered_kind_has_a_case() -> None:
-    assert set(BLOCKS) == {c.kind for c in CASES.values()}
+    assert set(KINDS) == {c.kind for c in CASES.values()}
 
 
 @pytest.mark.parametrize(("num_in", "dim", "batch"), SIZES)
@@ -70,7 +70,7 @@ def test_output_shape(config: BlockConfig, num_in: int, dim: int, batch: int) ->
 
 def test_build_block_uses_the_registry(config: BlockConfig) -> None:
     block = build_block(config, 3, 4)
-    assert type(block) is BLOCKS[config.kind]
+    assert type(block) is kind(config.kind).block
     assert type(block).config_type is type(config)
     assert (block.config, block.num_in, block.dim) == (config, 3, 4)
 
@@ -78,7 +78,7 @@ def test_build_block_uses_the_registry(config: BlockConfig) -> None:
 def test_wrong_config_type_is_refused(config: BlockConfig) -> None:
     other = SkipConfig() if not isinstance(config, SkipConfig) else DotConfig()
     with pytest.raises(TypeError, match=type(config).__name__):
-        BLOCKS[config.kind](other, 3, 4)
+        kind(config.kind).block(other, 3, 4)
 
 
 def test_gradients_reach_every_parameter(config: BlockConfig) -> None:

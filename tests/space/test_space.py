@@ -312,7 +312,7 @@ def test_empty_file_is_the_dlrm_preset():
 
 @pytest.mark.parametrize("text, message", [
     ("layers:\n  kinds: [wukong, dhen, transformr]\n",
-     "layers.kinds[2]: expected one of wukong, dhen, dlrm, dcnv2, skip, mlp, got 'transformr'"),
+     "layers.kinds[2]: expected one of dcnv2, dhen, dlrm, mlp, skip, wukong, got 'transformr'"),
     ("dims: [8]\n", "dims: unknown section; expected one of name, description, dim, embedding"),
     ("layers:\n  wukong: {nfm: [4]}\n",
      "layers.wukong.nfm: unknown key; expected one of precision, n_fm, n_lcb, rank, mlp"),

@@ -10,7 +10,7 @@ import pytest
 
 from autorec.data import Schema, SparseFeature
 from autorec.space import SearchSpace, SpaceError
-from autorec.space.towers import TOWER_MODULES, write_partition
+from autorec.space.towers import tower_module, write_partition
 from tests.doctests import assert_examples_run
 
 SCHEMA = Schema(("x",), tuple(SparseFeature(f"f{i}", 10) for i in range(8)))
@@ -39,7 +39,7 @@ def test_samples_cover_the_choices_and_round_trip() -> None:
         assert space.from_params(params, SCHEMA) == spec
         assert space.contains(spec)
         if spec.towers:
-            assert spec.towers.module == TOWER_MODULES[spec.towers.module.kind]
+            assert spec.towers.module == tower_module(spec.towers.module.kind)
             assert spec.num_inputs == spec.towers.num_towers * spec.towers.n_out + 1
             assert params["towers.num"] == spec.towers.num_towers
         else:
@@ -71,7 +71,7 @@ def test_round_robin_and_file_partitions(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("towers", "message"), [
     ({"nums": [2]}, "towers.nums: unknown key"),
-    ({"kinds": ["moe"]}, "towers.kinds[0]: expected one of dlrm, mlp"),
+    ({"kinds": ["moe"]}, "towers.kinds[0]: expected one of dcnv2, dhen, dlrm, mlp, skip, wukong"),
     ({"num": [-1]}, "towers.num"),
     ({"n_out": [0]}, "towers.n_out"),
     ({"partition": 3}, "towers.partition: expected round_robin or a JSON file name"),

@@ -11,7 +11,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from autorec.costs import arch_cost
 from autorec.data import Schema, SparseFeature, load_dataset
 from autorec.space import SearchSpace
-from autorec.space.towers import TOWER_MODULES
+from autorec.space.towers import tower_module
 from autorec.supernet import ExpectedCost, Supernet, SupernetConfig, SupernetSearch
 from autorec.supernet.towers import SuperTowers
 from tests.doctests import assert_examples_run
@@ -83,7 +83,7 @@ def test_derive_returns_the_preferred_towers_in_the_space(seed: int) -> None:
         assert spec.towers is None
     else:
         assert spec.towers.num_towers == k
-        assert spec.towers.module == TOWER_MODULES[net.arch.argmax()["towers.kind"]]
+        assert spec.towers.module == tower_module(net.arch.argmax()["towers.kind"])
         assert spec.towers.n_out == net.arch.argmax()["towers.n_out"]
     chosen = net.derive({"towers.num": 3, "towers.kind": "dlrm", "towers.n_out": 2})
     assert chosen.towers.groups == (("f0", "f3"), ("f1", "f4"), ("f2", "f5"))
