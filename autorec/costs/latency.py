@@ -40,7 +40,8 @@ import torch
 from scipy.optimize import nnls
 from torch import nn
 
-from autorec.arch import ArchSpec
+from autorec.arch import ArchSpec, BlockConfig
+from autorec.blocks import build_block, kind, out_features
 from autorec.costs.analytic import arch_cost, layer_part
 
 COST_MODELS_DIR = Path(__file__).resolve().parents[2] / "cost_models"
@@ -60,14 +61,15 @@ def _features(flops: float, params: float, inputs: float, modules: Sequence[str]
             *(float(inputs) if m in modules else 0.0 for m in DHEN_MODULES)]
 
 
-def layer_inputs(config: Any, f_in: int, dim: int) -> int:
-    """The ``inputs`` feature of a layer: F_in x D, times the cross layers of a DCNv2 layer."""
-    return f_in * dim * (config.num_layers if config.kind == "dcnv2" else 1)
+def layer_inputs(config: BlockConfig, f_in: int, dim: int) -> int:
+    """The ``inputs`` feature of a layer: its kind's (F_in x D unless the kind says otherwise,
+    e.g. times the cross layers of a DCNv2 layer)."""
+    return kind(config.kind).latency_inputs(config, f_in, dim)
 
 
-def part_modules(config: Any) -> tuple[str, ...]:
-    """The DHEN modules of a layer config (none for other kinds)."""
-    return tuple(sorted(config.modules)) if config.kind == "dhen" else ()
+def part_modules(config: BlockConfig) -> tuple[str, ...]:
+    """The sub-modules the model prices apart in a layer (a DHEN layer's modules; else none)."""
+    return kind(config.kind).latency_modules(config)
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,6 @@ class LatencyModel:
 
     def part_seconds(self, spec: ArchSpec) -> dict[str, float]:
         """Predicted seconds of each dense part of ``spec`` (the names of ``arch_cost(spec).parts``)."""
-        from autorec.blocks import out_features
-
         out = {}
         f_in = (len(spec.tables) if spec.towers is None else spec.towers.num_towers * spec.towers.n_out) \
             + (1 if spec.n_dense else 0)
@@ -120,7 +120,7 @@ class LatencyModel:
         for part in arch_cost(spec).parts:
             if part.name in by_layer:
                 config, size = by_layer[part.name]
-                out[part.name] = 0.0 if config.kind == "skip" else self.predict(
+                out[part.name] = 0.0 if kind(config.kind).identity else self.predict(
                     config.kind, part.forward_flops, part.params, size, part_modules(config))
             else:
                 out[part.name] = self.predict(kinds[part.name], part.forward_flops, part.params,
@@ -209,8 +209,6 @@ def profile_parts(specs: Iterable[ArchSpec], batch_size: int = 512, repeats: int
     random inputs of the part's real width, one process): one record per distinct part with its
     kind (``mlp`` for the over-arch), DHEN modules, FLOPs, parameters, input elements per sample
     and seconds."""
-    from autorec.blocks import build_block, out_features
-
     torch.manual_seed(seed)
     seen: set[tuple[Any, ...]] = set()
     records = []
@@ -219,7 +217,7 @@ def profile_parts(specs: Iterable[ArchSpec], batch_size: int = 512, repeats: int
         parts = {p.name: p for p in arch_cost(spec).parts}
         for config in spec.layers:
             key = ("layer", config, f_in, spec.dim)
-            if key not in seen and config.kind != "skip":
+            if key not in seen and not kind(config.kind).identity:
                 seen.add(key)
                 part = layer_part(config, f_in, spec.dim)
                 x = torch.randn(batch_size, f_in, spec.dim)

@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from autorec.arch import BLOCK_CONFIGS, DHEN_MODULES, BlockConfig, DhenConfig
-from autorec.blocks import out_features
+from autorec.arch import DHEN_MODULES, BlockConfig, DhenConfig
+from autorec.blocks import kind, out_features
 from autorec.blocks.dhen import _interaction_module
 from autorec.blocks.mlp import FeatureLinear
 from autorec.precision.layers import PrecisionAware, quant_linear
@@ -69,10 +69,15 @@ class SuperBlock(nn.Module):
     def mask(self, weights: Weights, key: str, size: int) -> torch.Tensor:
         return width_mask(self.weights(weights, key), self.fields[key], size)
 
+    @classmethod
+    def narrow(cls, fields: dict[str, tuple[Any, ...]], dim: int) -> dict[str, tuple[Any, ...]]:
+        """The space's ``fields`` values this op searches at width ``dim`` (default: all)."""
+        return fields
+
     def config(self, values: Mapping[str, Any]) -> BlockConfig:
         """The block config for chosen field values (fields not given take their one value)."""
         chosen = {k: values.get(k, v[0]) for k, v in self.fields.items()}
-        return BLOCK_CONFIGS[self.kind](**chosen)
+        return kind(self.kind).config(**chosen)
 
     def out_features(self, values: Mapping[str, Any], num_in: int) -> int | None:
         """F_out of the derived block for input [B, num_in, D], or None if it is invalid there."""
@@ -185,6 +190,17 @@ class SuperDhen(SuperBlock):
     """
 
     kind = "dhen"
+
+    @classmethod
+    def narrow(cls, fields: dict[str, tuple[Any, ...]], dim: int) -> dict[str, tuple[Any, ...]]:
+        """One num_heads (the first dividing D) and one dcn_layers: they do not share weights;
+        without a head count dividing D, the module subsets needing attention go."""
+        heads = [h for h in fields["num_heads"] if dim % h == 0]
+        fields["num_heads"] = tuple(heads[:1]) or fields["num_heads"][:1]
+        fields["dcn_layers"] = fields["dcn_layers"][:1]
+        if not heads:
+            fields["modules"] = tuple(m for m in fields["modules"] if "attention" not in m)
+        return fields
 
     def config(self, values: Mapping[str, Any]) -> BlockConfig:
         """As the space makes it: ``num_heads`` / ``dcn_layers`` keep their defaults unless the

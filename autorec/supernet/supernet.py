@@ -47,6 +47,7 @@ from torchrec.modules.mlp import MLP
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from autorec.arch import ArchSpec, BlockConfig, TableSpec, TowerSpec
+from autorec.blocks import identity_kind
 from autorec.data.schema import Schema
 from autorec.precision.layers import AtPrecision
 from autorec.space import SearchSpace, SpaceError, _groups
@@ -63,15 +64,20 @@ class SupernetError(ValueError):
 
 
 def block_fields(space: SearchSpace, kind: str, dim: int) -> dict[str, tuple[Any, ...]]:
-    """The values the supernet searches for each field of ``kind`` at width ``dim``."""
+    """The values the supernet searches for each field of ``kind`` at width ``dim`` (its super-op
+    may narrow them: one fixed value where a choice cannot share weights)."""
     fields = {k: tuple(v) for k, v in space.layers.blocks.get(kind, {}).items()}
-    if kind == "dhen":
-        heads = [h for h in fields["num_heads"] if dim % h == 0]
-        fields["num_heads"] = tuple(heads[:1]) or fields["num_heads"][:1]
-        fields["dcn_layers"] = fields["dcn_layers"][:1]
-        if not heads:  # attention cannot run at this D: drop the subsets that need it
-            fields["modules"] = tuple(m for m in fields["modules"] if "attention" not in m)
-    return fields
+    return super_op(kind).narrow(fields, dim)
+
+
+def super_op(kind: str) -> type[SuperBlock]:
+    """The weight-shared op of block kind ``kind``; a SupernetError when it has none."""
+    try:
+        return SUPER_BLOCKS[kind]
+    except KeyError:
+        raise SupernetError(f"layers.kinds: block kind {kind!r} has no weight-shared super-op "
+                            f"(autorec.supernet.ops.SUPER_BLOCKS), so the one-shot search cannot "
+                            f"mix it; search it with a multi-trial strategy (tpe, random)") from None
 
 
 class Supernet(nn.Module):
@@ -173,11 +179,11 @@ class Supernet(nn.Module):
         self.rescale = rescale
         for i in range(max(space.layers.num)):
             kinds = tuple(space.layers.kinds)
-            if i >= min(space.layers.num) and "skip" not in kinds:
-                kinds = (*kinds, "skip")
+            if i >= min(space.layers.num) and identity_kind() not in kinds:
+                kinds = (*kinds, identity_kind())
             ops: dict[str, SuperBlock] = {}
             for kind in kinds:
-                ops[kind] = SUPER_BLOCKS[kind](
+                ops[kind] = super_op(kind)(
                     f"layer{i}.{kind}", block_fields(space, kind, dim), num_in, dim
                 )
                 choices.extend(ops[kind].choices())
@@ -359,8 +365,8 @@ class Supernet(nn.Module):
             config = self.layer_config(i, f_in, rank)
             f_in = out_features(config, f_in, self.dim)
             layers.append(config)
-        if "skip" not in self.space.layers.kinds:
-            layers = [layer for layer in layers if layer.kind != "skip"]
+        if identity_kind() not in self.space.layers.kinds:
+            layers = [layer for layer in layers if layer.kind != identity_kind()]
         spec = ArchSpec(
             name=self.space.name,
             dim=self.dim,
