@@ -54,14 +54,12 @@ from autorec.arch import (
     BlockConfig,
     CrossConfig,
     DhenConfig,
-    DotConfig,
     MLPConfig,
-    SkipConfig,
     WukongConfig,
 )
-from autorec.blocks import out_features
+from autorec.blocks import kind, out_features
 from autorec.growth.layout import Space, remap, unit_norms
-from autorec.growth.plan import PASS_THROUGH, GrowthError, Plan, build_plan, merged_modules
+from autorec.growth.plan import GrowthError, Plan, build_plan, merged_modules
 
 StateDict = dict[str, torch.Tensor]
 WIDEN_MODES = ("auto", "copy", "fresh")
@@ -121,22 +119,23 @@ def _divided(sizes: tuple[int, ...], ratio: float, minimum: int = 1) -> tuple[in
 def _consumer(layers: tuple[BlockConfig, ...], i: int) -> BlockConfig | None:
     """The first layer after ``i`` that does not hand its input rows on unchanged."""
     for config in layers[i + 1:]:
-        if config.kind not in PASS_THROUGH:
+        if not kind(config.kind).pass_through:
             return config
     return None
 
 
 def _row_rules(layers: tuple[BlockConfig, ...], i: int) -> tuple[bool, bool, int]:
-    """For the rows leaving layer ``i``: (keep them: a dlrm layer consumes them; a consumer
-    normalises over them; the fewest rows the consumer takes)."""
+    """For the rows leaving layer ``i``: (keep them: the consumer is carried as it is, as a dlrm
+    layer or a kind with no growth rules; a consumer normalises over them; the fewest rows the
+    consumer takes)."""
     consumer = _consumer(layers, i)
-    if isinstance(consumer, DotConfig):
-        return True, False, 1
+    if consumer is None or isinstance(consumer, MLPConfig):
+        return False, False, 1
     if isinstance(consumer, WukongConfig):
         return False, True, 1
     if isinstance(consumer, DhenConfig):
         return False, "attention" in consumer.modules, 2 if "dot" in consumer.modules else 1
-    return False, False, 1
+    return True, False, 1
 
 
 def _keep_identity(config: BlockConfig, identity: bool, num_in: int) -> BlockConfig:
@@ -337,11 +336,7 @@ def check_pair(spec: ArchSpec, target: ArchSpec, growing: bool) -> None:
         path = f"layers.{i}"
         if a.kind != b.kind:
             raise GrowthError(f"{path}: block kinds differ: {a.kind} -> {b.kind}")
-        if isinstance(a, (SkipConfig, DotConfig)):
-            if replace(a, precision=b.precision) != b:
-                raise GrowthError(f"{path}: a {a.kind} layer has nothing to prune or grow; "
-                                  f"{a} -> {b}")
-        elif isinstance(a, MLPConfig):
+        if isinstance(a, MLPConfig):
             assert isinstance(b, MLPConfig)
             _depth(f"{path}.mlp", a.hidden, b.hidden, growing, False)
             if a.n_out != b.n_out:
@@ -358,6 +353,8 @@ def check_pair(spec: ArchSpec, target: ArchSpec, growing: bool) -> None:
         elif isinstance(a, DhenConfig):
             assert isinstance(b, DhenConfig)
             _check_dhen(path, a, b, growing)
+        elif replace(a, precision=b.precision) != b:  # skip, dlrm, and kinds growth carries as they are
+            raise GrowthError(f"{path}: a {a.kind} layer has nothing to prune or grow; {a} -> {b}")
 
 
 def _check_cross(path: str, a: CrossConfig, b: CrossConfig, full: int, growing: bool) -> None:
@@ -413,9 +410,11 @@ def _with_hidden(spec: ArchSpec, part: str, hidden: tuple[int, ...]) -> ArchSpec
         return spec.replace(**{part: hidden})
     i = int(part.split(".")[1])
     config = spec.layers[i]
-    field = "hidden" if isinstance(config, MLPConfig) else "mlp"
     layers = list(spec.layers)
-    layers[i] = replace(config, **{field: hidden})
+    if isinstance(config, MLPConfig):
+        layers[i] = replace(config, hidden=hidden)
+    else:
+        layers[i] = replace(config, mlp=hidden)
     return spec.replace(layers=tuple(layers))
 
 
@@ -513,9 +512,9 @@ def _identity_shortcuts(spec: ArchSpec, target: ArchSpec, sd: StateDict) -> None
     """An identity residual/shortcut that the target turns into a FeatureLinear enters as I."""
     old_w, new_w = spec.layer_widths(), target.layer_widths()
     for i, (a, b) in enumerate(zip(spec.layers, target.layers, strict=True)):
-        name = {"wukong": "residual", "dhen": "shortcut"}.get(a.kind)
-        if name is None:
+        if not isinstance(a, (WukongConfig, DhenConfig)):
             continue
+        name = "residual" if isinstance(a, WukongConfig) else "shortcut"
         if old_w[i] == old_w[i + 1] and new_w[i] != new_w[i + 1]:
             sd[f"layers.{i}.{name}.linear.weight"] = torch.eye(old_w[i])
         if isinstance(a, WukongConfig) and not a.n_lcb and isinstance(b, WukongConfig) and b.n_lcb:

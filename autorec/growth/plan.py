@@ -30,15 +30,11 @@ from autorec.arch import (
     BlockConfig,
     CrossConfig,
     DhenConfig,
-    DotConfig,
     MLPConfig,
-    SkipConfig,
     WukongConfig,
 )
+from autorec.blocks import kind, out_features
 from autorec.growth.layout import AxisRule, Concat, Fixed, Layout, Pairs, Product, Space, Units
-
-# Blocks that hand their input rows on unchanged (their consumers are the next layer's).
-PASS_THROUGH = ("dcnv2", "skip")
 
 
 class GrowthError(ValueError):
@@ -88,7 +84,7 @@ def _stat_consumers(layers: tuple[BlockConfig, ...], others: tuple[BlockConfig, 
         if isinstance(config, DhenConfig):
             assert isinstance(other, DhenConfig)
             return "attention" in config.modules or "attention" in other.modules
-        if config.kind not in PASS_THROUGH:
+        if not kind(config.kind).pass_through:  # rows handed on unchanged reach the next layer
             return False
     return False
 
@@ -115,16 +111,8 @@ def _layer(plan: Plan, path: str, a: BlockConfig, b: BlockConfig, rows: Layout, 
            stat: bool) -> Layout:
     """Add the rules of one interaction layer; returns the layout of its output rows."""
     flat = Product(rows, Fixed(dim))
-    if isinstance(a, SkipConfig):
+    if kind(a.kind).identity:
         return rows
-    if isinstance(a, DotConfig):
-        if rows.spaces():
-            raise GrowthError(f"{path}: a dlrm layer whose input rows are pruned or grown is not "
-                              "supported (its output packs the pairwise dots into rows); change "
-                              f"the rows of {', '.join(rows.spaces())} only after it")
-        from autorec.blocks import out_features
-
-        return Fixed(out_features(a, rows.old_size(plan.spaces), dim))
     if isinstance(a, CrossConfig):
         assert isinstance(b, CrossConfig)
         for layer in range(a.num_layers):
@@ -149,7 +137,13 @@ def _layer(plan: Plan, path: str, a: BlockConfig, b: BlockConfig, rows: Layout, 
     if isinstance(a, DhenConfig):
         assert isinstance(b, DhenConfig)
         return _dhen(plan, path, a, b, rows, dim, stat)
-    raise GrowthError(f"{path}: no pruning or growth rules for block kind {a.kind!r}")
+    # dlrm (its output packs the pairwise dots into rows) and any kind without rules here: carried
+    # as it is, weights and all, which needs its input rows as they are.
+    if rows.spaces():
+        raise GrowthError(f"{path}: a {a.kind} layer whose input rows are pruned or grown is not "
+                          f"supported (it is carried as it is); change the rows of "
+                          f"{', '.join(rows.spaces())} only after it")
+    return Fixed(out_features(a, rows.old_size(plan.spaces), dim))
 
 
 def _shortcut(plan: Plan, path: str, name: str, rows: Layout, out: Layout, old_identity: bool,
