@@ -18,11 +18,13 @@ from autorec.blocks.registry import (
     kind,
     kind_names,
     register_kind,
+    unregister_kind,
 )
 from autorec.blocks.skip import SkipBlock
 
 __all__ = ["KINDS", "BlockKind", "InteractionBlock", "SearchRules", "SkipBlock", "block_class", "build_block",
-           "default_kind", "identity_kind", "kind", "kind_names", "out_features", "register_kind"]
+           "default_kind", "identity_kind", "kind", "kind_names", "out_features", "register_kind",
+           "unregister_kind"]
 
 
 def block_class(config: BlockConfig) -> type[InteractionBlock]:

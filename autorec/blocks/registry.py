@@ -171,3 +171,11 @@ def default_kind() -> str:
         if entry.default:
             return name
     raise KeyError("no default block kind is registered")
+
+
+def unregister_kind(name: str) -> BlockKind:
+    """Remove kind ``name`` (a plugin's or a test's) from the registry and from ArchSpec parsing."""
+    entry = kind(name)
+    del KINDS[name]
+    BLOCK_CONFIGS.pop(name, None)
+    return entry
