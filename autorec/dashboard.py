@@ -18,7 +18,7 @@ from typing import Any
 import optuna
 
 FIGURE_PREFIX = "autorec-"
-_PLOT_DATA_ATTR = "dashboard:plot_data:"  # optuna_dashboard._custom_plot_data.SYSTEM_ATTR_PLOT_DATA
+SAVED_FIGURES_ATTR = "autorec:dashboard_figures"  # study user attr: the figure ids saved so far
 
 
 def _optuna_dashboard() -> Any:
@@ -30,13 +30,12 @@ def _optuna_dashboard() -> Any:
 
 
 def saved_figure_ids(study: optuna.Study) -> set[str]:
-    """The ids of the autorec figures saved in the study (whether current or blanked)."""
-    attrs = study._storage.get_study_system_attrs(study._study_id)
-    ids = set()
-    for key in attrs:
-        if key.startswith(_PLOT_DATA_ATTR + FIGURE_PREFIX):
-            ids.add(key[len(_PLOT_DATA_ATTR):].rsplit(":", 1)[0])
-    return ids
+    """The ids of the autorec figures saved in the study (whether current or blanked).
+
+    :func:`prepare_dashboard` lists them in a study user attribute (public Optuna API), since
+    optuna-dashboard's own record of them sits in system attributes, which only the storage reads.
+    """
+    return set(study.user_attrs.get(SAVED_FIGURES_ATTR, ()))
 
 
 def prepare_dashboard(study: optuna.Study) -> list[str]:
@@ -56,6 +55,7 @@ def prepare_dashboard(study: optuna.Study) -> list[str]:
         save(study, empty_figure(graph_id, "no longer produced by this study"), graph_object_id=graph_id)
     for graph_id, figure in figures.items():
         save(study, figure, graph_object_id=graph_id)
+    study.set_user_attr(SAVED_FIGURES_ATTR, sorted(saved_figure_ids(study) | set(figures)))
     return list(figures)
 
 

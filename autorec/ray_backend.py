@@ -95,8 +95,7 @@ class _Proposer:
         real: optuna.Trial = getattr(trial, "ot_trial", trial)
         # The driver is the process that owns the trial: recover_interrupted() fails and
         # requeues it if the driver dies.
-        real.storage.set_trial_system_attr(real._trial_id, WORKER_ATTR,
-                                           {"host": socket.gethostname(), "pid": os.getpid()})
+        real.set_user_attr(WORKER_ATTR, {"host": socket.gethostname(), "pid": os.getpid()})
         try:
             spec = self.strategy.propose(trial, self.space, self.schema)
         except Exception as exc:
@@ -185,7 +184,7 @@ def _study_search_class() -> type:
                 state, values = self._record(trial, result, error)
                 # COMPLETE unless a value is NaN (Optuna then fails the trial, as it does locally)
                 self._ot_study.tell(trial, values, state=None if state == TrialState.COMPLETE else state)
-                self._log_outcome(self._ot_study._storage.get_trial(trial._trial_id))
+                self._log_outcome(self._ot_study.get_trials(deepcopy=False)[trial.number])
             except Exception as exc:  # a storage hiccup must not end the whole run
                 self._say(f"trial {trial.number}: could not record its outcome: {exc}")
                 with contextlib.suppress(Exception):
@@ -201,8 +200,7 @@ def _study_search_class() -> type:
                 trial.set_user_attr("fail_reason", reason)
                 return TrialState.FAIL, None
             if not result:  # stopped before it reported anything: it used none of the budget
-                mark_interrupted(self._ot_study, trial._trial_id, trial.number, trial.params,
-                                 "interrupted: stopped before its first report")
+                mark_interrupted(trial, "interrupted: stopped before its first report")
                 return TrialState.FAIL, None
             if OUTCOME_KEY in result:
                 outcome = json.loads(result[OUTCOME_KEY])
@@ -325,7 +323,7 @@ def run_study_ray(config: StudyConfig, address: str | None = None, workers: int 
     ray = _import_ray()
     storage = open_storage(config.storage_url)
     study = create_study(config, storage)
-    recovered = recover_interrupted(study)
+    recovered = recover_interrupted(study, storage)
     if recovered:
         log(f"resumed: trials {recovered} were interrupted; marked failed and queued again")
     train_baselines(config, study, log)

@@ -42,8 +42,8 @@ OBJECTIVES: dict[str, str] = {
     "latency_ms": "minimize",
 }
 PRUNERS = ("median", "hyperband", "none")
-WORKER_ATTR = "autorec:worker"
-INTERRUPTED_ATTR = "autorec:interrupted"
+WORKER_ATTR = "worker"  # trial user attr: {host, pid} of the process running it
+INTERRUPTED_ATTR = "interrupted"  # trial user attr: cut short (not its own failure), retried
 
 
 class StudyConfigError(ValueError):
@@ -276,32 +276,37 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def recover_interrupted(study: optuna.Study) -> list[int]:
+def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage) -> list[int]:
     """Fail the RUNNING trials whose worker process on this host is gone, and queue a retry of
-    each with the same parameters. Returns the numbers of the trials failed.
+    each with the same parameters. Returns the numbers of the trials failed. ``storage`` is the
+    study's (the one it was created or loaded with): only the storage can end another process's
+    trial.
 
     (Workers on other hosts are covered by the RDB heartbeat: their trials go stale and
     Optuna's retry callback requeues them.)
     """
-    storage, host, failed = study._storage, socket.gethostname(), []
+    host, failed = socket.gethostname(), []
+    study_id = storage.get_study_id_from_name(study.study_name)
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = trial.system_attrs.get(WORKER_ATTR)
+        worker = trial.user_attrs.get(WORKER_ATTR)
         if not worker or worker.get("host") != host or _alive(int(worker.get("pid", -1))):
             continue
-        mark_interrupted(study, trial._trial_id, trial.number, trial.params,
-                         f"interrupted: worker pid {worker.get('pid')} on {host} died")
-        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+        storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
+        storage.set_trial_user_attr(trial_id, "fail_reason",
+                                    f"interrupted: worker pid {worker.get('pid')} on {host} died")
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
         failed.append(trial.number)
     return failed
 
 
-def mark_interrupted(study: optuna.Study, trial_id: int, number: int, params: dict[str, Any],
-                     reason: str) -> None:
-    """Record that a trial was cut short (not its own failure), so it does not use the budget,
-    and queue a retry with the same parameters."""
-    study._storage.set_trial_system_attr(trial_id, INTERRUPTED_ATTR, True)
-    study._storage.set_trial_user_attr(trial_id, "fail_reason", reason)
-    study.enqueue_trial(params, user_attrs={"retry_of": number})
+def mark_interrupted(trial: optuna.Trial, reason: str) -> None:
+    """Record that a running trial was cut short (not its own failure), so it does not use the
+    budget, and queue a retry with the same parameters."""
+    trial.set_user_attr(INTERRUPTED_ATTR, True)
+    trial.set_user_attr("fail_reason", reason)
+    trial.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
 
 
 def finished_count(study: optuna.Study) -> int:
@@ -311,7 +316,7 @@ def finished_count(study: optuna.Study) -> int:
     for t in study.get_trials(deepcopy=False):
         if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             count += 1
-        elif t.state == TrialState.FAIL and not t.system_attrs.get(INTERRUPTED_ATTR):
+        elif t.state == TrialState.FAIL and not t.user_attrs.get(INTERRUPTED_ATTR):
             count += 1
     return count
 
@@ -364,8 +369,7 @@ class TrialRunner:
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
         from autorec.train.trainer import Trainer
 
-        trial.storage.set_trial_system_attr(trial._trial_id, WORKER_ATTR,
-                                            {"host": socket.gethostname(), "pid": os.getpid()})
+        trial.set_user_attr(WORKER_ATTR, {"host": socket.gethostname(), "pid": os.getpid()})
         spec = self.strategy.propose(trial, self.space, self.dataset.schema)
         spec = spec.replace(name=f"{self.config.name}-trial{trial.number}")
         trial.set_user_attr("arch", spec.to_dict())
@@ -397,8 +401,7 @@ class TrialRunner:
         except optuna.TrialPruned:
             raise
         except KeyboardInterrupt:  # Ctrl-C: Optuna fails the trial; it is retried on the next run
-            mark_interrupted(trial.study, trial._trial_id, trial.number, trial.params,
-                             "interrupted: Ctrl-C")
+            mark_interrupted(trial, "interrupted: Ctrl-C")
             raise
         except Exception as exc:
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")
@@ -466,8 +469,9 @@ def run_study(config: StudyConfig, workers: int | None = None,
               log: Callable[[str], None] = print) -> StudySummary:
     """Run (or resume) the study to its budget with ``workers`` local processes."""
     workers = workers or config.workers
-    study = create_study(config)
-    recovered = recover_interrupted(study)
+    storage = open_storage(config.storage_url)
+    study = create_study(config, storage)
+    recovered = recover_interrupted(study, storage)
     if recovered:
         log(f"resumed: trials {recovered} were interrupted; marked failed and queued again")
     runner = TrialRunner(config) if workers == 1 else None  # loads the data once for both

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from autorec.dashboard import FIGURE_PREFIX, prepare_dashboard, saved_figure_ids
+from autorec.dashboard import FIGURE_PREFIX, SAVED_FIGURES_ATTR, prepare_dashboard, saved_figure_ids
 from autorec.report import empty_figure
 from autorec.study import StudyConfig, open_storage, run_study, trial_arch
 
@@ -41,8 +41,10 @@ def load(config: StudyConfig) -> optuna.Study:
     return optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
 
 
-def plot_attrs(study: optuna.Study) -> dict[str, str]:
-    attrs = study._storage.get_study_system_attrs(study._study_id)
+def plot_attrs(study: optuna.Study, config: StudyConfig) -> dict[str, str]:
+    """optuna-dashboard's records of the saved figures (study system attrs, read from the storage)."""
+    storage = open_storage(config.storage_url)
+    attrs = storage.get_study_system_attrs(storage.get_study_id_from_name(study.study_name))
     return {k: v for k, v in attrs.items() if k.startswith(PLOT_DATA)}
 
 
@@ -50,17 +52,19 @@ def test_prepare_dashboard_replaces_its_figures_instead_of_adding_copies(config)
     study = load(config)
     ids = prepare_dashboard(study)
     assert ids == [f"{FIGURE_PREFIX}{key}" for key in ("history", "pareto", "importance", "best-arch")]
-    first = plot_attrs(study)
+    first = plot_attrs(study, config)
     assert saved_figure_ids(study) == set(ids)
     assert prepare_dashboard(study) == ids
-    assert plot_attrs(study).keys() == first.keys() and saved_figure_ids(study) == set(ids)
-    # A figure an earlier version saved is blanked, not left stale (a storage cannot delete it).
+    assert plot_attrs(study, config).keys() == first.keys() and saved_figure_ids(study) == set(ids)
+    # A figure an earlier run saved that this one no longer makes is blanked, not left stale (a
+    # storage cannot delete it).
     from optuna_dashboard import save_plotly_graph_object
 
     save_plotly_graph_object(study, empty_figure("old", "stale"), graph_object_id=f"{FIGURE_PREFIX}old")
+    study.set_user_attr(SAVED_FIGURES_ATTR, [*ids, f"{FIGURE_PREFIX}old"])
     prepare_dashboard(study)
     prefix = f"{PLOT_DATA}{FIGURE_PREFIX}old:"
-    old = "".join(v for k, v in sorted(plot_attrs(study).items()) if k.startswith(prefix))
+    old = "".join(v for k, v in sorted(plot_attrs(study, config).items()) if k.startswith(prefix))
     assert "no longer produced" in json.loads(old)["layout"]["annotations"][0]["text"]
 
 

@@ -154,7 +154,7 @@ def test_kill_minus_nine_and_resume(tmp_path):
     study = optuna.load_study(study_name="t", storage=storage)
     trials = study.get_trials()
     failed = trials[interrupted.number]
-    assert failed.state == TrialState.FAIL and failed.system_attrs[INTERRUPTED_ATTR]
+    assert failed.state == TrialState.FAIL and failed.user_attrs[INTERRUPTED_ATTR]
     assert "interrupted" in failed.user_attrs["fail_reason"]
     retry = [t for t in trials if t.user_attrs.get("retry_of") == interrupted.number]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE
@@ -176,7 +176,7 @@ def test_two_workers_share_one_journal_storage(tmp_path):
     # Workers claim the shared budget without a lock, so it can overshoot by workers - 1 trials.
     assert 6 <= [t.state for t in trials].count(TrialState.COMPLETE) <= 7
     assert sorted(t.number for t in trials) == list(range(len(trials)))
-    workers = {t.system_attrs["autorec:worker"]["pid"] for t in trials}
+    workers = {t.user_attrs["worker"]["pid"] for t in trials}
     assert len(workers) == 2  # both processes ran trials
     assert all("metrics" in t.user_attrs for t in trials)
 
@@ -322,7 +322,7 @@ def test_ctrl_c_during_a_trial_and_resume(tmp_path, monkeypatch):
     run_study(config, log=quiet)
     study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
     trials = study.get_trials()
-    assert trials[1].state == TrialState.FAIL and trials[1].system_attrs[INTERRUPTED_ATTR]
+    assert trials[1].state == TrialState.FAIL and trials[1].user_attrs[INTERRUPTED_ATTR]
     assert trials[1].user_attrs["fail_reason"] == "interrupted: Ctrl-C"
     retry = [t for t in trials if t.user_attrs.get("retry_of") == 1]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == trials[1].params
