@@ -228,6 +228,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         path.parent.mkdir(parents=True, exist_ok=True)
         backend = optuna.storages.journal.JournalFileBackend(str(path))
         return optuna.storages.JournalStorage(backend)
+    _check_driver(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -237,6 +238,43 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     return optuna.storages.RDBStorage(
         url, engine_kwargs=engine_kwargs, heartbeat_interval=10, grace_period=60,
         heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2))
+
+
+# What to install for a storage URL's driver (SQLAlchemy 2.1's default PostgreSQL driver is psycopg 3).
+_DRIVER_HINTS = {
+    "postgresql": "pip install 'psycopg[binary]' (SQLAlchemy's default PostgreSQL driver), or "
+                  "pip install 'autorec-nas[postgres]' and write postgresql+psycopg2://...",
+    "postgresql+psycopg": "pip install 'psycopg[binary]'",
+    "postgresql+psycopg2": "pip install 'autorec-nas[postgres]'",
+    "mysql": "pip install mysqlclient (SQLAlchemy's default MySQL driver), or "
+             "pip install 'autorec-nas[mysql]' and write mysql+pymysql://...",
+    "mysql+pymysql": "pip install 'autorec-nas[mysql]'",
+}
+
+
+def _check_driver(url: str) -> None:
+    """A clear error for a URL that is not one, names an unknown database, or whose driver is not
+    installed (Optuna would say only "Failed to import DB access module")."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StudyConfigError(f"storage: {url!r} is not a storage URL; expected sqlite:///PATH, "
+                               "journal:PATH, postgresql://USER@HOST/DB or mysql://USER@HOST/DB") from None
+    shown = parsed.render_as_string(hide_password=True)
+    try:
+        dialect = parsed.get_dialect()
+    except NoSuchModuleError:
+        raise StudyConfigError(f"storage: {shown}: unknown database {parsed.drivername!r}; expected "
+                               "sqlite, postgresql or mysql (or journal:PATH)") from None
+    try:
+        dialect.import_dbapi()
+    except ImportError as exc:
+        how = _DRIVER_HINTS.get(parsed.drivername, f"install the Python driver {parsed.drivername!r} names")
+        raise StudyConfigError(f"storage: {shown}: the database driver is not installed ({exc}); "
+                               f"{how}") from None
 
 
 def _pruner(config: StudyConfig) -> optuna.pruners.BasePruner:

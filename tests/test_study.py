@@ -327,3 +327,22 @@ def test_ctrl_c_during_a_trial_and_resume(tmp_path, monkeypatch):
     retry = [t for t in trials if t.user_attrs.get("retry_of") == 1]
     assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == trials[1].params
     assert [t.state for t in trials].count(TrialState.COMPLETE) == 3 == finished_count(study)
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("mysql://u@localhost/db", r"the database driver is not installed \(No module named 'MySQLdb'\); "
+                               r"pip install mysqlclient .*autorec-nas\[mysql\]"),
+    ("postgresql+psycopg://u:secret@127.0.0.1:1/x",
+     r"postgresql\+psycopg://u:\*\*\*@127.0.0.1:1/x: the database driver is not installed "
+     r".*psycopg\[binary\]"),
+    ("oracle2://x", "unknown database 'oracle2'; expected sqlite, postgresql or mysql"),
+    ("nonsense", "'nonsense' is not a storage URL; expected sqlite:///PATH, journal:PATH"),
+])
+def test_a_storage_url_without_its_driver_says_what_to_install(url, message):
+    import importlib.util
+
+    if importlib.util.find_spec("MySQLdb") or importlib.util.find_spec("psycopg"):
+        pytest.skip("a driver these URLs rely on being absent is installed here")
+    with pytest.raises(StudyConfigError, match=message) as caught:
+        open_storage(url)
+    assert "secret" not in str(caught.value)  # the password is not echoed
