@@ -125,10 +125,12 @@ def register_kind(entry: BlockKind) -> BlockKind:
     for ArchSpec parsing. Returns it.
 
     Example:
+        >>> from autorec.arch import DotConfig
         >>> from autorec.blocks import SkipBlock
-        >>> from autorec.arch import SkipConfig
-        >>> register_kind(BlockKind(SkipConfig, SkipBlock, pass_through=True, identity=True)).name
-        'skip'
+        >>> register_kind(BlockKind(DotConfig, SkipBlock))
+        Traceback (most recent call last):
+        ...
+        ValueError: SkipBlock.config_type is SkipConfig, not DotConfig
     """
     name = entry.config.kind
     if not name or not isinstance(name, str):

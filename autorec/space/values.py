@@ -178,3 +178,10 @@ def check_value(value: Any, path: str, ftype: str, minimum: int | None, one_of: 
                 raise Invalid(key_path(path, j), f"expected a layer size >= {minimum}, got {size}")
     if one_of and value not in one_of:
         raise Invalid(path, f"expected one of {', '.join(one_of)}, got {value!r}")
+
+
+class SpaceError(ValueError):
+    """A search space (file) is invalid, or a spec/params are not in it; the message names the
+    file and the key or parameter at fault."""
+
+    __module__ = "autorec.space"  # its public home (defined here so the walk's parts can raise it)

@@ -50,7 +50,8 @@ from autorec.arch import ArchSpec, BlockConfig, TableSpec, TowerSpec
 from autorec.blocks import identity_kind
 from autorec.data.schema import Schema
 from autorec.precision.layers import AtPrecision
-from autorec.space import SearchSpace, SpaceError, _groups
+from autorec.space import SearchSpace, SpaceError
+from autorec.space.stacks import groups_of
 from autorec.supernet.mixed import Choice, ChoiceSet, MixedChoice, Weights, width_mask
 from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock
 from autorec.supernet.towers import SuperTowers
@@ -140,7 +141,7 @@ class Supernet(nn.Module):
                                 f"must have the same number of layers, got {list(self.over_values)}")
         self.over_sizes = tuple(max(sizes) for sizes in zip(*self.over_values, strict=True))
         choices: list[Choice] = []
-        self.groups = _groups(space.embedding.groups, schema)
+        self.groups = groups_of(space.embedding.groups, schema)
         self.emb_values, self.emb_widths = self._embedding_choices()
         for group, _ in self.groups:
             if len(self.emb_values) > 1:

@@ -6,7 +6,7 @@ import pytest
 
 from tests.doctests import assert_examples_run
 
-MODULES = ["skip", "dlrm", "dcn", "wukong", "dhen", "mlp"]
+MODULES = ["skip", "dlrm", "dcn", "wukong", "dhen", "mlp", "registry"]
 
 
 @pytest.mark.parametrize("name", MODULES)
