@@ -6,7 +6,8 @@ import pytest
 
 from tests.doctests import assert_examples_run
 
-MODULES = ["files", "criteo.parse", "criteo.encode"]
+MODULES = ["files", "criteo.parse", "criteo.encode", "synthetic.config", "synthetic.sampling",
+           "synthetic.dataset"]
 
 
 @pytest.mark.parametrize("name", MODULES)
