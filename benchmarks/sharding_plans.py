@@ -44,6 +44,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from autorec.sharding.base import Planner, timed_plan  # noqa: E402
 from autorec.sharding.baselines import (  # noqa: E402
     BASELINES,
     TorchrecPlanner,
@@ -51,24 +52,18 @@ from autorec.sharding.baselines import (  # noqa: E402
     _least_loaded,
 )
 from autorec.sharding.cost_model import ShardCostModel  # noqa: E402
-from autorec.sharding.planner import (  # noqa: E402
-    Planner,
-    RLPlanner,
-    ShardingPolicy,
-    TrainConfig,
+from autorec.sharding.objectives import (  # noqa: E402
     cost_lower_bound,
     even_share_cost,
-    load_policy,
     local_search,
     max_device_cost,
-    memory_for,
     phase_max_cost,
-    save_policy,
-    timed_plan,
-    train_policy,
 )
+from autorec.sharding.planner import RLPlanner  # noqa: E402
 from autorec.sharding.plans import Assignment, PlanningError  # noqa: E402
+from autorec.sharding.policy import ShardingPolicy, load_policy, save_policy  # noqa: E402
 from autorec.sharding.tables import TableSet  # noqa: E402
+from autorec.sharding.training import TrainConfig, memory_for, train_policy  # noqa: E402
 
 TRAIN_DEVICES = (4, 8)
 HELD_OUT_DEVICES = tuple(d for d in range(5, 17) if d not in TRAIN_DEVICES)

@@ -86,7 +86,8 @@ def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = 
     its per-device costs and the baselines' (a dict)."""
     from autorec.sharding.baselines import BASELINES, TorchrecPlanner
     from autorec.sharding.cost_model import HEADS
-    from autorec.sharding.planner import RLPlanner, max_device_cost
+    from autorec.sharding.objectives import max_device_cost
+    from autorec.sharding.planner import RLPlanner
     from autorec.sharding.plans import PlanningError, plan_json
     from autorec.sharding.tables import TableSet, TableSetError
 

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from autorec.data.base import InMemoryDataset
-from autorec.data.criteo import open_binary
+from autorec.data.files import open_binary
 from autorec.data.schema import DataError, Schema, SparseFeature
 from autorec.data.tabular import Jagged, TabularData
 

@@ -40,7 +40,7 @@ import torch
 import yaml
 
 from autorec.data.base import SPLITS, InMemoryDataset
-from autorec.data.criteo import is_gzip, open_binary
+from autorec.data.files import is_gzip, open_binary
 from autorec.data.schema import DataError, Schema, SparseFeature
 from autorec.data.tabular import Jagged, TabularData
 

@@ -1,12 +1,12 @@
 """Baseline sharding planners: torchrec's EmbeddingShardingPlanner, size-greedy, lookup-greedy
-and random, behind the same :class:`~autorec.sharding.planner.Planner` interface as the RL one.
+and random, behind the same :class:`~autorec.sharding.base.Planner` interface as the RL one.
 
 The greedy ones follow the heuristics the RL-sharding papers (DreamShard, NeuroShard) compare
 against: tables in decreasing order of a score, each onto the device with the least score so
 far that still has memory for it (size-greedy: bytes; lookup-greedy: dim x pooling, the
 lookup volume). Random puts each table on a uniformly drawn device with room. All three place
 tables whole; a table too large for any one device is split into the fewest even column blocks
-that fit (:func:`~autorec.sharding.planner.split_options`), as torchrec's planner would do.
+that fit (:func:`~autorec.sharding.base.split_options`), as torchrec's planner would do.
 
 Example:
     >>> from autorec.sharding.tables import TableSet
@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from autorec.sharding.planner import Planner, check_fits, split_options
+from autorec.sharding.base import Planner, check_fits, split_options
 from autorec.sharding.plans import Assignment, Placement, PlanningError, assignment_from_plan
 from autorec.sharding.tables import TableInfo, TableSet
 

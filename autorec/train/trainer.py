@@ -1,4 +1,10 @@
-"""Train an ArchSpec on a dataset: torchrec sharded embeddings, early stopping, checkpoints."""
+"""Train an ArchSpec on a dataset: torchrec sharded embeddings, early stopping, checkpoints.
+
+The :class:`Trainer` builds the sharded model and its optimizers, runs the steps, evaluates over
+all ranks and saves and resumes checkpoints. What it takes and gives back (TrainConfig,
+EpochRecord, TrainResult) is in :mod:`autorec.train.records`, the checkpoint folder's layout in
+:mod:`autorec.train.checkpoints`; both are re-exported here, where callers have always found them.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,10 @@ import itertools
 import json
 import math
 import os
-import random
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +35,8 @@ from autorec.arch import ArchSpec
 from autorec.data import RecDataset
 from autorec.metrics import binary_metrics
 from autorec.models import build_model
+from autorec.train.checkpoints import META, latest, point_latest, write_json
 from autorec.train.distributed import (
-    DENSE_PARALLEL,
     default_device,
     ensure_process_group,
     gather_rows,
@@ -43,110 +47,18 @@ from autorec.train.embedding_init import init_embeddings
 from autorec.train.partition import rank_batches
 from autorec.train.pipeline import SparseDistPipeline
 from autorec.train.plan import load_plan
+from autorec.train.records import (
+    DENSE_OPTIMIZERS,
+    EpochRecord,
+    TrainConfig,
+    TrainingDiverged,
+    TrainResult,
+    seed_everything,
+)
 from autorec.train.resharding import load_resharded
 
-DENSE_OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite."""
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """How to train. Embeddings use torchrec's fused row-wise Adagrad applied in backward;
-    the dense parts use ``dense_optimizer``. Early stopping watches validation AUC.
-
-    ``batch_size`` and ``eval_batch_size`` are global: under W ranks each rank takes its part
-    of every global batch (see :mod:`autorec.train.partition`). ``plan`` is a sharding plan file
-    (:mod:`autorec.train.plan`; default: torchrec's planner). ``dense_parallel`` is ``"ddp"`` or
-    ``"fsdp"`` (FSDP2 ``fully_shard``). With ``checkpoint_dir``, a resumable checkpoint is
-    written after every epoch and every ``checkpoint_every`` steps, and ``resume`` continues
-    from the latest one, at this or another world size. ``pipeline`` trains through torchrec's
-    TrainPipelineSparseDist (:mod:`autorec.train.pipeline`)."""
-
-    epochs: int = 10
-    batch_size: int = 1024
-    eval_batch_size: int = 8192
-    seed: int = 0
-    dense_optimizer: str = "adam"
-    dense_lr: float = 1e-3
-    dense_weight_decay: float = 0.0
-    embedding_lr: float = 0.05
-    embedding_weight_decay: float = 0.0
-    patience: int = 2
-    max_steps_per_epoch: int | None = None
-    checkpoint_dir: str | None = None
-    num_workers: int = 0
-    progress: bool = True
-    plan: str | None = None
-    dense_parallel: str = "ddp"
-    checkpoint_every: int | None = None
-    resume: bool = False
-    pipeline: bool = False
-
-    def __post_init__(self) -> None:
-        if self.dense_optimizer not in DENSE_OPTIMIZERS:
-            raise ValueError(f"dense_optimizer: expected one of {', '.join(DENSE_OPTIMIZERS)}, "
-                             f"got {self.dense_optimizer!r}")
-        if self.dense_parallel not in DENSE_PARALLEL:
-            raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
-                             f"got {self.dense_parallel!r}")
-        if self.checkpoint_every is not None and self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every: expected a positive integer, got {self.checkpoint_every}")
-        if self.resume and not self.checkpoint_dir:
-            raise ValueError("resume: needs checkpoint_dir, the folder to resume from")
-        for name in ("epochs", "batch_size", "eval_batch_size", "patience"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {getattr(self, name)}")
-
-
-@dataclass
-class EpochRecord:
-    epoch: int
-    train_loss: float
-    val: dict[str, float]
-    samples_per_s: float
-    seconds: float
-
-
-@dataclass
-class TrainResult:
-    """What a training run produced: per-epoch history, best validation and test metrics."""
-
-    arch: ArchSpec
-    config: TrainConfig
-    history: list[EpochRecord] = field(default_factory=list)
-    best_epoch: int = -1
-    val: dict[str, float] = field(default_factory=dict)
-    test: dict[str, float] = field(default_factory=dict)
-    seconds: float = 0.0
-    # The global (all-rank) mean loss of every step; not in to_dict (it grows with the run).
-    step_losses: list[float] = field(default_factory=list)
-    resumed_from: dict[str, int] | None = None
-
-    @property
-    def samples_per_s(self) -> float:
-        return float(np.mean([r.samples_per_s for r in self.history])) if self.history else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "arch": self.arch.name,
-            "best_epoch": self.best_epoch,
-            "val": self.val,
-            "test": self.test,
-            "train_samples_per_s": round(self.samples_per_s, 1),
-            "seconds": round(self.seconds, 2),
-            "resumed_from": self.resumed_from,
-            "history": [dataclasses.asdict(r) for r in self.history],
-            "config": dataclasses.asdict(self.config),
-        }
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+__all__ = ["DENSE_OPTIMIZERS", "EpochRecord", "TrainConfig", "TrainResult", "Trainer", "TrainingDiverged",
+           "seed_everything", "train"]
 
 
 class Trainer:
@@ -277,7 +189,7 @@ class Trainer:
         dcp.save({"model": self.model.state_dict(), "optim": self.optimizer.state_dict()},
                  storage_writer=dcp.FileSystemWriter(str(path), overwrite=True))
         if self.rank == 0:
-            _write_json(Path(path) / META, {**(meta or {}), "layout": self._layout(),
+            write_json(Path(path) / META, {**(meta or {}), "layout": self._layout(),
                                             "arch": self.spec.name})
         if self.world_size > 1:
             dist.barrier()
@@ -311,12 +223,7 @@ class Trainer:
         name = f"step-{progress['global_step']:09d}"
         self.save_checkpoint(root / name, meta=progress)
         if self.rank == 0:
-            previous = _latest(root)
-            tmp = root / f"{LATEST}.tmp"
-            tmp.write_text(name + "\n")
-            os.replace(tmp, root / LATEST)
-            if previous is not None and previous.name != name:
-                shutil.rmtree(previous, ignore_errors=True)
+            point_latest(root, name)
         if self.world_size > 1:
             dist.barrier()
 
@@ -328,13 +235,13 @@ class Trainer:
         best_auc, stale, t_start = -math.inf, 0, time.perf_counter()
         progress = {"epoch": 0, "step": 0, "global_step": 0, "losses": [], "samples": 0,
                     "seconds": 0.0}
-        if cfg.resume and _latest(root) is not None:
-            latest = _latest(root)
-            meta = json.loads((latest / META).read_text())
+        newest = latest(root) if cfg.resume else None
+        if newest is not None:
+            meta = json.loads((newest / META).read_text())
             if meta.get("arch") != self.spec.name:
-                raise ValueError(f"{latest}: checkpoint of architecture {meta.get('arch')!r}, not "
+                raise ValueError(f"{newest}: checkpoint of architecture {meta.get('arch')!r}, not "
                                  f"{self.spec.name!r}; use another checkpoint_dir or do not resume")
-            self.load_checkpoint(latest)
+            self.load_checkpoint(newest)
             progress = {k: meta[k] for k in progress}
             best_auc, stale = meta["best_auc"], meta["stale"]
             result.best_epoch, result.val = meta["best_epoch"], meta["val"]
@@ -430,23 +337,6 @@ class Trainer:
         return EpochRecord(epoch, float(np.mean(losses)) if losses else float("nan"), val,
                            samples / seconds if seconds else 0.0, seconds)
 
-
-META, LATEST = "autorec.json", "LATEST"
-
-
-def _latest(root: Path) -> Path | None:
-    """The checkpoint ``root/LATEST`` points to, or None."""
-    pointer = root / LATEST
-    if not pointer.exists():
-        return None
-    path = root / pointer.read_text().strip()
-    return path if (path / META).exists() else None
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
 
 
 class _NoProgress:

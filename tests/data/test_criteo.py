@@ -118,7 +118,7 @@ def test_long_signed_and_upper_case_fields(tmp_path: Path) -> None:
 
 
 def test_vectorised_parser_agrees_with_python_on_random_fields() -> None:
-    from autorec.data.criteo import _LineError, _parse_block
+    from autorec.data.criteo.parse import LineError, parse_block
 
     rng = random.Random(7)
     decimals = ["", "0", "-3", "12", "-0", "1" * 18, "-" + "9" * 18, "1" * 19, "1a", "--1", "-", "1-",
@@ -150,8 +150,8 @@ def test_vectorised_parser_agrees_with_python_on_random_fields() -> None:
                    for _ in range(26)]
         want = python_parse(fields)
         try:
-            rows = _parse_block("\t".join(fields).encode() + b"\n")
-        except _LineError:
+            rows = parse_block("\t".join(fields).encode() + b"\n")
+        except LineError:
             assert want is None, fields
             continue
         assert want is not None, fields

@@ -14,14 +14,8 @@ from torchrec.datasets.utils import Batch
 
 from autorec.data import DataError, Jagged, TabularData, load_dataset
 from autorec.data.base import SPLITS
-from autorec.data.synthetic import (
-    ORDER3_FORMS,
-    PRESETS,
-    SyntheticConfig,
-    SyntheticDataset,
-    _split_indices,
-    load_synthetic,
-)
+from autorec.data.synthetic import ORDER3_FORMS, PRESETS, SyntheticConfig, SyntheticDataset, load_synthetic
+from autorec.data.synthetic.dataset import _split_indices
 
 SMALL = {"preset": "tiny", "num_samples": 4000}
 

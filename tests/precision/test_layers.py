@@ -218,7 +218,7 @@ def test_at_precision_candidates_share_one_set_of_weights() -> None:
 
 
 def test_quantised_model_exports_with_its_quantisation() -> None:
-    from autorec.export import TensorInputs, _tracing_inputs, export_program
+    from autorec.export.program import TensorInputs, _tracing_inputs, export_program
 
     spec = ArchSpec(dim=8, n_dense=2, dense_arch=(16,), over_arch=(16,),
                     layers=(dataclasses.replace(CASES["dhen-weighted"], precision="mxfp4_e2m1"),),

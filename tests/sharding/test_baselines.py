@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from autorec.sharding.baselines import BASELINES, LookupGreedy, RandomPlanner, SizeGreedy, TorchrecPlanner
-from autorec.sharding.planner import memory_for
 from autorec.sharding.tables import TableSet
+from autorec.sharding.training import memory_for
 
 TABLES = TableSet.generate(60, seed=21, rows_range=(1e3, 1e6))
 

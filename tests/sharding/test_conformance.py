@@ -9,11 +9,14 @@ import dataclasses
 import pytest
 import torch
 
+from autorec.sharding.base import Planner
 from autorec.sharding.baselines import LookupGreedy, RandomPlanner, SizeGreedy, TorchrecPlanner
 from autorec.sharding.cost_model import ShardCostModel
-from autorec.sharding.planner import Planner, RLPlanner, ShardingPolicy, memory_for
+from autorec.sharding.planner import RLPlanner
 from autorec.sharding.plans import PlanningError
+from autorec.sharding.policy import ShardingPolicy
 from autorec.sharding.tables import TableSet
+from autorec.sharding.training import memory_for
 
 
 def _rl() -> Planner:

@@ -6,7 +6,8 @@ import pytest
 
 from tests.doctests import assert_examples_run
 
-MODULES = ["tables", "cost_model", "profiler", "planner", "plans", "baselines"]
+MODULES = ["tables", "cost_model", "profiler", "base", "policy", "episodes", "objectives", "planner",
+           "training", "plans", "baselines"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autorec.sharding.cost_model import ShardCostModel
-from autorec.sharding.planner import load_policy
+from autorec.sharding.policy import load_policy
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "sharding_plans.py"
 

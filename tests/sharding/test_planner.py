@@ -8,27 +8,21 @@ import json
 import pytest
 import torch
 
+from autorec.sharding.base import check_fits, split_options
 from autorec.sharding.cost_model import DEFAULT_DIR, ShardCostModel
-from autorec.sharding.planner import (
-    RLPlanner,
-    ShardingPolicy,
-    TrainConfig,
-    check_fits,
+from autorec.sharding.episodes import play, prepare
+from autorec.sharding.objectives import (
     cost_lower_bound,
     device_costs,
-    load_policy,
     local_search,
     max_device_cost,
-    memory_for,
     phase_max_cost,
-    play,
-    prepare,
-    save_policy,
-    split_options,
-    train_policy,
 )
+from autorec.sharding.planner import RLPlanner
 from autorec.sharding.plans import Assignment, PlanningError
+from autorec.sharding.policy import ShardingPolicy, load_policy, save_policy
 from autorec.sharding.tables import TableSet
+from autorec.sharding.training import TrainConfig, memory_for, train_policy
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +266,7 @@ def test_committed_policy_plans_500_tables_on_16_devices():
 
 def test_lower_bound_is_below_every_plan(model):
     from autorec.sharding.baselines import LookupGreedy, RandomPlanner, SizeGreedy
-    from autorec.sharding.planner import cost_lower_bound
+    from autorec.sharding.objectives import cost_lower_bound
 
     memory = memory_for(TABLES, 4, 1.3)
     bound = cost_lower_bound(model, TABLES, 4)

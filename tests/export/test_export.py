@@ -114,7 +114,7 @@ FRESH_PROCESS = textwrap.dedent("""
 def test_a_fresh_process_reproduces_the_recorded_predictions(trained):
     _, _, out = trained
     proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(out)], capture_output=True, text=True,
-                          timeout=300, cwd=Path(__file__).resolve().parents[1])
+                          timeout=300, cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["eager_equal"]

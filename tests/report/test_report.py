@@ -33,7 +33,7 @@ from autorec.report import (
 )
 from autorec.study import StudyConfig, open_storage, run_study, summarize, trial_arch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 # CI installs Chromium and sets AUTOREC_REQUIRE_CHROMIUM, so there a missing browser fails.
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists() and not os.environ.get("AUTOREC_REQUIRE_CHROMIUM"),
@@ -425,12 +425,3 @@ def test_a_broken_report_fails_the_browser_check(chromium, report, tmp_path):
     assert any("console.error: injected" in e for e in errors), errors
     assert any("Plotly.notAFunction is not a function" in e for e in errors), errors
     assert any("Content Security Policy" in e and "https://example.com/x.png" in e for e in errors), errors
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    import autorec.report
-
-    result = doctest.testmod(autorec.report, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,143 @@
+"""``load_criteo``: Criteo TSV file(s) opened as a streaming RecDataset (see the package doc).
+
+Opening checks every file's first line, cuts the files at ``max_rows`` and, for vocabulary ids,
+makes the one pass over the train split that counts the values.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from autorec.data.base import SPLITS, RecDataset
+from autorec.data.criteo.blocks import DataFile, cut_at_rows, gzip_error, list_files
+from autorec.data.criteo.encode import FIRST_VOCAB_ID, VocabCounter, split_of_lines
+from autorec.data.criteo.parse import DENSE_NAMES, N_DENSE, N_SPARSE, SPARSE_NAMES, LineError, parse_block
+from autorec.data.criteo.stream import CriteoStream, Reader
+from autorec.data.files import open_binary
+from autorec.data.schema import DataError, Schema, SparseFeature
+
+DEFAULT_HASH_SIZE = 1 << 20
+DEFAULT_BLOCK_BYTES = 1 << 20
+DEFAULT_SHUFFLE_ROWS = 1 << 17
+
+
+class CriteoDataset(RecDataset):
+    """Criteo TSV files behind the RecDataset interface; see the module doc for the layout."""
+
+    def __init__(self, reader: Reader, *, name: str = "criteo", shuffle_rows: int = DEFAULT_SHUFFLE_ROWS,
+                 rows: dict[str, int] | None = None, min_count: int | None = None) -> None:
+        self.reader, self.name, self.shuffle_rows = reader, name, shuffle_rows
+        self._rows, self.min_count = rows, min_count
+        if reader.vocabs is None:
+            sizes = [reader.hash_size] * N_SPARSE
+        else:
+            sizes = [FIRST_VOCAB_ID + v.size for v in reader.vocabs]
+        self.schema = Schema(DENSE_NAMES, tuple(SparseFeature(n, s) for n, s in zip(SPARSE_NAMES, sizes,
+                                                                                      strict=True)))
+
+    def batches(self, split: str, batch_size: int, *, shuffle: bool, seed: int = 0,
+                epoch: int = 0) -> CriteoStream:
+        if split not in SPLITS:
+            raise KeyError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        stream = CriteoStream(self.reader, SPLITS.index(split), batch_size, shuffle=shuffle, seed=seed,
+                              shuffle_rows=self.shuffle_rows)
+        stream.epoch = epoch
+        return stream
+
+    def num_rows(self, split: str) -> int | None:
+        """Known after a vocabulary pass; None in hashed mode (the files are never counted)."""
+        return None if self._rows is None else self._rows[split]
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out.update(
+            files=[str(f.path) for f in self.reader.files],
+            gzip=[f.gzip for f in self.reader.files],
+            ids=("hashed" if self.reader.vocabs is None else f"vocabulary (min_count={self.min_count})"),
+            fractions=list(self.reader.fractions),
+        )
+        return out
+
+
+
+def _check_head(file: DataFile) -> None:
+    """Fail early on an empty, unreadable or wrongly laid-out file: parse its first line."""
+    try:
+        with open_binary(file.path) as f:
+            head = f.readline(1 << 20)
+    except (EOFError, OSError, zlib.error) as err:
+        raise gzip_error(file, 0, err) from None
+    if not head:
+        raise DataError(f"{file.path}: file is empty; expected Criteo TSV lines "
+                        f"(label, {N_DENSE} integers, {N_SPARSE} hex ids)")
+    try:
+        parse_block(head)
+    except LineError as err:
+        raise DataError(f"{file.path}:1: {err.message}") from None
+
+
+def _check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
+    if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6 \
+            or fractions[0] <= 0:
+        raise ValueError(f"fractions must be 3 non-negative shares (train > 0) summing to 1, got {fractions}")
+    return (float(fractions[0]), float(fractions[1]), float(fractions[2]))
+
+
+def load_criteo(path: str | None = None, seed: int = 0, *, hash_size: int | None = None,
+                vocab_min_count: int | None = None, max_rows: int | None = None,
+                fractions: Sequence[float] = (0.8, 0.1, 0.1), block_bytes: int = DEFAULT_BLOCK_BYTES,
+                shuffle_rows: int = DEFAULT_SHUFFLE_ROWS) -> CriteoDataset:
+    """Open Criteo TSV file(s) at ``path`` as a streaming dataset.
+
+    Args:
+        path: a Criteo TSV file, plain or gzip, or a directory of them (read in natural order).
+        seed: fixes the train/val/test assignment of every line.
+        hash_size: rows of each embedding table in hashed mode (default 2**20); id 0 is "empty".
+        vocab_min_count: switch to vocabulary ids: values seen at least this often in the train
+            split get their own id, the rest share the OOV id 1. Costs one pass at opening.
+        max_rows: read only the first ``max_rows`` lines (across the files, in order).
+        fractions: train/val/test shares of the lines; val and test may be 0.
+        block_bytes: unit of reading, parsing and sharing among DataLoader workers.
+        shuffle_rows: rows shuffled together when ``batches(shuffle=True)``.
+
+    Example:
+        >>> ds = load_criteo(path="train.txt", seed=0, hash_size=1 << 18)  # doctest: +SKIP
+        >>> ds.schema.n_dense, len(ds.schema.sparse)  # doctest: +SKIP
+        (13, 26)
+    """
+    if hash_size is not None and vocab_min_count is not None:
+        raise ValueError("give either hash_size (hashed ids) or vocab_min_count (vocabulary ids), not both")
+    hash_size = DEFAULT_HASH_SIZE if hash_size is None else int(hash_size)
+    if hash_size < 2:
+        raise ValueError(f"hash_size must be at least 2 (id 0 is kept for empty fields), got {hash_size}")
+    if vocab_min_count is not None and vocab_min_count < 1:
+        raise ValueError(f"vocab_min_count must be at least 1, got {vocab_min_count}")
+    if max_rows is not None and max_rows < 1:
+        raise ValueError(f"max_rows must be positive, got {max_rows}")
+    if block_bytes < 1:
+        raise ValueError(f"block_bytes must be positive, got {block_bytes}")
+
+    files = list_files(path)
+    for file in files:
+        _check_head(file)
+    if max_rows is not None:
+        files = cut_at_rows(files, max_rows)
+    reader = Reader(tuple(files), seed, _check_fractions(fractions), block_bytes, hash_size, None)
+    if vocab_min_count is None:
+        return CriteoDataset(reader, shuffle_rows=shuffle_rows)
+
+    counter, rows = VocabCounter(), dict.fromkeys(SPLITS, 0)
+    for i, offset, data in reader.blocks(0, 1, None):
+        parsed = reader.parse(i, offset, data)
+        split = split_of_lines(parsed.offsets, i, seed, reader.fractions)
+        for s, name in enumerate(SPLITS):
+            rows[name] += int((split == s).sum())
+        train = parsed.take(split == 0)
+        counter.add(train.cats, train.missing)
+    vocabs = tuple(counter.vocabularies(vocab_min_count))
+    reader = Reader(reader.files, seed, reader.fractions, block_bytes, hash_size, vocabs)
+    return CriteoDataset(reader, shuffle_rows=shuffle_rows, rows=rows, min_count=vocab_min_count)

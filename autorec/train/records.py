@@ -1,0 +1,127 @@
+"""What a training run takes and what it gives back: TrainConfig, EpochRecord, TrainResult.
+
+These are plain dataclasses with no torchrec in them, so a search, a report or a test can build
+and read them without a Trainer (:mod:`autorec.train.trainer`).
+
+Example:
+    >>> TrainConfig(epochs=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: epochs: expected a positive integer, got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from autorec.arch import ArchSpec
+from autorec.train.distributed import DENSE_PARALLEL
+
+DENSE_OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to train. Embeddings use torchrec's fused row-wise Adagrad applied in backward;
+    the dense parts use ``dense_optimizer``. Early stopping watches validation AUC.
+
+    ``batch_size`` and ``eval_batch_size`` are global: under W ranks each rank takes its part
+    of every global batch (see :mod:`autorec.train.partition`). ``plan`` is a sharding plan file
+    (:mod:`autorec.train.plan`; default: torchrec's planner). ``dense_parallel`` is ``"ddp"`` or
+    ``"fsdp"`` (FSDP2 ``fully_shard``). With ``checkpoint_dir``, a resumable checkpoint is
+    written after every epoch and every ``checkpoint_every`` steps, and ``resume`` continues
+    from the latest one, at this or another world size. ``pipeline`` trains through torchrec's
+    TrainPipelineSparseDist (:mod:`autorec.train.pipeline`)."""
+
+    epochs: int = 10
+    batch_size: int = 1024
+    eval_batch_size: int = 8192
+    seed: int = 0
+    dense_optimizer: str = "adam"
+    dense_lr: float = 1e-3
+    dense_weight_decay: float = 0.0
+    embedding_lr: float = 0.05
+    embedding_weight_decay: float = 0.0
+    patience: int = 2
+    max_steps_per_epoch: int | None = None
+    checkpoint_dir: str | None = None
+    num_workers: int = 0
+    progress: bool = True
+    plan: str | None = None
+    dense_parallel: str = "ddp"
+    checkpoint_every: int | None = None
+    resume: bool = False
+    pipeline: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dense_optimizer not in DENSE_OPTIMIZERS:
+            raise ValueError(f"dense_optimizer: expected one of {', '.join(DENSE_OPTIMIZERS)}, "
+                             f"got {self.dense_optimizer!r}")
+        if self.dense_parallel not in DENSE_PARALLEL:
+            raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
+                             f"got {self.dense_parallel!r}")
+        if self.checkpoint_every is not None and self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every: expected a positive integer, got {self.checkpoint_every}")
+        if self.resume and not self.checkpoint_dir:
+            raise ValueError("resume: needs checkpoint_dir, the folder to resume from")
+        for name in ("epochs", "batch_size", "eval_batch_size", "patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {getattr(self, name)}")
+
+
+@dataclass
+class EpochRecord:
+    epoch: int
+    train_loss: float
+    val: dict[str, float]
+    samples_per_s: float
+    seconds: float
+
+
+@dataclass
+class TrainResult:
+    """What a training run produced: per-epoch history, best validation and test metrics."""
+
+    arch: ArchSpec
+    config: TrainConfig
+    history: list[EpochRecord] = field(default_factory=list)
+    best_epoch: int = -1
+    val: dict[str, float] = field(default_factory=dict)
+    test: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    # The global (all-rank) mean loss of every step; not in to_dict (it grows with the run).
+    step_losses: list[float] = field(default_factory=list)
+    resumed_from: dict[str, int] | None = None
+
+    @property
+    def samples_per_s(self) -> float:
+        return float(np.mean([r.samples_per_s for r in self.history])) if self.history else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arch": self.arch.name,
+            "best_epoch": self.best_epoch,
+            "val": self.val,
+            "test": self.test,
+            "train_samples_per_s": round(self.samples_per_s, 1),
+            "seconds": round(self.seconds, 2),
+            "resumed_from": self.resumed_from,
+            "history": [dataclasses.asdict(r) for r in self.history],
+            "config": dataclasses.asdict(self.config),
+        }
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
