@@ -16,6 +16,7 @@ import autorec.cli.data as data
 import autorec.cli.precision as precision
 import autorec.cli.profile_latency as profile_latency
 import autorec.cli.profile_sharding as profile_sharding
+import autorec.cli.schema as schema
 import autorec.cli.search as search
 import autorec.cli.shard as shard
 import autorec.cli.study_views as study_views
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile_latency.add_parser(profile)
     shard.add_parser(commands)
     towers.add_parser(commands)
+    schema.add_parser(commands)
     return parser
 
 

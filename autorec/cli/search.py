@@ -30,7 +30,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     show = not args.json and sys.stderr.isatty()
 
     if args.backend == "ray":
-        from autorec.ray_backend import run_study_ray
+        from autorec.study.ray_runner import run_study_ray
 
         summary = run_study_ray(config, address=args.ray_address, workers=args.workers, log=log)
     else:

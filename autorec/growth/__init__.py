@@ -1,9 +1,11 @@
 """Growth and pruning: structured pruning, function-preserving growth, and their schedules."""
 
 from autorec.growth.gates import add_gates, gate_penalty
-from autorec.growth.ops import drop_modules, grow, prune, shrink
+from autorec.growth.modules import drop_modules
+from autorec.growth.ops import grow, prune
 from autorec.growth.plan import GrowthError
 from autorec.growth.schedule import GrowthSchedule, Phase, ScheduleError
+from autorec.growth.shrink import shrink
 
 # Training under a schedule and the schedule search import the trainer: from their modules,
 # autorec.growth.train (train_schedule) and autorec.growth.search (search, rl_search, tpe_search).

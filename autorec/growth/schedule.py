@@ -6,7 +6,7 @@ full size of the ArchSpec; parts left out are full). Between phases the trainer
 (:mod:`autorec.growth.train`) prunes (the ratio falls) or grows (it rises) the model with
 :mod:`autorec.growth.ops`. The last phase is always at full size, so a schedule ends with the
 full model ready for recurring training. Part names are those of
-:func:`autorec.growth.ops.shrink`: ``dense_arch``, ``layers.<i>``, ``over_arch``.
+:func:`autorec.growth.shrink.shrink`: ``dense_arch``, ``layers.<i>``, ``over_arch``.
 
 A schedule lives beside the architecture it trains, not inside it (an ArchSpec describes the
 architecture only): a growth trial records it in its ``growth`` user attribute, and an export
@@ -201,7 +201,7 @@ class GrowthSchedule:
     def phase_specs(self, spec: ArchSpec) -> list[ArchSpec]:
         """The architecture of each phase: ``spec`` shrunk to the phase's widths (``spec`` itself
         at full size)."""
-        from autorec.growth.ops import shrink
+        from autorec.growth.shrink import shrink
 
         self.check_parts(spec)
         return [spec if phase.full else shrink(spec, dict(phase.widths)) for phase in self.phases]

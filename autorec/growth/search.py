@@ -51,7 +51,7 @@ SEARCHES = ("rl", "tpe")
 
 
 def prunable_parts(spec: ArchSpec) -> tuple[str, ...]:
-    """The parts of ``spec`` that :func:`autorec.growth.ops.shrink` makes narrower at ratio 0.5
+    """The parts of ``spec`` that :func:`autorec.growth.shrink.shrink` makes narrower at ratio 0.5
     and that the growth operations can prune and grow back (a dlrm layer's input rows cannot).
 
     Example:
@@ -61,8 +61,8 @@ def prunable_parts(spec: ArchSpec) -> tuple[str, ...]:
         >>> prunable_parts(spec)
         ('dense_arch', 'over_arch')
     """
-    from autorec.growth.ops import shrink
     from autorec.growth.plan import build_plan
+    from autorec.growth.shrink import shrink
 
     names = [*(["dense_arch"] if spec.n_dense and spec.dense_arch else []),
              *(f"layers.{i}" for i in range(len(spec.layers))), "over_arch"]

@@ -266,7 +266,8 @@ def train_schedule(spec: ArchSpec, schedule: GrowthSchedule, dataset: RecDataset
     cut the run), per-phase records and the FLOPs spent; ``result.spec`` is ``spec`` and
     ``result.schedule`` the schedule. ``keep_model`` keeps the trained model in ``result.model``.
     """
-    from autorec.growth.ops import grow, prune, shrink
+    from autorec.growth.ops import grow, prune
+    from autorec.growth.shrink import shrink
 
     config = config or GrowthTrainConfig()
     device = torch.device(config.device)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
+from autorec.config.errors import describe
 from autorec.strategies.base import Strategy
 from autorec.strategies.dnas import DnasStrategy
 from autorec.strategies.growth import GrowthStrategy
@@ -18,7 +21,10 @@ def make_strategy(name: str, seed: int = 0, **options: Any) -> Strategy:
     """The strategy called ``name`` (random, tpe, nsga2, dnas, ...)."""
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; expected one of {', '.join(STRATEGIES)}")
-    return STRATEGIES[name](seed=seed, **options)
+    try:
+        return STRATEGIES[name](seed=seed, **options)
+    except ValidationError as exc:  # an option of the wrong type (see strategies.base.checked_options)
+        raise ValueError(f"strategy {name!r}: {describe(exc)}") from None
 
 
 __all__ = ["STRATEGIES", "Strategy", "make_strategy"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import ConfigDict, validate_call
+
 if TYPE_CHECKING:
     import optuna
 
@@ -17,6 +19,12 @@ if TYPE_CHECKING:
     from autorec.data import RecDataset
     from autorec.data.schema import Schema
     from autorec.space import SearchSpace
+
+
+# A strategy's options are the keyword arguments of its ``__init__``; decorated with this, their
+# type hints are checked (strictly, as YAML gives them) when it is built, so a wrong option type in
+# a study file fails on load, as one line naming the option, not in the middle of a study.
+checked_options = validate_call(config=ConfigDict(strict=True, arbitrary_types_allowed=True))
 
 
 class Strategy(ABC):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
-from autorec.strategies.base import Strategy
+from autorec.strategies.base import Strategy, checked_options
 
 if TYPE_CHECKING:
     from autorec.arch import ArchSpec
@@ -84,6 +84,7 @@ class DnasStrategy(Strategy):
 
     name = "dnas"
 
+    @checked_options
     def __init__(self, seed: int = 0, retrain: str = "scratch", target_ratio: Any = (0.2, 1.0),
                  search_over_arch: bool = False, **options: Any) -> None:
         from autorec.supernet import SupernetConfig

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
-from autorec.strategies.base import Strategy
+from autorec.strategies.base import Strategy, checked_options
 
 if TYPE_CHECKING:
     from autorec.arch import ArchSpec
@@ -67,6 +67,7 @@ class GrowthStrategy(Strategy):
 
     name = "growth"
 
+    @checked_options
     def __init__(self, seed: int = 0, search: str = "rl", steps: int = 400, budget: int = 8,
                  batch_size: int = 1024, phases: int = 2, shares: Any = None, ratios: Any = None,
                  min_final: float = 0.2, early_stopping: bool = True, rl_batch_size: int = 4,

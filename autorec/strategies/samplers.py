@@ -6,7 +6,7 @@ from typing import Any
 
 import optuna
 
-from autorec.strategies.base import Strategy
+from autorec.strategies.base import Strategy, checked_options
 
 
 class RandomStrategy(Strategy):
@@ -23,6 +23,7 @@ class TPEStrategy(Strategy):
 
     name = "tpe"
 
+    @checked_options
     def __init__(self, seed: int = 0, n_startup_trials: int = 5, **options: Any) -> None:
         super().__init__(seed, **options)
         self.n_startup_trials = n_startup_trials
@@ -37,6 +38,7 @@ class NSGA2Strategy(Strategy):
 
     name = "nsga2"
 
+    @checked_options
     def __init__(self, seed: int = 0, population_size: int = 8, **options: Any) -> None:
         super().__init__(seed, **options)
         self.population_size = population_size

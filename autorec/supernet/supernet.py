@@ -52,7 +52,7 @@ from autorec.data.schema import Schema
 from autorec.precision.layers import AtPrecision
 from autorec.space import SearchSpace, SpaceError
 from autorec.space.stacks import groups_of
-from autorec.supernet.mixed import Choice, ChoiceSet, MixedChoice, Weights, width_mask
+from autorec.supernet.mixed import Choice, ChoiceSet, MaskedOverArch, MixedChoice, Weights, width_mask
 from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock
 from autorec.supernet.towers import SuperTowers
 
@@ -414,45 +414,3 @@ class Supernet(nn.Module):
     def arch_parameters(self) -> list[nn.Parameter]:
         return list(self.arch.parameters())
 
-
-class MaskedOverArch(nn.Module):
-    """The over-arch MLP of several same-depth sizes at once: one MLP at the widest size of each
-    layer, whose units past the chosen size are masked (FBNetV2-style, as :func:`width_mask`).
-
-    With one-hot weights, the output is exactly that of ``MLP(in, sizes) -> Linear(sizes[-1], 1)``
-    built from the first ``sizes[l]`` units of each layer; soft weights mix the masks.
-
-    Shapes: [B, in_features] -> [B, 1].
-
-    Args:
-        name: the choice whose weights pick the sizes.
-        in_features: the flattened input width.
-        values: the candidate sizes, one tuple per value, all of one depth.
-
-    Example:
-        >>> head = MaskedOverArch("over_arch", 6, ((4, 2), (8, 4)))
-        >>> x = torch.randn(3, 6)
-        >>> small = head(x, {"over_arch": torch.tensor([1.0, 0.0])})
-        >>> mlp = MLP(6, [4, 2])
-        >>> with torch.no_grad():
-        ...     for mine, full in zip(mlp._mlp, head.mlp._mlp):
-        ...         n_out, n_in = mine._linear.weight.shape
-        ...         _ = mine._linear.weight.copy_(full._linear.weight[:n_out, :n_in])
-        ...         _ = mine._linear.bias.copy_(full._linear.bias[:n_out])
-        >>> reference = mlp(x) @ head.out.weight[:, :2].T + head.out.bias
-        >>> torch.allclose(small, reference, atol=1e-6)
-        True
-    """
-
-    def __init__(self, name: str, in_features: int, values: tuple[tuple[int, ...], ...]) -> None:
-        super().__init__()
-        self.name, self.values = name, values
-        self.sizes = tuple(max(sizes) for sizes in zip(*values, strict=True))
-        self.mlp = MLP(in_features, list(self.sizes))
-        self.out = nn.Linear(self.sizes[-1], 1)
-
-    def forward(self, x: torch.Tensor, weights: Weights) -> torch.Tensor:
-        w = weights[self.name]
-        for i, layer in enumerate(self.mlp._mlp):
-            x = layer(x) * width_mask(w, [v[i] for v in self.values], self.sizes[i])
-        return self.out(x)

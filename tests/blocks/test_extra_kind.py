@@ -16,7 +16,8 @@ import yaml
 from torch import nn
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-from autorec.arch import ArchSpec, BlockConfig, TableSpec, WukongConfig, _check_int
+from autorec.arch import ArchSpec, BlockConfig, TableSpec, WukongConfig
+from autorec.arch.checks import check_int
 from autorec.blocks import (
     BlockKind,
     InteractionBlock,
@@ -30,7 +31,8 @@ from autorec.blocks import (
 from autorec.costs import arch_cost
 from autorec.data import Schema, SparseFeature
 from autorec.export import load_model, load_predictions
-from autorec.growth.ops import grow, prune, shrink
+from autorec.growth.ops import grow, prune
+from autorec.growth.shrink import shrink
 from autorec.models import build_model
 from autorec.report import write_report
 from autorec.space import SearchSpace
@@ -49,7 +51,7 @@ class MixConfig(BlockConfig):
 
     def validate(self, path: str) -> None:
         super().validate(path)
-        _check_int(f"{path}.n_out", self.n_out, 1)
+        check_int(f"{path}.n_out", self.n_out, 1)
 
     def out_features(self, num_in: int, dim: int) -> int:
         self.validate(self.kind)

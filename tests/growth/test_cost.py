@@ -7,8 +7,8 @@ import pytest
 from autorec.costs import arch_cost
 from autorec.data import load_dataset
 from autorec.growth.cost import TrainingCostModel, measure_train_step
-from autorec.growth.ops import shrink
 from autorec.growth.schedule import GrowthSchedule, Phase
+from autorec.growth.shrink import shrink
 from autorec.presets import preset
 from tests.doctests import assert_examples_run
 

@@ -7,6 +7,6 @@ import pytest
 from tests.doctests import assert_examples_run
 
 
-@pytest.mark.parametrize("name", ["ops", "plan", "layout", "gates"])
+@pytest.mark.parametrize("name", ["ops", "shrink", "modules", "plan", "layout", "gates"])
 def test_doctests(name: str) -> None:
     assert_examples_run(f"autorec.growth.{name}")

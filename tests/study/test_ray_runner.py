@@ -11,7 +11,6 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autorec.ray_backend import RayNotInstalledError, run_study_ray
 from autorec.study import (
     StudyConfig,
     TrialRunner,
@@ -20,9 +19,10 @@ from autorec.study import (
     summarize,
     trial_arch,
 )
+from autorec.study.ray_runner import RayNotInstalledError, run_study_ray
 from tests import studyfiles
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_study(tmp_path: Path, **changes) -> Path:

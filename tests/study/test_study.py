@@ -23,7 +23,7 @@ from autorec.study import (
 )
 from tests.studyfiles import write_study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 
@@ -41,7 +41,7 @@ def test_shipped_studies_load():
     for path in files:
         config = StudyConfig.load(path)
         assert config.name == path.stem and config.space.is_file()
-        make_strategy(config.strategy, config.seed, **config.strategy_options)  # options valid
+        make_strategy(config.strategy.name, config.seed, **config.strategy.options)  # options valid
     quick = StudyConfig.load(ROOT / "studies" / "quickstart.yaml")
     assert quick.storage_url.endswith("studies/quickstart/study.db")
     assert quick.baselines == ("dlrm", "dcnv2", "wukong", "dhen")
@@ -80,7 +80,8 @@ def test_yaml_syntax_error_names_the_line(tmp_path):
 def test_search_records_arch_metrics_costs_and_baselines(tmp_path):
     config = StudyConfig.load(write_study(tmp_path, baselines=["dlrm"]))
     summary = run_study(config, log=quiet)
-    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    storage = open_storage(config.storage_url)
+    study = optuna.load_study(study_name="t", storage=storage)
     trials = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(trials) == 3 == finished_count(study)
     store = optuna.artifacts.FileSystemArtifactStore(str(config.directory / "artifacts"))
@@ -89,7 +90,7 @@ def test_search_records_arch_metrics_costs_and_baselines(tmp_path):
         assert spec.feature_names and t.user_attrs["costs"]["flops"] > 0
         assert 0 < t.user_attrs["metrics"]["test"]["auc"] < 1
         assert t.value == t.user_attrs["metrics"]["val"]["auc"]
-        (meta,) = optuna.artifacts.get_all_artifact_meta(t, storage=study._storage)
+        (meta,) = optuna.artifacts.get_all_artifact_meta(t, storage=storage)
         with store.open_reader(meta.artifact_id) as f:
             assert f.read().decode().strip() == spec.to_json()
     assert set(summary.baselines) == {"dlrm"}

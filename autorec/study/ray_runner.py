@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import math
@@ -36,21 +35,12 @@ import optuna
 from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
-from autorec.study import (
-    OBJECTIVES,
-    WORKER_ATTR,
-    StudyConfig,
-    StudySummary,
-    TrialRunner,
-    cost_summary,
-    create_study,
-    finished_count,
-    mark_interrupted,
-    open_storage,
-    recover_interrupted,
-    summarize,
-    train_baselines,
-)
+from autorec.study.config import OBJECTIVES, StudyConfig
+from autorec.study.local import train_baselines
+from autorec.study.recovery import WORKER_ATTR, finished_count, mark_interrupted, recover_interrupted
+from autorec.study.results import StudySummary, summarize
+from autorec.study.storage import create_study, open_storage
+from autorec.study.trial import TrialRunner, cost_summary
 
 if TYPE_CHECKING:
     from autorec.data.schema import Schema
@@ -348,7 +338,7 @@ def _tune(config: StudyConfig, storage: optuna.storages.BaseStorage, trials: int
     from ray.tune.search import ConcurrencyLimiter
 
     runner = TrialRunner(config)
-    proposer = _Proposer(config, runner.space, runner.strategy, runner.dataset.schema, runner._artifact_dir())
+    proposer = _Proposer(config, runner.space, runner.strategy, runner.dataset.schema, runner.artifact_dir())
     deadline = (time.monotonic() + config.budget.timeout_s) if config.budget.timeout_s else None
     search = ConcurrencyLimiter(_make_search(config, proposer, storage, log, deadline),
                                 max_concurrent=workers)
@@ -372,5 +362,5 @@ def _for_workers(config: StudyConfig) -> StudyConfig:
     path is made absolute."""
     if config.data.path is None:
         return config
-    data = dataclasses.replace(config.data, path=str(Path(config.data.path).resolve()))
-    return dataclasses.replace(config, data=data)
+    data = config.data.model_copy(update={"path": str(Path(config.data.path).resolve())})
+    return config.model_copy(update={"data": data})

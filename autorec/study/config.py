@@ -1,0 +1,250 @@
+"""A study file as pydantic models: what a study searches, with what, for how long, stored where.
+
+The models validate a YAML study file (``StudyConfig.load``): an unknown key, a value of the
+wrong type, a dataset, strategy, objective or preset that does not exist, or a budget below one
+is refused with one line naming the file, the key path and what was expected. Names that come
+from a registry (datasets, strategies, presets) are checked against it when a file is loaded;
+``study_json_schema()`` is the JSON schema an editor completes study files with
+(``autorec schema``).
+
+Example:
+    >>> config = StudyConfig.load("studies/quickstart.yaml")
+    >>> config.strategy.name, config.budget.trials, config.directions
+    ('tpe', 10, ['maximize'])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from autorec.config.errors import describe
+from autorec.textfiles import parse_yaml, read_text
+
+# objective name -> direction; quality from validation, cost from the analytic model or a probe.
+OBJECTIVES: dict[str, str] = {
+    "val_auc": "maximize",
+    "val_logloss": "minimize",
+    "flops": "minimize",
+    "params_bytes": "minimize",
+    "embedding_bytes": "minimize",
+    "compute_time_h100": "minimize",  # seconds of dense forward compute per sample at H100 peaks
+    "latency_ms": "minimize",
+}
+PRUNERS = ("median", "hyperband", "none")
+Objective = Literal["val_auc", "val_logloss", "flops", "params_bytes", "embedding_bytes",
+                    "compute_time_h100", "latency_ms"]
+Pruner = Literal["median", "hyperband", "none"]
+
+
+class StudyConfigError(ValueError):
+    """A study file is invalid; the message names the file and the key path at fault."""
+
+
+def _one_of(value: str, names: Any, what: str = "") -> str:
+    if value not in names:
+        raise ValueError(f"expected one of {', '.join(names)}, got {value!r}")
+    return value
+
+
+def _dataset_name(value: str) -> str:
+    from autorec.data import DATASETS
+
+    return _one_of(value, DATASETS)
+
+
+def _preset_name(value: str) -> str:
+    from autorec.presets import PRESETS
+
+    return _one_of(value, PRESETS)
+
+
+def _base(info: ValidationInfo) -> Path:
+    """The folder relative paths in the file are resolved against: the study file's."""
+    source = (info.context or {}).get("source")
+    return Path(source).resolve().parent if source else Path.cwd()
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class DataConfig(_Section):
+    """The dataset trials train on."""
+
+    name: Annotated[str, AfterValidator(_dataset_name)] = Field(
+        "movielens100k", description="a dataset of autorec.data.DATASETS")
+    path: str | None = Field(None, description="its files (relative to the study file)")
+    options: dict[str, Any] = Field(default_factory=dict, description="dataset options (e.g. preset)")
+    seed: int = Field(0, ge=0, description="seed of the split and of generated data")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else str(_base(info) / value)
+
+
+class Budget(_Section):
+    """What one trial may spend, and how many trials the study runs."""
+
+    trials: int = Field(10, ge=1, description="trials the study runs (interrupted ones are retried)")
+    timeout_s: float | None = Field(None, gt=0, strict=False, description="stop starting trials after")
+    epochs: int = Field(3, ge=1, description="training epochs of one trial")
+    batch_size: int = Field(1024, ge=1, description="training batch size of a trial")
+    max_steps_per_epoch: int | None = Field(None, ge=1, description="cap on steps per epoch")
+    patience: int = Field(1, ge=1, description="epochs without val AUC gain before a trial stops")
+
+
+class StrategyConfig(_Section):
+    """A search strategy and its options (``strategy: tpe`` is ``{name: tpe}``)."""
+
+    name: str = Field(description="a strategy of autorec.strategies.STRATEGIES")
+    options: dict[str, Any] = Field(default_factory=dict, description="the strategy's own options")
+
+
+def _named(value: Any) -> Any:
+    return {"name": value} if isinstance(value, str) else value
+
+
+def _listed(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _strategy_schema(schema: dict[str, Any]) -> None:
+    """A strategy may be written as its bare name: the schema says so."""
+    prop = schema["properties"]["strategy"]
+    schema["properties"]["strategy"] = {"anyOf": [{"type": "string"}, {"$ref": prop.pop("$ref")}], **prop}
+
+
+class StudyConfig(_Section):
+    """A study as its YAML file declares it (see studies/quickstart.yaml)."""
+
+    model_config = ConfigDict(json_schema_extra=_strategy_schema, title="autorec study file")
+
+    name: str = Field(description="the study's name in its storage (no '/')",
+                      json_schema_extra={"pattern": "^[^/]+$"})
+    data: DataConfig
+    space: Path = Field(strict=False, description="the search space YAML (relative to the study file)")
+    strategy: Annotated[StrategyConfig, BeforeValidator(_named)] = Field(
+        StrategyConfig(name="tpe"), description="random, tpe, nsga2, dnas, growth, or {name, options}")
+    objectives: Annotated[tuple[Objective, ...], BeforeValidator(_listed)] = Field(
+        ("val_auc",), min_length=1, strict=False, description="what trials are scored on (several: Pareto)")
+    budget: Budget = Budget()
+    pruner: Pruner = Field("median", description="early stopping of single-objective trials")
+    storage: str | None = Field(None, description="sqlite (default), journal, or a database URL")
+    workers: int = Field(1, ge=1, description="local worker processes")
+    baselines: tuple[Annotated[str, AfterValidator(_preset_name)], ...] = Field(
+        (), strict=False, description="presets trained with the trials' budget to compare with")
+    seed: int = Field(0, ge=0, description="seed of the sampler and of each training")
+
+    _source: Path = PrivateAttr(default_factory=lambda: Path.cwd() / "study.yaml")
+
+    def model_post_init(self, context: Any) -> None:
+        if isinstance(context, dict) and context.get("source"):
+            self._source = Path(context["source"]).resolve()
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not value or "/" in value:
+            raise ValueError(f"expected a non-empty name without '/', got {value!r}")
+        return value
+
+    @field_validator("space")
+    @classmethod
+    def _space_file(cls, value: Path, info: ValidationInfo) -> Path:
+        path = (_base(info) / value).resolve()
+        if not path.is_file():
+            raise ValueError(f"no such file: {path}")
+        return path
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: StrategyConfig) -> StrategyConfig:
+        from autorec.strategies import STRATEGIES
+
+        _one_of(value.name, STRATEGIES)
+        return value
+
+    @field_validator("objectives")
+    @classmethod
+    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"objectives repeat: {list(value)}")
+        return value
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: str | None) -> str | None:
+        if value is not None and value not in ("sqlite", "journal") and "://" not in value:
+            raise ValueError(f"expected sqlite, journal or a database URL, got {value!r}")
+        return value
+
+    @property
+    def source(self) -> Path:
+        """The study file (absolute)."""
+        return self._source
+
+    @property
+    def directory(self) -> Path:
+        """studies/<name>/ beside the study file: the default storage, artifacts, checkpoints."""
+        return self.source.parent / self.name
+
+    @property
+    def storage_url(self) -> str:
+        if self.storage in (None, "sqlite"):
+            return f"sqlite:///{(self.directory / 'study.db').resolve()}"
+        if self.storage == "journal":
+            return f"journal:{(self.directory / 'journal.log').resolve()}"
+        return self.storage
+
+    @property
+    def directions(self) -> list[str]:
+        return [OBJECTIVES[o] for o in self.objectives]
+
+    @classmethod
+    def load(cls, path: str | Path) -> StudyConfig:
+        """The study file at ``path``; a malformed one raises :class:`StudyConfigError`."""
+        path = Path(path)
+        data = parse_yaml(read_text(path, StudyConfigError), str(path), StudyConfigError)
+        return cls.from_dict(data, path)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | Path) -> StudyConfig:
+        """``data`` (a study file's parsed YAML) validated; ``source`` names the file in errors
+        and is the folder relative paths are resolved against."""
+        if not isinstance(data, dict):
+            raise StudyConfigError(f"{source}: expected a mapping of study keys, got {type(data).__name__}")
+        try:
+            config = cls.model_validate(data, context={"source": source})
+        except ValidationError as exc:
+            raise StudyConfigError(f"{source}: {describe(exc, cls)}") from None
+        _check_strategy_options(config, source)
+        return config
+
+
+def _check_strategy_options(config: StudyConfig, source: str | Path) -> None:
+    """The strategy is built once with its options, so a wrong option fails on load, not mid-study."""
+    from autorec.strategies import make_strategy
+
+    try:
+        make_strategy(config.strategy.name, config.seed, **config.strategy.options)
+    except (TypeError, ValueError) as exc:
+        raise StudyConfigError(f"{source}: strategy.options: {exc}") from None
+
+
+def study_json_schema() -> dict[str, Any]:
+    """The JSON schema of a study file (``autorec schema`` writes it)."""
+    return StudyConfig.model_json_schema()

@@ -1,0 +1,60 @@
+"""From a study to a model: the trials to export, their weights, and the command that retrains one.
+
+An exported trial is the plain model of its best checkpoint with its ArchSpec, its model card
+(metrics, costs, the retrain command) and, for a growth trial, the schedule beside ``arch.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from autorec.study.config import StudyConfig
+from autorec.study.results import select_trials, trial_arch
+from autorec.study.storage import load_study
+from autorec.study.trial import TrialRunner
+
+
+def retrain_command(config: StudyConfig, arch_path: Path, epochs: int | None = None) -> str:
+    """The `autorec train` command line that retrains ``arch_path`` on the study's data."""
+    parts = ["autorec", "train", "--data", config.data.name, "--arch", str(arch_path),
+             "--seed", str(config.seed), "--epochs", str(epochs or max(10, config.budget.epochs)),
+             "--batch-size", str(config.budget.batch_size)]
+    if config.data.path:
+        parts += ["--data-path", config.data.path]
+    for key, value in config.data.options.items():
+        parts += ["--data-opt", f"{key}={json.dumps(value) if not isinstance(value, str) else value}"]
+    return " ".join(parts)
+
+
+def export_trials(config: StudyConfig, out_dir: Path, trial: int | None = None, best: int = 1,
+                  log: Callable[[str], None] = print) -> list[Path]:
+    """Export trials of the study (weights from their best checkpoint) into ``out_dir``.
+
+    One trial goes to ``out_dir`` itself; several go to ``out_dir/trial-<N>``.
+    """
+    from autorec.export import export_trained
+    from autorec.train.trainer import Trainer
+
+    chosen = select_trials(load_study(config), trial, best)
+    runner = TrialRunner(config)
+    written = []
+    for t in chosen:
+        target = out_dir if len(chosen) == 1 else out_dir / f"trial-{t.number}"
+        checkpoint = t.user_attrs.get("checkpoint")
+        if not checkpoint or not Path(checkpoint).is_dir():
+            raise ValueError(f"trial {t.number}: its checkpoint {checkpoint} is missing")
+        trainer = Trainer(trial_arch(t), runner.dataset, runner.train_config(None))
+        trainer.load_checkpoint(checkpoint, optimizer=False)
+        export_trained(trainer, target, metrics=t.user_attrs["metrics"], costs=t.user_attrs.get("costs"),
+                       retrain_command=retrain_command(config, target / "arch.json"))
+        growth = t.user_attrs.get("growth")
+        if isinstance(growth, dict) and growth.get("best"):  # the schedule lives beside arch.json
+            from autorec.growth.schedule import GrowthSchedule
+
+            GrowthSchedule.from_dict(growth["best"]["schedule"]).save(target / "schedule.json")
+        log(f"trial {t.number} -> {target}")
+        written.append(target)
+    return written
+

@@ -1,0 +1,103 @@
+"""The local runner: worker processes on this machine run a study to its budget.
+
+One worker runs trials in its own process; several are spawned processes sharing the study's
+storage (a journal file or a database). Each worker stops when the trials that used the budget
+(:func:`autorec.study.recovery.finished_count`) plus those running reach it, or at the timeout.
+Baseline presets are trained once per study with the trials' budget and kept in the study.
+
+Example:
+    >>> from autorec.study import StudyConfig
+    >>> summary = run_study(StudyConfig.load("studies/quickstart.yaml"))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from autorec.study.config import StudyConfig
+from autorec.study.recovery import finished_count, recover_interrupted
+from autorec.study.results import StudySummary, summarize
+from autorec.study.storage import create_study, open_storage
+from autorec.study.trial import TrialRunner, cost_summary
+
+
+def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+          runner: TrialRunner | None = None) -> None:
+    """One worker: run trials until the study's budget is used (shared with other workers).
+
+    Workers claim the budget without a lock, so several workers can overshoot it by up to
+    (workers - 1) trials; no trial is ever recorded twice.
+    """
+    runner = runner or TrialRunner(config)
+    study = create_study(config)
+    budget, deadline = config.budget.trials, config.budget.timeout_s
+    start = time.monotonic()
+    while deadline is None or time.monotonic() - start < deadline:
+        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+        if finished_count(study) + running >= budget:
+            break
+        study.optimize(runner, n_trials=1, catch=(Exception,),
+                       callbacks=[on_trial] if on_trial else None)
+
+
+def _spawned_worker(config: StudyConfig) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    _work(config)
+
+
+def train_baselines(config: StudyConfig, study: optuna.Study, log: Callable[[str], None] = print,
+                    runner: TrialRunner | None = None) -> dict[str, dict[str, Any]]:
+    """Train each baseline preset with the trials' budget, once per study (kept in the study)."""
+    from autorec.presets import preset
+    from autorec.train.trainer import Trainer
+
+    done: dict[str, dict[str, Any]] = dict(study.user_attrs.get("baselines", {}))
+    todo = [b for b in config.baselines if b not in done]
+    if not todo:
+        return done
+    runner = runner or TrialRunner(config)
+    for name in todo:
+        log(f"baseline {name}: training with the trials' budget")
+        spec = preset(name, runner.dataset.schema)
+        result = Trainer(spec, runner.dataset, runner.train_config(None)).fit()
+        done[name] = {"val": result.val, "test": result.test, "costs": cost_summary(spec),
+                      "arch": spec.to_dict()}
+        study.set_user_attr("baselines", done)
+    return done
+
+
+def run_study(config: StudyConfig, workers: int | None = None,
+              on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+              log: Callable[[str], None] = print) -> StudySummary:
+    """Run (or resume) the study to its budget with ``workers`` local processes."""
+    workers = workers or config.workers
+    storage = open_storage(config.storage_url)
+    study = create_study(config, storage)
+    recovered = recover_interrupted(study, storage)
+    if recovered:
+        log(f"resumed: trials {recovered} were interrupted; marked failed and queued again")
+    runner = TrialRunner(config) if workers == 1 else None  # loads the data once for both
+    train_baselines(config, study, log, runner)
+    if workers == 1:
+        _work(config, on_trial, runner)
+    else:
+        context = multiprocessing.get_context("spawn")
+        processes = [context.Process(target=_spawned_worker, args=(config,)) for _ in range(workers)]
+        for p in processes:
+            p.start()
+        for p in processes:
+            p.join()
+        bad = [p.exitcode for p in processes if p.exitcode]
+        if bad:
+            raise RuntimeError(f"{len(bad)} of {workers} workers exited with codes {bad}")
+    return summarize(create_study(config), config)
+
+

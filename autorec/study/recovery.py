@@ -1,0 +1,81 @@
+"""Crash safety: trials whose worker died are failed and queued again; only real ones use the budget.
+
+Each trial records the host and pid of the process running it (``WORKER_ATTR``). When a study
+resumes on the same host, RUNNING trials whose process is gone were cut short (kill -9, a lost
+machine): :func:`recover_interrupted` fails them through the storage's public API and enqueues a
+retry with the same parameters. Workers on other hosts are covered by the RDB heartbeat
+(:func:`autorec.study.storage.open_storage`), whose ``RetryHeartbeatStaleTrialCallback`` does the
+same for trials whose heartbeat stopped.
+
+The budget loop counts trials with :func:`finished_count` rather than Optuna's
+``MaxTrialsCallback``: that callback counts by state alone, and an interrupted trial is FAIL like
+a trial that failed on its own, yet must not use the budget since its retry runs again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import optuna
+from optuna.trial import TrialState
+
+WORKER_ATTR = "worker"  # trial user attr: {host, pid} of the process running it
+INTERRUPTED_ATTR = "interrupted"  # trial user attr: cut short (not its own failure), retried
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage) -> list[int]:
+    """Fail the RUNNING trials whose worker process on this host is gone, and queue a retry of
+    each with the same parameters. Returns the numbers of the trials failed. ``storage`` is the
+    study's (the one it was created or loaded with): only the storage can end another process's
+    trial.
+
+    (Workers on other hosts are covered by the RDB heartbeat: their trials go stale and
+    Optuna's retry callback requeues them.)
+    """
+    host, failed = socket.gethostname(), []
+    study_id = storage.get_study_id_from_name(study.study_name)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = trial.user_attrs.get(WORKER_ATTR)
+        if not worker or worker.get("host") != host or _alive(int(worker.get("pid", -1))):
+            continue
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+        storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
+        storage.set_trial_user_attr(trial_id, "fail_reason",
+                                    f"interrupted: worker pid {worker.get('pid')} on {host} died")
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
+        failed.append(trial.number)
+    return failed
+
+
+def mark_interrupted(trial: optuna.Trial, reason: str) -> None:
+    """Record that a running trial was cut short (not its own failure), so it does not use the
+    budget, and queue a retry with the same parameters."""
+    trial.set_user_attr(INTERRUPTED_ATTR, True)
+    trial.set_user_attr("fail_reason", reason)
+    trial.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+
+
+def finished_count(study: optuna.Study) -> int:
+    """Trials that used the budget: complete, pruned, or failed for a reason of their own
+    (interrupted trials are retried, so they do not count)."""
+    count = 0
+    for t in study.get_trials(deepcopy=False):
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
+            count += 1
+        elif t.state == TrialState.FAIL and not t.user_attrs.get(INTERRUPTED_ATTR):
+            count += 1
+    return count
+
+

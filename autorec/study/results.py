@@ -1,0 +1,113 @@
+"""A study's results: its trials as rows, the best by validation AUC, the Pareto front, the
+baselines, and the verdict of the best against the best preset trained with the same budget."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from autorec.arch import ArchSpec
+
+if TYPE_CHECKING:
+    from autorec.study.config import StudyConfig
+
+
+@dataclass
+class StudySummary:
+    """The study's results: the best trials by validation AUC, the Pareto front, baselines."""
+
+    name: str
+    objectives: tuple[str, ...]
+    trials: list[dict[str, Any]]
+    pareto: list[int]
+    baselines: dict[str, dict[str, Any]]
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The completed trial with the highest validation AUC."""
+        done = [t for t in self.trials if t["state"] == "COMPLETE" and t.get("val_auc") is not None]
+        return max(done, key=lambda t: t["val_auc"]) if done else None
+
+    def verdict(self) -> str:
+        best = self.best
+        if best is None:
+            return "no trial completed"
+        line = (f"best architecture: trial {best['number']} with validation AUC {best['val_auc']:.4f}, "
+                f"test AUC {best['test_auc']:.4f}")
+        if not self.baselines:
+            return line
+        top_name, top = max(self.baselines.items(), key=lambda kv: kv[1]["test"]["auc"])
+        if best["test_auc"] > top["test"]["auc"]:
+            return (f"{line}: beats every preset trained with the same budget "
+                    f"(best preset {top_name}: test AUC {top['test']['auc']:.4f})")
+        return (f"{line}: does NOT beat the best preset trained with the same budget "
+                f"({top_name}: test AUC {top['test']['auc']:.4f})")
+
+    def to_dict(self) -> dict[str, Any]:
+        baselines = {k: {"val_auc": v["val"]["auc"], "test_auc": v["test"]["auc"]}
+                     for k, v in self.baselines.items()}
+        return {"name": self.name, "objectives": list(self.objectives), "best": self.best,
+                "pareto": self.pareto, "baselines": baselines, "trials": self.trials,
+                "verdict": self.verdict()}
+
+
+def trial_row(t: FrozenTrial) -> dict[str, Any]:
+    metrics = t.user_attrs.get("metrics", {})
+    costs = t.user_attrs.get("costs", {})
+    return {
+        "number": t.number, "state": t.state.name,
+        "val_auc": metrics.get("val", {}).get("auc"), "test_auc": metrics.get("test", {}).get("auc"),
+        "values": t.values, "costs": costs, "fail_reason": t.user_attrs.get("fail_reason"),
+        "seconds": (t.duration.total_seconds() if t.duration else None),
+    }
+
+
+def summarize(study: optuna.Study, config: StudyConfig | None = None) -> StudySummary:
+    objectives = tuple(study.user_attrs.get("objectives", ["val_auc"]))
+    trials = [trial_row(t) for t in study.get_trials(deepcopy=False)]
+    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    pareto = [t.number for t in study.best_trials] if complete else []
+    return StudySummary(study.study_name, objectives, trials, pareto,
+                        dict(study.user_attrs.get("baselines", {})))
+
+
+def select_trials(study: optuna.Study, trial: int | None = None, best: int = 1) -> list[FrozenTrial]:
+    """Trial number ``trial``, or the ``best`` completed trials by validation AUC."""
+    trials = study.get_trials(deepcopy=False)
+    if trial is not None:
+        found = [t for t in trials if t.number == trial]
+        if not found:
+            raise ValueError(f"--trial: study {study.study_name!r} has no trial {trial} "
+                             f"(it has 0..{len(trials) - 1})")
+        if found[0].state != TrialState.COMPLETE:
+            raise ValueError(f"--trial: trial {trial} is {found[0].state.name}, not COMPLETE")
+        return found
+    done = [t for t in trials if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs]
+    if not done:
+        raise ValueError(f"study {study.study_name!r} has no completed trial yet")
+    return sorted(done, key=lambda t: -t.user_attrs["metrics"]["val"]["auc"])[:best]
+
+def trial_arch(trial: FrozenTrial) -> ArchSpec:
+    """The ArchSpec a trial evaluated."""
+    data = trial.user_attrs.get("arch")
+    if data is None:
+        raise KeyError(f"trial {trial.number} has no architecture recorded")
+    return ArchSpec.from_dict(data, f"trial {trial.number}")
+
+
+def dumps(summary: StudySummary) -> str:
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(summary.to_dict()))

@@ -1,0 +1,116 @@
+"""One trial in a worker process: propose an architecture, cost it, train it, record it.
+
+:class:`TrialRunner` is the objective Optuna calls (the local runner) and the part of a trial
+the Ray runner reuses: it loads the search space, the strategy and the dataset once per worker,
+and records on each trial its ArchSpec (a user attribute and an Optuna artifact), its analytic
+costs, its metrics and its best checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autorec.arch import ArchSpec
+from autorec.study.config import StudyConfig
+from autorec.study.recovery import WORKER_ATTR, mark_interrupted
+
+
+def cost_summary(spec: ArchSpec) -> dict[str, float]:
+    """The analytic costs a study records and optimises (per-sample FLOPs and seconds; bytes)."""
+    from autorec.costs import arch_cost
+
+    return arch_cost(spec).summary()
+
+
+class TrialRunner:
+    """The objective one worker process runs: propose, cost, train, record."""
+
+    def __init__(self, config: StudyConfig) -> None:
+        from autorec.data import load_dataset
+        from autorec.space import SearchSpace
+        from autorec.strategies import make_strategy
+
+        self.config = config
+        self.space = SearchSpace.load(config.space)
+        self.strategy = make_strategy(config.strategy.name, config.seed, **config.strategy.options)
+        self.dataset = load_dataset(config.data.name, path=config.data.path, seed=config.data.seed,
+                                    **config.data.options)
+        self.strategy.bind(self.dataset)
+        self.artifacts = optuna.artifacts.FileSystemArtifactStore(str(self.artifact_dir()))
+
+    def artifact_dir(self) -> Path:
+        path = self.config.directory / "artifacts"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _latency(self, trainer: Any) -> float:
+        """Median seconds of one inference batch (the study's batch size) of the trained model."""
+        from autorec.costs import measure_latency
+
+        batch = next(iter(self.dataset.batches("val", self.config.budget.batch_size, shuffle=False)))
+        return measure_latency(trainer.model, batch, repeats=10)
+
+    def train_config(self, checkpoint_dir: Path | None) -> Any:
+        from autorec.train.trainer import TrainConfig
+
+        b = self.config.budget
+        return TrainConfig(epochs=b.epochs, batch_size=b.batch_size, seed=self.config.seed,
+                           patience=b.patience, max_steps_per_epoch=b.max_steps_per_epoch,
+                           checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
+                           progress=False)
+
+    def __call__(self, trial: optuna.Trial) -> float | list[float]:
+        from autorec.train.trainer import Trainer
+
+        trial.set_user_attr(WORKER_ATTR, {"host": socket.gethostname(), "pid": os.getpid()})
+        spec = self.strategy.propose(trial, self.space, self.dataset.schema)
+        spec = spec.replace(name=f"{self.config.name}-trial{trial.number}")
+        trial.set_user_attr("arch", spec.to_dict())
+        with tempfile.TemporaryDirectory() as tmp:
+            arch_path = Path(tmp) / "arch.json"
+            spec.save(arch_path)
+            optuna.artifacts.upload_artifact(artifact_store=self.artifacts, file_path=str(arch_path),
+                                             study_or_trial=trial, mimetype="application/json")
+        costs = cost_summary(spec)
+        trial.set_user_attr("costs", costs)
+        single = len(self.config.objectives) == 1
+
+        def report(record: Any) -> None:
+            if not single:  # Optuna reports (and prunes) single-objective trials only
+                return
+            trial.report(record.val["auc"], record.epoch)
+            if trial.should_prune():
+                trial.set_user_attr("pruned_at_epoch", record.epoch)
+                raise optuna.TrialPruned(f"val AUC {record.val['auc']:.4f} at epoch {record.epoch}")
+
+        checkpoint = self.config.directory / "trials" / str(trial.number)
+        try:
+            trainer = Trainer(spec, self.dataset, self.train_config(checkpoint), on_epoch=report)
+            self.strategy.prepare_trainer(trial, trainer)
+            result = trainer.fit()
+            if "latency_ms" in self.config.objectives:
+                costs["latency_ms"] = 1e3 * self._latency(trainer)
+                trial.set_user_attr("costs", costs)
+        except optuna.TrialPruned:
+            raise
+        except KeyboardInterrupt:  # Ctrl-C: Optuna fails the trial; it is retried on the next run
+            mark_interrupted(trial, "interrupted: Ctrl-C")
+            raise
+        except Exception as exc:
+            trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")
+            raise
+        trial.set_user_attr("metrics", {"val": result.val, "test": result.test,
+                                        "best_epoch": result.best_epoch,
+                                        "train_samples_per_s": result.samples_per_s,
+                                        "seconds": result.seconds})
+        trial.set_user_attr("checkpoint", str(checkpoint / "best"))
+        values = {"val_auc": result.val["auc"], "val_logloss": result.val["logloss"], **costs}
+        out = [float(values[o]) for o in self.config.objectives]
+        return out[0] if single else out
+
