@@ -37,6 +37,11 @@ where the bias ``b`` is found by bisection so that ``mean(p) = base_ctr``, and `
 Order-3 terms are products of three distinct fields, which no sum of pairwise dot products
 represents; stacked interaction layers (Wukong, DHEN, DCNv2) can.
 
+Planted per-table importance: ``table_weight[t]`` scales ``v_t`` and ``w_t`` (0 makes table ``t``
+pure noise, and its pairs and triples vanish with it), and ``table_rank[t] = r`` keeps only the
+first ``r`` coordinates of ``v_t`` (times ``√(D / r)``), so the table needs an embedding of about
+``r`` dims. The ``scale`` preset plants both on Criteo Kaggle's cardinalities.
+
 The parts: :mod:`~autorec.data.synthetic.config` (the options and presets),
 :mod:`~autorec.data.synthetic.sampling` (ids and hidden vectors as pure functions of the seed),
 :mod:`~autorec.data.synthetic.teacher` (the score terms and their readout to logits) and

@@ -24,10 +24,25 @@ _QUALITY: dict[str, Any] = {
     "pooling": 1.0, "zipf_alpha": 1.1, "teacher_dim": 4, "temperature": 0.33,
 }
 
+# The scale workload (one-shot search at scale): Criteo Kaggle's 26 table cardinalities capped at
+# 10^6 rows, 13 dense features, 5M samples (4M to train), a few multi-hot features, an order-3
+# teacher, and planted per-table importance: 5 strong tables that need wide (16-d) embeddings, 13
+# of medium weight needing 2, 4 or 8 dims, and 8 pure-noise tables (one of them 10^6 rows).
+_CRITEO_ROWS = (1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27,
+                14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572)
+_SCALE_WEIGHT = (1, 1, 2, 1, 1, 0, 2, 1, 0, 2, 1, 2, 1, 0, 1, 1, 0, 1, 1, 0, 0, 1, 0, 2, 0, 1)
+_SCALE_RANK = (4, 2, 16, 8, 2, 1, 16, 4, 1, 16, 8, 16, 2, 1, 4, 8, 1, 2, 4, 1, 1, 2, 1, 16, 1, 4)
+_SCALE_POOLING = tuple(2.0 if t in (3, 14) else 3.0 if t == 10 else 1.0 for t in range(26))
+
 PRESETS: dict[str, dict[str, Any]] = {
     # The benchmark shape: Criteo's 13 dense + 26 single-hot features, 1M rows per table.
     "criteo_like": {"num_samples": 1_000_000, "num_dense": 13, "num_tables": 26, "rows": 1_000_000,
                     "pooling": 1.0, "teacher_order": 2, "teacher_dim": 8},
+    "scale": {"num_samples": 5_000_000, "num_dense": 13, "num_tables": 26,
+              "rows": tuple(min(r, 1_000_000) for r in _CRITEO_ROWS), "pooling": _SCALE_POOLING,
+              "zipf_alpha": 1.05, "teacher_order": 3, "teacher_dim": 16, "interaction_share": 0.6,
+              "temperature": 0.5, "table_weight": tuple(float(w) for w in _SCALE_WEIGHT),
+              "table_rank": _SCALE_RANK},
     # Quality tests: the order-3 teacher leaves a 2nd-order model visibly short of a 3rd-order one.
     "order2": {**_QUALITY, "teacher_order": 2},
     "order3": {**_QUALITY, "teacher_order": 3, "interaction_share": 0.8},
@@ -66,6 +81,13 @@ class SyntheticConfig:
         interaction_share: share of logit variance in the highest-order term (order >= 2).
         temperature: divides the unit-variance teacher score; lower is less label noise.
         base_ctr: mean click probability, reached through the bias.
+        table_weight: planted importance, per table or one for all: table ``t``'s hidden vector
+            and scalar are scaled by it (its pairwise terms by the product of the two weights), so
+            a few tables can carry most of the signal and a weight of 0 makes a table pure noise.
+        table_rank: the width a table needs, per table or one for all (1..teacher_dim; 0 means
+            teacher_dim): its hidden vectors live in the first ``rank`` of the D coordinates
+            (scaled to keep their variance), so an embedding narrower than ``rank`` loses signal
+            and one wider gains nothing.
         num_groups: 0 (off) or G planted feature groups: the tables are dealt to G groups in
             blocks of G consecutive tables, each block shuffled by the seed (every group gets
             one table of each block); pairs and triples of the teacher are drawn within groups
@@ -86,9 +108,11 @@ class SyntheticConfig:
     temperature: float = 0.5
     base_ctr: float = 0.25
     num_groups: int = 0
+    table_weight: float | tuple[float, ...] = 1.0
+    table_rank: int | tuple[int, ...] = 0
 
     def __post_init__(self) -> None:
-        for name in ("rows", "pooling"):
+        for name in ("rows", "pooling", "table_weight", "table_rank"):
             value = getattr(self, name)
             if isinstance(value, Sequence) and not isinstance(value, str):
                 object.__setattr__(self, name, tuple(value))
@@ -99,6 +123,11 @@ class SyntheticConfig:
             (all(r >= 1 for r in self.table_rows), "rows must be >= 1"),
             (all(m >= 1.0 for m in self.table_pooling), "pooling must be >= 1"),
             (self.zipf_alpha >= 0, "zipf_alpha must be >= 0"),
+            (all(w >= 0 for w in self.table_weights), "table_weight must be >= 0"),
+            (any(w > 0 for w in self.table_weights) or self.num_dense > 0,
+             "table_weight: some table (or a dense feature) must carry signal"),
+            (all(0 <= r <= self.teacher_dim for r in self._per_table("table_rank", int)),
+             f"table_rank must lie in [0, teacher_dim={self.teacher_dim}]"),
             (self.teacher_order in (1, 2, 3), "teacher_order must be 1, 2 or 3"),
             (self.teacher_dim >= 1, "teacher_dim must be >= 1"),
             (self.num_triples >= 1, "num_triples must be >= 1"),
@@ -135,6 +164,15 @@ class SyntheticConfig:
     @property
     def table_pooling(self) -> tuple[float, ...]:
         return self._per_table("pooling", float)
+
+    @property
+    def table_weights(self) -> tuple[float, ...]:
+        return self._per_table("table_weight", float)
+
+    @property
+    def table_ranks(self) -> tuple[int, ...]:
+        """The hidden width of each table (``table_rank``, 0 read as teacher_dim)."""
+        return tuple(r or self.teacher_dim for r in self._per_table("table_rank", int))
 
     @property
     def num_fields(self) -> int:

@@ -109,11 +109,14 @@ class Teacher:
             dense = data.dense[start:stop]
             torch.matmul(dense, self.dense_proj, out=e[0])
             first += dense @ self.dense_weight
+        weights, ranks, d = self.config.table_weights, self.config.table_ranks, self.config.teacher_dim
         for table, column in enumerate(data.sparse):
             ids, lengths = _chunk(column, start, stop)
-            pooled = _mean_pool(id_uniforms(ids, self.seed, table, self.config.teacher_dim + 1), lengths)
-            e[dense_fields + table] = pooled[:, 1:]
-            first += pooled[:, 0]
+            pooled = _mean_pool(id_uniforms(ids, self.seed, table, d + 1), lengths)
+            r, w = ranks[table], weights[table]
+            e[dense_fields + table, :, :r] = pooled[:, 1:r + 1] * (w * math.sqrt(d / r))
+            e[dense_fields + table, :, r:] = 0.0
+            first += pooled[:, 0] * w
         return e, first
 
     def _terms(self, data: TabularData, start: int, stop: int) -> torch.Tensor:
