@@ -41,6 +41,27 @@ def _place_features(pooled: KeyedTensor, names: tuple[str, ...], dim: int,
                         for f in names], dim=1)
 
 
+@torch.fx.wrap  # opaque under fx, as _place_features
+def fold_ids(sparse: KeyedJaggedTensor, rows: dict[str, int]) -> KeyedJaggedTensor:
+    """``sparse`` with the ids of each feature in ``rows`` taken modulo its table's rows (the
+    hashing trick of a table with ``hash_from``); other features pass unchanged.
+
+    Example:
+        >>> kjt = KeyedJaggedTensor.from_lengths_sync(["a", "b"], torch.tensor([7, 9, 7, 5]),
+        ...                                           torch.tensor([1, 1, 1, 1]))
+        >>> fold_ids(kjt, {"a": 4}).values().tolist()
+        [3, 1, 7, 5]
+    """
+    keys = sparse.keys()
+    moduli = torch.tensor([rows.get(k, torch.iinfo(torch.int64).max) for k in keys],
+                          dtype=sparse.values().dtype, device=sparse.values().device)
+    per_value = torch.repeat_interleave(moduli, torch.tensor(sparse.length_per_key(),
+                                                             device=moduli.device))
+    return KeyedJaggedTensor(keys=keys, values=torch.remainder(sparse.values(), per_value),
+                             weights=sparse.weights_or_none(), lengths=sparse.lengths(),
+                             offsets=sparse.offsets())
+
+
 class RecModel(nn.Module):
     """The model an ArchSpec describes.
 
@@ -69,6 +90,8 @@ class RecModel(nn.Module):
         dim = spec.dim
         self.sparse_arch = EmbeddingBagCollection(tables=embedding_configs(spec), device=device)
         self.feature_dims = [t.dim for t in spec.tables for _ in t.features]
+        # Hashed tables (hash_from): their features' ids are folded into the table's rows.
+        self.folded = {f: t.num_embeddings for t in spec.tables if t.hash_from for f in t.features}
         # Tables narrower or wider than D are projected to D, one linear map per feature.
         self.projections = nn.ModuleDict({
             f: nn.Linear(t.dim, dim, bias=False)
@@ -95,6 +118,8 @@ class RecModel(nn.Module):
     def embed(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature, or
         with towers the towers' outputs [B, K * n_out, D]."""
+        if self.folded:
+            sparse = fold_ids(sparse, self.folded)
         x = _place_features(self.sparse_arch(sparse), self.spec.feature_names, self.spec.dim,
                             self.projections)
         if self.towers is not None:

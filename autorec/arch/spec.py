@@ -33,13 +33,19 @@ from autorec.textfiles import read_text
 
 @dataclass(frozen=True, kw_only=True)
 class TableSpec:
-    """One embedding table, shared by ``features`` (pooled by sum)."""
+    """One embedding table, shared by ``features`` (pooled by sum).
+
+    ``hash_from``: the id range of the features when the table is hashed to fewer rows (the
+    hashing trick): an id ``i`` of ``[0, hash_from)`` reads row ``i mod num_embeddings``. None
+    (default): the table has a row per id.
+    """
 
     name: str
     features: tuple[str, ...]
     num_embeddings: int
     dim: int
     precision: str = "fp32"
+    hash_from: int | None = None
 
     def validate(self, path: str) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -51,6 +57,8 @@ class TableSpec:
                 fail(f"{path}.features[{i}]", f"expected a feature name, got {name!r}")
         check_int(f"{path}.num_embeddings", self.num_embeddings, 1)
         check_int(f"{path}.dim", self.dim, 1)
+        if self.hash_from is not None:
+            check_int(f"{path}.hash_from", self.hash_from, self.num_embeddings + 1)
         if self.precision == "int8":
             fail(f"{path}.precision", INT8_TABLES)
         check_choice(f"{path}.precision", self.precision, EMBEDDING_PRECISIONS)
@@ -138,6 +146,8 @@ class ArchSpec:
     over_arch_precision: str = "fp32"
     # DMT towers (None: every pooled embedding enters the interaction stack directly).
     towers: TowerSpec | None = None
+    # Sparse features of the data that the model does not read (a search dropped them).
+    dropped: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.validate()
@@ -162,6 +172,14 @@ class ArchSpec:
                 if feature in seen_features:
                     fail(f"tables[{i}].features", f"feature {feature!r} is in two tables")
                 seen_features.add(feature)
+        if not isinstance(self.dropped, tuple):
+            fail("dropped", "expected a list of feature names")
+        for i, feature in enumerate(self.dropped):
+            if not isinstance(feature, str) or not feature:
+                fail(f"dropped[{i}]", f"expected a feature name, got {feature!r}")
+            if feature in seen_features:
+                fail(f"dropped[{i}]", f"feature {feature!r} is dropped, yet in a table or dropped twice")
+            seen_features.add(feature)
         check_int("n_dense", self.n_dense, 0)
         check_sizes("dense_arch", self.dense_arch)
         if not isinstance(self.layers, tuple):
@@ -219,7 +237,7 @@ class ArchSpec:
             "format": FORMAT_VERSION,
             "name": self.name,
             "dim": self.dim,
-            "tables": [_plain(dataclasses.asdict(t)) for t in self.tables],
+            "tables": [_table_dict(t) for t in self.tables],
             "n_dense": self.n_dense,
             "dense_arch": list(self.dense_arch),
             "layers": [{"kind": layer.kind, **_plain(dataclasses.asdict(layer))}
@@ -229,6 +247,7 @@ class ArchSpec:
             **{key: getattr(self, key) for key in ("dense_arch_precision", "over_arch_precision")
                if getattr(self, key) != "fp32"},
             **({"towers": _towers_dict(self.towers)} if self.towers is not None else {}),
+            **({"dropped": list(self.dropped)} if self.dropped else {}),
             "metadata": dict(self.metadata),
         }
 
@@ -257,6 +276,14 @@ class ArchSpec:
     @classmethod
     def load(cls, path: str | Path) -> ArchSpec:
         return cls.from_json(read_text(path, ArchSpecError), str(path))
+
+
+def _table_dict(table: TableSpec) -> dict[str, Any]:
+    """A table as JSON; ``hash_from`` only when the table is hashed (older arch.json stay as they were)."""
+    data = _plain(dataclasses.asdict(table))
+    if table.hash_from is None:
+        del data["hash_from"]
+    return data
 
 
 def _towers_dict(towers: TowerSpec) -> dict[str, Any]:

@@ -246,6 +246,7 @@ def _dense_parts(spec: ArchSpec) -> tuple[PartCost, ...]:
     with torch.device("meta"):
         model = build_model(spec)
     model.sparse_arch = _PooledStub(spec)  # RecModel.embed calls it with the "KJT": here B = 1
+    model.folded = {}  # hashed tables fold ids before the lookup: no dense compute, nothing to fold
     # Training mode keeps nn.MultiheadAttention off its fused inference kernel, which the
     # counter does not know; there is no dropout or batch norm to make the modes differ.
     model.train()

@@ -14,6 +14,8 @@ defaults give the dlrm preset, a space of one architecture::
       groups: per_feature            # one choice per feature; `all`: one for every table;
                                      # {ids: [user_id, item_id]}: named groups, the rest per feature
       precision: [fp32]              # table precision, chosen per group
+      hash: [1, 0.1]                 # rows kept by the hashing trick, a fraction per group
+                                     # (dim: [0, ...] drops a group's features: autorec.space.tables)
     dense_arch: [[64], [64, 32]]     # MLP sizes of the dense arch (unused without dense features)
     over_arch: [[256, 128]]
     dense_arch_precision: [fp32]     # precision of the dense arch / over-arch (default fp32)
@@ -40,7 +42,8 @@ dividing D, ``dot`` only with 2+ input vectors, DLRM ``n_passthrough`` at most t
 DHEN ``num_heads`` / ``dcn_layers`` are chosen only with ``attention`` / ``dcn`` among the modules
 (else they keep their defaults).
 
-Optuna parameter names: ``dim``, ``emb.<group>``, ``emb.<group>.precision``, ``dense_arch``,
+Optuna parameter names: ``dim``, ``emb.<group>``, ``emb.<group>.precision``, ``emb.<group>.hash``,
+``dense_arch``,
 ``num_layers``, ``layer<i>.kind``, ``layer<i>.<kind>.<field>``, ``over_arch``,
 ``dense_arch.precision``, ``over_arch.precision``. A choice with one
 value is not a parameter. List values are strings (``"256-128"``, ``"dot+attention"``,
@@ -65,7 +68,6 @@ import random
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +75,6 @@ from autorec.arch import (
     PRECISIONS,
     ArchSpec,
     BlockConfig,
-    TableSpec,
     TowerSpec,
 )
 from autorec.blocks import kind as block_kind
@@ -81,13 +82,15 @@ from autorec.blocks import out_features
 from autorec.data.schema import Schema, SparseFeature
 from autorec.space.choosers import Chooser, Matcher, RandomChooser, TrialChooser
 from autorec.space.parse import EmbeddingChoices, LayerChoices, parse_embedding, parse_layers
-from autorec.space.stacks import Bound, Stacks, allowed_values, narrowed
+from autorec.space.stacks import Bound, Stacks, allowed_values
+from autorec.space.tables import can_drop, choose_tables
 from autorec.space.towers import TowerChoices, parse_towers
 from autorec.space.values import (
     Invalid,
     SpaceError,
     Values,
     describe_value,
+    narrowed,
     parse_mapping,
     parse_values,
 )
@@ -291,13 +294,14 @@ mlp, skip, wukong, got 'transformr'
         """
         bound = self._bind(schema)
         dim = chooser.choose("dim", self.dim, getattr(target, "dim", None))
-        tables = self._tables(chooser, bound, dim, target)
+        tables, dropped = choose_tables(self, chooser, schema, bound.groups, dim, target)
         towers = self._towers(chooser, bound, target)
         dense_arch = (chooser.choose("dense_arch", self.dense_arch, getattr(target, "dense_arch", None))
                       if schema.n_dense else ())
         num = chooser.choose("num_layers", self.layers.num, len(target.layers) if target else None)
         layers: list[BlockConfig] = []
-        f_in = bound.f0 if towers is None else towers.num_towers * towers.n_out + (1 if schema.n_dense else 0)
+        sparse_in = len(tables) if towers is None else towers.num_towers * towers.n_out
+        f_in = sparse_in + (1 if schema.n_dense else 0)
         for i in range(num):
             layer = self._layer(chooser, i, dim, f_in, target.layers[i] if target else None)
             f_in = out_features(layer, f_in, dim)
@@ -311,7 +315,7 @@ mlp, skip, wukong, got 'transformr'
         return ArchSpec(name=self.name, dim=dim, tables=tables, n_dense=schema.n_dense,
                         dense_arch=dense_arch, layers=tuple(layers), over_arch=over_arch,
                         dense_arch_precision=dense_precision, over_arch_precision=over_precision,
-                        towers=towers)
+                        towers=towers, dropped=dropped)
 
     def _towers(self, chooser: Chooser, bound: Bound, target: ArchSpec | None) -> TowerSpec | None:
         """Tower count, then (with towers) the tower module's kind and n_out (autorec.space.towers)."""
@@ -325,27 +329,6 @@ mlp, skip, wukong, got 'transformr'
         kind = chooser.choose("towers.kind", self.towers.kinds, have.module.kind if have else None)
         n_out = chooser.choose("towers.n_out", self.towers.n_out, have.n_out if have else None)
         return self.towers.spec(k, kind, n_out, bound.schema.sparse_names)
-
-    def _tables(self, chooser: Chooser, bound: Bound, dim: int,
-                target: ArchSpec | None) -> tuple[TableSpec, ...]:
-        emb = self.embedding
-        by_feature = {t.features[0]: t for t in target.tables} if target else {}
-        width: dict[str, int] = {}
-        precision: dict[str, str] = {}
-        for group, features in bound.groups:
-            table = by_feature.get(features[0])
-            if emb.dim is not None:
-                group_width = chooser.choose(f"emb.{group}", emb.dim, getattr(table, "dim", None))
-            else:
-                want = _ratio_of(emb.dim_ratio, table.dim, dim) if table else None
-                group_width = int(Fraction(str(chooser.choose(f"emb.{group}", emb.dim_ratio, want))) * dim)
-            group_precision = chooser.choose(f"emb.{group}.precision", emb.precision,
-                                             getattr(table, "precision", None))
-            for name in features:
-                width[name], precision[name] = group_width, group_precision
-        return tuple(TableSpec(name=f"t_{f.name}", features=(f.name,), num_embeddings=f.num_embeddings,
-                               dim=width[f.name], precision=precision[f.name])
-                     for f in bound.schema.sparse)
 
     def _layer(self, chooser: Chooser, i: int, dim: int, f_in: int,
                target: BlockConfig | None) -> BlockConfig:
@@ -364,14 +347,6 @@ mlp, skip, wukong, got 'transformr'
         return block_kind(kind).config(**chosen)
 
 
-def _ratio_of(ratios: Values, width: int, dim: int) -> Any:
-    """The ratio choice giving a table ``width`` wide at ``dim``, else the ratio itself."""
-    for ratio in ratios:
-        if Fraction(str(ratio)) * dim == width:
-            return ratio
-    return width / dim
-
-
 def _schema_of(spec: ArchSpec, where: str) -> Schema:
     """The schema a space binds to when it produces ``spec``: one feature per table ``t_<f>``."""
     sparse = []
@@ -379,7 +354,8 @@ def _schema_of(spec: ArchSpec, where: str) -> Schema:
         if len(table.features) != 1 or table.name != f"t_{table.features[0]}":
             raise SpaceError(f"{where}: tables[{i}]: a space makes one table t_<feature> per feature, "
                              f"got {table.name!r} for {list(table.features)}")
-        sparse.append(SparseFeature(table.features[0], table.num_embeddings))
+        sparse.append(SparseFeature(table.features[0], table.hash_from or table.num_embeddings))
+    sparse.extend(SparseFeature(name, 1) for name in spec.dropped)  # its size did not matter
     return Schema(dense=tuple(f"dense{i}" for i in range(spec.n_dense)), sparse=tuple(sparse))
 
 
@@ -414,8 +390,12 @@ def _parse(data: Any, source: str) -> SearchSpace:
     layers = parse_layers(top.get("layers"))
     part_precision = {key: parse_values(top.get(key, "fp32"), key, "str", one_of=PRECISIONS)
                       for key in ("dense_arch_precision", "over_arch_precision")}
+    towers = parse_towers(top.get("towers"), source)
+    if towers is not None and can_drop(embedding):
+        raise Invalid("embedding.dim", "0 (dropping features) cannot be combined with a towers section: "
+                      "the towers' feature groups need every feature")
     return SearchSpace(name=name, description=description, dim=dim, embedding=embedding,
                        dense_arch=dense_arch, over_arch=over_arch, layers=layers, source=source,
-                       towers=parse_towers(top.get("towers"), source), **part_precision)
+                       towers=towers, **part_precision)
 
 

@@ -22,18 +22,20 @@ from autorec.space.values import (
     parse_values,
 )
 
-EMBEDDING_KEYS = ("dim", "dim_ratio", "groups", "precision")
+EMBEDDING_KEYS = ("dim", "dim_ratio", "groups", "precision", "hash")
 LAYER_KEYS = ("num", "kinds", "precision")  # and a section per registered kind (autorec.blocks)
 
 
 @dataclass(frozen=True)
 class EmbeddingChoices:
-    """Table widths (absolute ``dim`` or ``dim_ratio`` of D), their grouping and precision."""
+    """Table widths (absolute ``dim``, 0 dropping the features, or ``dim_ratio`` of D), their
+    grouping, precision and hash size (``hash``: fractions of the rows, autorec.space.tables)."""
 
     dim: Values | None = None
     dim_ratio: Values = (1,)
     groups: str | tuple[tuple[str, tuple[str, ...]], ...] = "per_feature"
     precision: Values = ("fp32",)
+    hash: Values = (1,)
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,14 @@ def parse_embedding(data: Any, dims: Values) -> EmbeddingChoices:
     emb = parse_mapping(data, "embedding", EMBEDDING_KEYS)
     if "dim" in emb and "dim_ratio" in emb:
         raise Invalid("embedding", "give dim (absolute widths) or dim_ratio (of D), not both")
-    width = parse_values(emb["dim"], "embedding.dim", "int", minimum=1) if "dim" in emb else None
+    width = parse_values(emb["dim"], "embedding.dim", "int", minimum=0) if "dim" in emb else None
+    if width is not None and not any(width):
+        raise Invalid("embedding.dim", "expected at least one width > 0 (0 drops a feature)")
+    hashes = parse_values(emb.get("hash", 1), "embedding.hash", "ratio")
+    for i, fraction in enumerate(hashes):
+        if fraction > 1:
+            where = key_path("embedding.hash", i) if len(hashes) > 1 else "embedding.hash"
+            raise Invalid(where, f"expected a fraction of the rows in (0, 1], got {fraction}")
     ratios = parse_values(emb.get("dim_ratio", 1), "embedding.dim_ratio", "ratio")
     for i, ratio in enumerate(ratios):
         for d in dims:
@@ -61,7 +70,7 @@ def parse_embedding(data: Any, dims: Values) -> EmbeddingChoices:
     precision = parse_values(emb.get("precision", "fp32"), "embedding.precision", "str",
                         one_of=EMBEDDING_PRECISIONS)
     return EmbeddingChoices(dim=width, dim_ratio=ratios, groups=parse_groups(emb.get("groups")),
-                            precision=precision)
+                            precision=precision, hash=hashes)
 
 
 def parse_groups(data: Any) -> str | tuple[tuple[str, tuple[str, ...]], ...]:

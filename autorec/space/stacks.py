@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 from autorec.blocks import kind as block_kind
 from autorec.blocks import out_features
 from autorec.data.schema import Schema
+from autorec.space.tables import table_ways
 from autorec.space.towers import TowerChoices
-from autorec.space.values import Invalid, Values
+from autorec.space.values import Invalid, Values, narrowed  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from autorec.space import SearchSpace
@@ -23,12 +24,6 @@ def allowed_values(kind: str, key: str, values: Values, chosen: Mapping[str, Any
     rules = block_kind(kind).rules
     kept = tuple(v for v in values if rules.valid(key, v, chosen, fields, dim, f_in))
     return values if len(kept) == len(values) else kept
-
-
-def narrowed(name: str, allowed: Values, declared: Values, **depends: int) -> str:
-    if len(allowed) == len(declared):
-        return name
-    return name + "@" + ",".join(f"{k}={v}" for k, v in depends.items())
 
 
 class Stacks:
@@ -111,21 +106,30 @@ class Bound:
         if not schema.sparse:
             raise Invalid("", "the schema has no sparse features; an architecture needs one table")
         self.space, self.schema = space, schema
-        self.f0 = len(schema.sparse) + (1 if schema.n_dense else 0)
+        dense = 1 if schema.n_dense else 0
+        self.f0 = len(schema.sparse) + dense
         self.groups = groups_of(space.embedding.groups, schema)
-        self.f0_ways = tower_inputs(space.towers, schema) if space.towers else {self.f0: 1}
+        # Kept features -> table sets; F0 -> its ways: by the tables kept, or by the towers.
+        self.tables = table_ways(space.embedding, schema, self.groups)
+        self.f0_ways = (tower_inputs(space.towers, schema) if space.towers
+                        else {kept + dense: 1 for kept in self.tables})
         for f0 in self.f0_ways:
             space._stacks.check_no_dead_ends(f0)
 
     def size(self) -> int:
         space = self.space
-        emb = space.embedding
-        widths = len(emb.dim if emb.dim is not None else emb.dim_ratio)
-        tables = (widths * len(emb.precision)) ** len(self.groups)
         dense = len(space.dense_arch) * len(space.dense_arch_precision) if self.schema.n_dense else 1
-        stacks = sum(ways * space._stacks.ways(num, dim, f0) for f0, ways in self.f0_ways.items()
-                     for dim in space.dim for num in space.layers.num)
-        return tables * dense * stacks * len(space.over_arch) * len(space.over_arch_precision)
+
+        def stacks(f0: int) -> int:
+            return sum(space._stacks.ways(num, dim, f0) for dim in space.dim for num in space.layers.num)
+
+        if space.towers:  # every feature kept (a space with towers cannot drop): tables x towers
+            (tables,) = self.tables.values()
+            combined = tables * sum(ways * stacks(f0) for f0, ways in self.f0_ways.items())
+        else:
+            extra = 1 if self.schema.n_dense else 0
+            combined = sum(ways * stacks(kept + extra) for kept, ways in self.tables.items())
+        return combined * dense * len(space.over_arch) * len(space.over_arch_precision)
 
 
 def tower_inputs(towers: TowerChoices, schema: Schema) -> dict[int, int]:

@@ -185,3 +185,11 @@ class SpaceError(ValueError):
     file and the key or parameter at fault."""
 
     __module__ = "autorec.space"  # its public home (defined here so the walk's parts can raise it)
+
+
+def narrowed(name: str, allowed: Values, declared: Values, **depends: int) -> str:
+    """``name``, or when ``allowed`` is fewer than the ``declared`` values, ``name@k=v,...`` naming
+    what narrowed it (an Optuna parameter keeps one set of choices)."""
+    if len(allowed) == len(declared):
+        return name
+    return name + "@" + ",".join(f"{k}={v}" for k, v in depends.items())

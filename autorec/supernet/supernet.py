@@ -221,6 +221,11 @@ class Supernet(nn.Module):
 
     def _embedding_choices(self) -> tuple[tuple[Any, ...], tuple[int, ...]]:
         emb = self.space.embedding
+        if (emb.dim is not None and 0 in emb.dim) or tuple(emb.hash) != (1,):
+            raise SupernetError(
+                f"{self.space.source}: embedding.dim 0 (dropping features) and embedding.hash are "
+                "searched by the multi-trial strategies (random, tpe, nsga2); the supernet does not "
+                "mix them yet")
         if emb.dim is not None:
             values = tuple(emb.dim)
             return values, values

@@ -235,3 +235,22 @@ def test_program_inputs_name_missing_features():
     batch = random_batch(spec.replace(tables=spec.tables[:1], layers=()), 2, seed=0)  # a1 and a2 only
     with pytest.raises(ValueError, match=r"lacks features \['b'\]"):
         program_inputs(spec, batch.dense_features, batch.sparse_features)
+
+
+def test_export_of_a_hashed_table_folds_ids_in_the_program(tmp_path):
+    torch.manual_seed(0)
+    base = narrow_spec()
+    hashed = TableSpec(name="b", features=("b",), num_embeddings=7, dim=16, hash_from=1000)
+    spec = base.replace(tables=(base.tables[0], hashed), dropped=("c",))
+    model = build_model(spec).eval()
+    out = export_model(model, tmp_path / "hashed", sample_batch=random_batch(spec, 4, seed=0, extra=True))
+    loaded, program = load_model(out), load_program(out)
+    assert loaded.spec == spec
+    batch = random_batch(spec, 6, seed=3)
+    by_name = batch.sparse_features.to_dict()
+    big = KeyedJaggedTensor.from_jt_dict({**by_name, "b": type(by_name["b"])(
+        values=by_name["b"].values() * 37 + 500, lengths=by_name["b"].lengths())})  # ids up to ~1200
+    with torch.no_grad():
+        expected = model(batch.dense_features, big)
+        got = program.module()(*program_inputs(spec, batch.dense_features, big))
+    assert (got - expected).abs().max() <= 1e-6

@@ -7,6 +7,6 @@ import pytest
 from tests.doctests import assert_examples_run
 
 
-@pytest.mark.parametrize("name", ["autorec.space"])
+@pytest.mark.parametrize("name", ["autorec.space", "autorec.space.tables"])
 def test_doctests(name: str) -> None:
     assert_examples_run(name)
