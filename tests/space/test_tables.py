@@ -99,6 +99,6 @@ def test_a_micro_spec_trains_sharded_on_real_data():
 def test_the_supernet_refuses_micro_choices_clearly():
     from autorec.supernet import Supernet, SupernetError
 
-    with pytest.raises(SupernetError, match="embedding.dim 0 .* and embedding.hash are searched by the "
+    with pytest.raises(SupernetError, match=r"embedding.dim 0 .* and embedding.hash are searched by the "
                                             "multi-trial strategies"):
         Supernet(SearchSpace.from_dict(MICRO), SCHEMA, dim=8, dense_arch=(64,), over_arch=(256, 128))
