@@ -28,6 +28,8 @@ SMOKE_BUDGET = {"trials": 2, "epochs": 1, "batch_size": 256, "max_steps_per_epoc
 SMOKE_SAMPLES = 5000  # for generated data: enough for a split, far below any shipped size
 SUPERNET_STEPS = 4
 GROWTH_OPTIONS = {"steps": 8, "budget": 2, "batch_size": 128, "rl_batch_size": 2}
+ONESHOT_OPTIONS = {"steps": SUPERNET_STEPS, "batch_size": 128, "checkpoint_every": 2, "candidates": 6,
+                   "selection_samples": 500, "rerank": 2, "calibrate": 1, "final_epochs": 1}
 
 
 def quiet(*_: object) -> None:
@@ -53,6 +55,8 @@ def shrunk(path: Path) -> dict[str, Any]:
                         batch_size=128)
         elif strategy["name"] == "growth":
             opts.update(GROWTH_OPTIONS)
+        elif strategy["name"] == "oneshot":
+            opts.update(ONESHOT_OPTIONS)
         raw["strategy"] = {**strategy, "options": opts}
     return raw
 
@@ -85,7 +89,12 @@ def test_the_study_runs_on_a_tiny_budget(path, tmp_path):
 
     study = optuna.load_study(study_name=config.name, storage=config.storage_url)
     trials = study.get_trials(deepcopy=False)
-    assert [t.state for t in trials] == [TrialState.COMPLETE] * SMOKE_BUDGET["trials"], \
+    expected = SMOKE_BUDGET["trials"]
+    if shipped.strategy.name == "oneshot":  # candidates, then re-ranked + calibration, then the final
+        options = ONESHOT_OPTIONS
+        expected = options["candidates"] + options["rerank"] + options["calibrate"] + 1
+        assert [t.user_attrs["stage"] for t in trials][-1] == "final"
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * expected, \
         [t.user_attrs.get("fail_reason") for t in trials]
     space = SearchSpace.load(config.space)
     for t in trials:

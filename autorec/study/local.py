@@ -13,6 +13,8 @@ Example:
 from __future__ import annotations
 
 import multiprocessing
+import os
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,8 +22,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autorec.study.config import StudyConfig
-from autorec.study.recovery import finished_count, recover_interrupted
+from autorec.study.config import StudyConfig, StudyConfigError
+from autorec.study.recovery import WORKER_ATTR, finished_count, recover_interrupted
 from autorec.study.results import StudySummary, summarize
 from autorec.study.storage import create_study, open_storage
 from autorec.study.trial import TrialRunner, cost_summary
@@ -84,9 +86,18 @@ def run_study(config: StudyConfig, workers: int | None = None,
     recovered = recover_interrupted(study, storage)
     if recovered:
         log(f"resumed: trials {recovered} were interrupted; marked failed and queued again")
+    oneshot = config.strategy.name == "oneshot"
+    if oneshot and workers > 1:
+        raise StudyConfigError(f"{config.source}: workers: a oneshot study trains one supernet in one "
+                               f"process; got workers={workers}")
     runner = TrialRunner(config) if workers == 1 else None  # loads the data once for both
     train_baselines(config, study, log, runner)
-    if workers == 1:
+    if oneshot:
+        from autorec.oneshot.run import run_oneshot
+
+        run_oneshot(config, study, runner, log,
+                    {WORKER_ATTR: {"host": socket.gethostname(), "pid": os.getpid()}})
+    elif workers == 1:
         _work(config, on_trial, runner)
     else:
         context = multiprocessing.get_context("spawn")

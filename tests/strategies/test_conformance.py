@@ -23,7 +23,9 @@ SCHEMA = DATA.schema
 # Options that keep a strategy's proposal fast here (dnas: a supernet run of two steps).
 FAST = {"dnas": {"steps": 2, "warmup_steps": 1, "batch_size": 64, "record_every": 1},
         # growth: per proposal, a dense baseline and one searched schedule of four steps each.
-        "growth": {"steps": 4, "budget": 1, "batch_size": 64, "rl_batch_size": 1, "early_stopping": False}}
+        "growth": {"steps": 4, "budget": 1, "batch_size": 64, "rl_batch_size": 1, "early_stopping": False},
+        # oneshot: one supernet of two steps per strategy object, then candidates on its weights.
+        "oneshot": {"steps": 2, "batch_size": 64, "checkpoint_every": 2, "selection_samples": 64}}
 
 
 def strategy(name: str, seed: int) -> Strategy:

@@ -1,0 +1,152 @@
+"""A one-shot study: train the supernet once, search many candidates, re-rank a few, train one.
+
+1. The supernet trains once per study (:mod:`autorec.oneshot.train`), checkpointed under
+   ``studies/<name>/oneshot/supernet``.
+2. ``candidates`` trials score derived architectures with inherited weights (stage ``proxy``,
+   :mod:`autorec.oneshot.search`); the study's sampler proposes them.
+3. The ``rerank`` best distinct candidates by proxy validation AUC are trained stand-alone on
+   the study's trial budget (stage ``rerank``), and ``calibrate`` more, drawn at random from
+   the candidates, so that Kendall's tau between proxy and trained validation AUC (how far the
+   proxy can be trusted) rests on enough pairs.
+4. The re-ranked candidate of best trained validation AUC is trained in full, ``final_epochs``
+   (stage ``final``, resumable from its checkpoints); its test AUC is the study's answer.
+
+Every stage is a set of trials of the study, so the dashboard and report show them; the
+supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
+attribute, with tau. A rerun after a kill continues: the supernet from its checkpoint, the
+search from the trials already recorded, and each stage from what it has not recorded yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+from scipy.stats import kendalltau
+
+from autorec.arch import ArchSpec
+from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, scores_to_values
+from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
+
+ONESHOT_ATTR = "oneshot"  # study user attr: the run's record (seconds per stage, tau)
+
+
+def proxy_trials(study: optuna.Study) -> list[FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get(STAGE_ATTR) == "proxy"]
+
+
+def stage_trials(study: optuna.Study, stage: str) -> list[FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get(STAGE_ATTR) == stage]
+
+
+def rank_correlation(proxy: list[float], trained: list[float]) -> float | None:
+    """Kendall's tau between the proxy and the trained validation AUCs (None under 3 pairs)."""
+    if len(proxy) < 3:
+        return None
+    tau = kendalltau(proxy, trained).statistic
+    return None if tau != tau else float(tau)  # NaN when one side is constant
+
+
+def distinct_best(trials: list[FrozenTrial], k: int) -> list[FrozenTrial]:
+    """The ``k`` trials of highest proxy validation AUC with distinct architectures."""
+    seen: set[str] = set()
+    out = []
+    for t in sorted(trials, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"]):
+        key = ArchSpec.from_dict(t.user_attrs["arch"]).replace(name="x").to_json()
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+        if len(out) == k:
+            break
+    return out
+
+
+def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
+                trial_attrs: dict[str, Any] | None = None) -> None:
+    """Run (or resume) the one-shot study of ``config`` (strategy ``oneshot``) into ``study``;
+    ``trial_attrs`` are set on every candidate trial (the study marks its worker with them)."""
+    strategy = runner.strategy
+    record: dict[str, Any] = dict(study.user_attrs.get(ONESHOT_ATTR, {}))
+    root = config.directory / "oneshot"
+    train_config = OneShotTrainConfig(**strategy.train_options)
+    training = SupernetTraining(runner.space, runner.dataset, train_config, root / "supernet")
+    state = training.fit(log)
+    record["supernet"] = {"steps": state.step, "seconds": state.seconds, "sampling": train_config.sampling,
+                          "resumed_from": state.resumed_from, "final_loss": state.losses[-1]}
+    study.set_user_attr(ONESHOT_ATTR, record)
+
+    search = CandidateSearch(training, strategy.selection_samples, config.objectives, trial_attrs)
+    done = len(proxy_trials(study))
+    if done < strategy.candidates:
+        log(f"one-shot search: {strategy.candidates - done} more candidates on inherited weights")
+        start = time.perf_counter()
+        study.optimize(search.objective, n_trials=strategy.candidates - done)
+        record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
+        study.set_user_attr(ONESHOT_ATTR, record)
+
+    proxies = proxy_trials(study)
+    chosen = distinct_best(proxies, strategy.rerank)
+    others = [t for t in distinct_best(proxies, len(proxies)) if t not in chosen]
+    calibration = random.Random(config.seed).sample(others, min(strategy.calibrate, len(others)))
+    trained = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "rerank")}
+    for t in [*chosen, *calibration]:
+        if t.number not in trained:
+            start = time.perf_counter()
+            trained[t.number] = _train_stage(config, study, runner, t, "rerank", runner.train_config(
+                root / "rerank" / str(t.number)), log)
+            record["rerank_seconds"] = record.get("rerank_seconds", 0.0) + time.perf_counter() - start
+            study.set_user_attr(ONESHOT_ATTR, record)
+    record["rerank_numbers"] = sorted(t.number for t in chosen)
+    record["calibration_numbers"] = sorted(t.number for t in calibration)
+    pairs = [(t.user_attrs[PROXY_ATTR]["val_auc"], trained[t.number].user_attrs["metrics"]["val"]["auc"])
+             for t in proxies if t.number in trained]
+    record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
+    record["tau_pairs"] = len(pairs)
+    study.set_user_attr(ONESHOT_ATTR, record)
+
+    if not stage_trials(study, "final"):
+        best = max((trained[t.number] for t in chosen), key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
+        proxy = next(t for t in proxies if t.number == best.user_attrs["proxy_trial"])
+        cfg = dataclasses.replace(runner.train_config(root / "final"),
+                                  epochs=strategy.final_epochs or max(10, config.budget.epochs),
+                                  patience=max(config.budget.patience, 2), checkpoint_every=500, resume=True)
+        start = time.perf_counter()
+        _train_stage(config, study, runner, proxy, "final", cfg, log)
+        record["final_seconds"] = time.perf_counter() - start
+        study.set_user_attr(ONESHOT_ATTR, record)
+
+
+def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTrial, stage: str,
+                 train_config: Any, log: Callable[[str], None]) -> FrozenTrial:
+    """Train ``proxy``'s architecture stand-alone and record it as a trial of ``stage``."""
+    from autorec.train.trainer import Trainer
+
+    spec = ArchSpec.from_dict(proxy.user_attrs["arch"]).replace(
+        name=f"{config.name}-{stage}{proxy.number}")
+    log(f"{stage}: training candidate {proxy.number} (proxy val AUC "
+        f"{proxy.user_attrs[PROXY_ATTR]['val_auc']:.4f})")
+    result = Trainer(spec, runner.dataset, train_config).fit()
+    metrics = {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
+               "train_samples_per_s": result.samples_per_s, "seconds": result.seconds}
+    costs = proxy.user_attrs["costs"]
+    values = scores_to_values({"val_auc": result.val["auc"], "val_loss": result.val["logloss"]}, costs,
+                              config.objectives)
+    trial = optuna.trial.create_trial(
+        params=dict(proxy.params),
+        distributions={k: CategoricalDistribution(v.choices) if isinstance(v, CategoricalDistribution) else v
+                       for k, v in proxy.distributions.items()},
+        values=values,
+        user_attrs={STAGE_ATTR: stage, "proxy_trial": proxy.number, "arch": spec.to_dict(), "costs": costs,
+                    "metrics": metrics, "checkpoint": str(train_config.checkpoint_dir) + "/best",
+                    PROXY_ATTR: proxy.user_attrs[PROXY_ATTR]})
+    study.add_trial(trial)
+    return next(t for t in reversed(study.get_trials(deepcopy=False)) if t.user_attrs.get("proxy_trial")
+                == proxy.number and t.user_attrs.get(STAGE_ATTR) == stage)

@@ -1,0 +1,95 @@
+"""Search many candidates on one trained supernet: each scored with its inherited weights.
+
+An Optuna sampler (TPE, NSGA-II for several objectives, or random) proposes values for the
+supernet's choices; the candidate is the ArchSpec the supernet derives from them, scored on
+fixed validation batches with the weights it inherits (forward passes only: no training) and
+costed by the analytic model. Every candidate is a trial of the study (``stage: proxy``), so
+thousands of them show in the dashboard; a candidate seen before reuses its scores.
+
+Example:
+    >>> scores_to_values({"val_auc": 0.7, "val_loss": 0.5}, {"flops": 10.0}, ("val_auc", "flops"))
+    [0.7, 10.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import optuna
+
+from autorec.arch import ArchSpec
+from autorec.oneshot.train import SupernetTraining
+from autorec.supernet.search import _value_name
+
+STAGE_ATTR = "stage"  # trial user attr: proxy (inherited weights), rerank (short training), final
+PROXY_ATTR = "proxy"  # trial user attr: the inherited-weight scores of the candidate
+# Objectives a candidate has without training; latency needs a trained model and is refused.
+PROXY_OBJECTIVES = ("val_auc", "val_logloss", "flops", "params_bytes", "embedding_bytes",
+                    "compute_time_h100")
+
+
+def scores_to_values(scores: Mapping[str, float], costs: Mapping[str, float],
+                     objectives: Sequence[str]) -> list[float]:
+    """The objective values of a candidate from its scores and costs, in ``objectives`` order."""
+    table = {"val_auc": scores["val_auc"], "val_logloss": scores["val_loss"], **costs}
+    return [float(table[o]) for o in objectives]
+
+
+class CandidateSearch:
+    """Proposes, derives, scores and records candidates of ``training``'s supernet."""
+
+    def __init__(self, training: SupernetTraining, selection_samples: int,
+                 objectives: Sequence[str], trial_attrs: Mapping[str, Any] | None = None) -> None:
+        unknown = [o for o in objectives if o not in PROXY_OBJECTIVES]
+        if unknown:
+            raise ValueError(f"objectives: {unknown} cannot be scored without training; a one-shot "
+                             f"search scores {', '.join(PROXY_OBJECTIVES)}")
+        self.training, self.search = training, training.search
+        self.objectives = tuple(objectives)
+        self.trial_attrs = dict(trial_attrs or {})  # set on every candidate first (the worker, for recovery)
+        self.net = self.search.supernet
+        samples = max(selection_samples, self.search.config.batch_size)
+        self._batches = _fixed_batches(self.search, samples)
+        self.names = {name: [_value_name(v) for v in c.values] for name, c in self.net.arch.choices.items()}
+        self._cache: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
+
+    def values_of(self, params: Mapping[str, str]) -> dict[str, Any]:
+        """Choice name -> value from Optuna's string parameters."""
+        out = {}
+        for name, choice in self.net.arch.choices.items():
+            out[name] = choice.values[self.names[name].index(params[name])]
+        return out
+
+    def evaluate(self, values: Mapping[str, Any]) -> tuple[ArchSpec, dict[str, float], dict[str, float]]:
+        """(the derived spec, its inherited-weight scores, its analytic costs)."""
+        from autorec.costs import arch_cost
+
+        spec = self.net.derive(values)
+        key = spec.to_json()
+        if key not in self._cache:  # the costs a study records (autorec.study.trial.cost_summary)
+            self._cache[key] = (self.search.path_scores(values, self._batches), arch_cost(spec).summary())
+        scores, costs = self._cache[key]
+        return spec, scores, costs
+
+    def objective(self, trial: optuna.Trial) -> float | list[float]:
+        for key, value in self.trial_attrs.items():
+            trial.set_user_attr(key, value)
+        params = {name: trial.suggest_categorical(name, names) for name, names in self.names.items()}
+        spec, scores, costs = self.evaluate(self.values_of(params))
+        trial.set_user_attr(STAGE_ATTR, "proxy")
+        trial.set_user_attr(PROXY_ATTR, scores)
+        trial.set_user_attr("arch", spec.to_dict())
+        trial.set_user_attr("costs", costs)
+        values = scores_to_values(scores, costs, self.objectives)
+        return values[0] if len(values) == 1 else values
+
+
+def _fixed_batches(search: Any, samples: int) -> list[Any]:
+    """The validation batches every candidate is scored on: the same for all, fixed per seed."""
+    import itertools
+    import math
+
+    size = search.config.batch_size
+    stream = search.dataset.batches("val", size, shuffle=True, seed=search.config.seed + 2)
+    return list(itertools.islice(stream, math.ceil(samples / size)))

@@ -1,0 +1,186 @@
+"""Train a supernet once, single-path, resumable: the weights every candidate then inherits.
+
+One supernet (:class:`~autorec.supernet.search.SupernetSearch`, no architecture step) trains
+its shared weights on single paths: ``fair`` (the default) runs the strictly fair paths of
+:mod:`autorec.oneshot.fair` on each batch and updates the dense weights once from their summed
+gradients (the tables update inside each backward, torchrec's fused optimizer); ``uniform`` runs
+one uniformly drawn path per batch. Every ``checkpoint_every`` steps the model and optimizer
+states (torch.distributed.checkpoint), the step, the losses and the sampler's generator go to
+``<directory>/step-N`` and ``LATEST`` points at it, so a run killed at any moment (kill -9
+included) continues from its last checkpoint when run again.
+
+Example:
+    >>> import tempfile
+    >>> from autorec.data import load_dataset
+    >>> from autorec.space import SearchSpace
+    >>> ds = load_dataset("synthetic", preset="tiny", num_samples=2000)
+    >>> space = SearchSpace.from_dict({"dim": [8], "dense_arch": [[16]], "over_arch": [[16]],
+    ...                                "layers": {"kinds": ["dlrm", "dcnv2"]}})
+    >>> run = SupernetTraining(space, ds, OneShotTrainConfig(steps=4, batch_size=64, checkpoint_every=2),
+    ...                        tempfile.mkdtemp())
+    >>> state = run.fit()
+    >>> state.step, len(state.losses)
+    (4, 4)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed.checkpoint as dcp
+
+from autorec.data import RecDataset
+from autorec.oneshot.fair import fair_paths
+from autorec.space import SearchSpace
+from autorec.supernet import SupernetConfig, SupernetSearch
+from autorec.train.checkpoints import META, latest, point_latest, write_json
+
+SAMPLINGS = ("fair", "uniform")
+
+
+@dataclass(frozen=True)
+class OneShotTrainConfig:
+    """How the supernet trains: steps, batch, learning rates, path sampling, checkpoints, and
+    the one (dim, dense_arch) it is built for (None: the space's first). The over-arch is searched
+    when the space's over-arch choices share one depth (masked widths), else ``over_arch`` (None:
+    the space's first) is fixed."""
+
+    steps: int = 2000
+    batch_size: int = 1024
+    dense_lr: float = 1e-3
+    embedding_lr: float = 0.05
+    sampling: str = "fair"
+    checkpoint_every: int = 200
+    dim: int | None = None
+    dense_arch: tuple[int, ...] | None = None
+    over_arch: tuple[int, ...] | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "checkpoint_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling: expected one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
+        for name in ("dense_arch", "over_arch"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+@dataclass
+class TrainState:
+    """Where a supernet training stands: steps done, their losses, seconds spent (all runs)."""
+
+    step: int = 0
+    losses: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    resumed_from: list[int] = field(default_factory=list)
+
+
+class SupernetTraining:
+    """The supernet of ``space`` on ``dataset`` and its single-path training, checkpointed in
+    ``directory`` (a rerun resumes there)."""
+
+    def __init__(self, space: SearchSpace, dataset: RecDataset, config: OneShotTrainConfig,
+                 directory: str | Path) -> None:
+        self.config, self.directory = config, Path(directory)
+        dim = config.dim if config.dim is not None else space.dim[0]
+        if dim not in space.dim:
+            raise ValueError(f"dim: {dim} is not among the space's choices {list(space.dim)}")
+        dense_arch = (config.dense_arch if config.dense_arch is not None else space.dense_arch[0]) \
+            if dataset.schema.n_dense else ()
+        supernet = SupernetConfig(steps=config.steps, warmup_steps=config.steps, batch_size=config.batch_size,
+                                  dense_lr=config.dense_lr, embedding_lr=config.embedding_lr,
+                                  weight_sampling="uniform", seed=config.seed)
+        depths = {len(v) for v in space.over_arch}
+        over_arch = (None if config.over_arch is None and len(space.over_arch) > 1 and len(depths) == 1
+                     else config.over_arch or space.over_arch[0])
+        if over_arch is not None and over_arch not in space.over_arch:
+            raise ValueError(f"over_arch: {list(over_arch)} is not among the space's choices")
+        self.search = SupernetSearch(space, dataset, dim, dense_arch, over_arch, supernet)
+        self.choices = list(self.search.supernet.arch.choices.values())
+        self.generator = torch.Generator().manual_seed(config.seed)
+
+    # ---- one step ---------------------------------------------------------------------
+    def step(self, batch: Any) -> float:
+        """One update on ``batch``: the fair paths' summed gradients, or one uniform path."""
+        search = self.search
+        if self.config.sampling == "uniform" or not self.choices:
+            paths = [{c.name: int(torch.randint(len(c.values), (1,), generator=self.generator))
+                      for c in self.choices}]
+        else:
+            paths = fair_paths(self.choices, self.generator)
+        search.weight_optimizer.zero_grad()
+        batch = batch.to(search.device)
+        total = 0.0
+        for path in paths:
+            values = {name: self.search.supernet.arch.choices[name].values[i] for name, i in path.items()}
+            loss = search._bce(batch, search.one_hot(values), detach_embeddings=False)
+            value = loss.item()
+            if not math.isfinite(value):  # before backward: the fused table update happens in it
+                raise FloatingPointError(f"supernet loss is {value} on path {values}")
+            (loss / len(paths)).backward()
+            total += value / len(paths)
+        search.weight_optimizer.step()
+        return total
+
+    # ---- the loop, checkpointed ----------------------------------------------------------
+    def fit(self, log: Any = None) -> TrainState:
+        """Train to ``config.steps``, resuming from the latest checkpoint in the directory."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        state = self.resume()
+        if state.step >= self.config.steps:
+            return state
+        train, _ = self.search.batches()
+        for _ in range(state.step):  # the batch stream continues where the last run was cut
+            next(train)
+        start = time.perf_counter()
+        while state.step < self.config.steps:
+            state.losses.append(self.step(next(train)))
+            state.step += 1
+            if state.step % self.config.checkpoint_every == 0 or state.step == self.config.steps:
+                state.seconds += time.perf_counter() - start
+                start = time.perf_counter()
+                self.save(state)
+                if log is not None:
+                    log(f"supernet step {state.step}/{self.config.steps}: loss {state.losses[-1]:.4f}")
+        return state
+
+    def save(self, state: TrainState) -> None:
+        name = f"step-{state.step:09d}"
+        path = self.directory / name
+        states = {"model": self.search.model.state_dict(), "optim": self.search.weight_optimizer.state_dict()}
+        dcp.save(states, storage_writer=dcp.FileSystemWriter(str(path), overwrite=True))
+        torch.save(self.generator.get_state(), path / "generator.pt")
+        write_json(path / META, {**asdict(state), "config": _jsonable(asdict(self.config))})
+        point_latest(self.directory, name)
+
+    def resume(self) -> TrainState:
+        """The state of the latest checkpoint, loaded into the supernet (a fresh state if none)."""
+        newest = latest(self.directory)
+        if newest is None:
+            return TrainState()
+        meta = json.loads((newest / META).read_text())
+        if meta["config"] != _jsonable(asdict(self.config)):
+            raise ValueError(f"{newest}: written with another configuration {meta['config']}; this "
+                             f"run has {_jsonable(asdict(self.config))} (use another directory)")
+        self.search.weight_optimizer.init_state()  # Adam's state exists only after a first step
+        optim = self.search.weight_optimizer
+        states = {"model": self.search.model.state_dict(), "optim": optim.state_dict()}
+        dcp.load(states, checkpoint_id=str(newest))
+        self.search.model.load_state_dict(states["model"])
+        self.search.weight_optimizer.load_state_dict(states["optim"])
+        self.generator.set_state(torch.load(newest / "generator.pt"))
+        return TrainState(step=meta["step"], losses=list(meta["losses"]), seconds=meta["seconds"],
+                          resumed_from=[*meta["resumed_from"], meta["step"]])
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value))

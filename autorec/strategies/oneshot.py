@@ -1,0 +1,106 @@
+"""``strategy: oneshot``: one supernet training per study, then many candidates on its weights.
+
+Unlike ``dnas`` (a supernet per trial), the supernet trains once (single-path, strictly fair by
+default) and the study's trials are candidates scored with inherited weights, proposed by TPE
+(one objective) or NSGA-II (several); the best few are re-ranked by short trainings and the
+winner trained in full (:mod:`autorec.oneshot.run`).
+
+Options (a study file's ``strategy.options``): ``steps``, ``batch_size``, ``dense_lr``,
+``embedding_lr``, ``sampling`` (fair or uniform), ``checkpoint_every``, ``dim``, ``dense_arch``
+and ``over_arch`` (the one supernet's; default: the space's first, the over-arch searched when
+its choices share a depth) for the supernet;
+``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or random),
+``selection_samples`` (validation samples each candidate is scored on), ``rerank`` (best
+candidates trained on the trial budget), ``calibrate`` (more, at random, for Kendall's tau) and
+``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
+
+Example:
+    >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]
+    100
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from autorec.strategies.base import Strategy, checked_options
+
+if TYPE_CHECKING:
+    from autorec.arch import ArchSpec
+    from autorec.data import RecDataset
+    from autorec.data.schema import Schema
+    from autorec.space import SearchSpace
+
+SEARCHES = ("tpe", "nsga2", "random")
+
+
+class OneShotStrategy(Strategy):
+    """Train once, search many (see the module docstring)."""
+
+    name = "oneshot"
+
+    @checked_options
+    def __init__(self, seed: int = 0, steps: int = 2000, batch_size: int = 1024, dense_lr: float = 1e-3,
+                 embedding_lr: float = 0.05, sampling: str = "fair", checkpoint_every: int = 200,
+                 dim: int | None = None, dense_arch: list[int] | None = None,
+                 over_arch: list[int] | None = None, candidates: int = 1000,
+                 search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,
+                 final_epochs: int | None = None, **options: Any) -> None:
+        from autorec.oneshot.train import OneShotTrainConfig
+
+        super().__init__(seed, **options)
+        self.train_options = {"steps": steps, "batch_size": batch_size, "dense_lr": dense_lr,
+                              "embedding_lr": embedding_lr, "sampling": sampling,
+                              "checkpoint_every": checkpoint_every, "dim": dim,
+                              "dense_arch": None if dense_arch is None else tuple(dense_arch),
+                              "over_arch": None if over_arch is None else tuple(over_arch), "seed": seed}
+        try:
+            OneShotTrainConfig(**self.train_options)
+        except ValueError as exc:
+            raise ValueError(f"strategy 'oneshot': {exc}") from None
+        for key, value, low in (("candidates", candidates, 1), ("selection_samples", selection_samples, 1),
+                                ("rerank", rerank, 1), ("calibrate", calibrate, 0),
+                                ("final_epochs", final_epochs or 1, 1)):
+            if value < low:
+                raise ValueError(f"strategy 'oneshot': {key}: expected an integer >= {low}, got {value}")
+        if search not in SEARCHES:
+            raise ValueError(f"strategy 'oneshot': search: expected one of {', '.join(SEARCHES)}, "
+                             f"got {search!r}")
+        self.candidates, self.search, self.selection_samples = candidates, search, selection_samples
+        self.rerank, self.calibrate, self.final_epochs = rerank, calibrate, final_epochs
+        self.dataset: RecDataset | None = None
+        self._candidates: Any = None
+        self._for: tuple[int, Schema] | None = None
+
+    def sampler(self, num_objectives: int) -> optuna.samplers.BaseSampler:
+        if self.search == "random":
+            return optuna.samplers.RandomSampler(seed=self.seed)
+        if self.search == "nsga2" or num_objectives > 1:
+            return optuna.samplers.NSGAIISampler(seed=self.seed, population_size=50)
+        return optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=20, multivariate=True, group=True)
+
+    def bind(self, dataset: RecDataset) -> None:
+        self.dataset = dataset
+
+    def propose(self, trial: optuna.Trial, space: SearchSpace, schema: Schema) -> ArchSpec:
+        """A candidate of the supernet, trained once (in a temporary folder) on the bound data the
+        first time: the trial's sampler picks the choice values, the supernet derives the spec.
+        (A study runs the whole one-shot pipeline through :func:`autorec.oneshot.run.run_oneshot`;
+        this is the strategy seen trial by trial, as the other strategies are.)"""
+        import tempfile
+
+        from autorec.oneshot.search import CandidateSearch
+        from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
+
+        dataset = self.bound_dataset(schema, "trains a supernet")
+        if self._candidates is None or self._for != (id(space), schema):
+            folder = tempfile.mkdtemp(prefix="autorec-oneshot-")
+            training = SupernetTraining(space, dataset, OneShotTrainConfig(**self.train_options), folder)
+            training.fit()
+            self._candidates, self._for = CandidateSearch(training, self.selection_samples, ("val_auc",)), \
+                (id(space), schema)
+        names = self._candidates.names
+        params = {name: trial.suggest_categorical(name, values) for name, values in names.items()}
+        return self._candidates.net.derive(self._candidates.values_of(params))

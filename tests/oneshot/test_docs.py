@@ -1,0 +1,11 @@
+"""The oneshot package's docstring examples run."""
+
+import pytest
+
+from tests.doctests import assert_examples_run
+
+
+@pytest.mark.parametrize("name", ["autorec.oneshot.fair", "autorec.oneshot.train", "autorec.oneshot.search",
+                                  "autorec.strategies.oneshot"])
+def test_doctests(name: str) -> None:
+    assert_examples_run(name)

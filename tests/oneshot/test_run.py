@@ -1,0 +1,93 @@
+"""The one-shot study: train once, search many, re-rank, train the winner; Kendall's tau; resume
+after kill -9 from the supernet's checkpoint and the trials already recorded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from autorec.oneshot.run import ONESHOT_ATTR, rank_correlation
+from autorec.space import SearchSpace
+from autorec.strategies import make_strategy
+from autorec.study import StudyConfig, open_storage, run_study, select_trials, trial_arch
+from autorec.train.checkpoints import latest
+from tests.studyfiles import write_study
+
+ONESHOT = {"name": "oneshot", "options": {"steps": 30, "batch_size": 64, "checkpoint_every": 3,
+                                          "candidates": 12, "selection_samples": 400, "rerank": 2,
+                                          "calibrate": 2, "final_epochs": 1}}
+BUDGET = {"trials": 1, "epochs": 1, "batch_size": 128, "max_steps_per_epoch": 4}
+
+
+def quiet(*_: object) -> None:
+    pass
+
+
+def test_rank_correlation():
+    assert rank_correlation([0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8]) == pytest.approx(1.0)
+    assert rank_correlation([0.1, 0.2, 0.3, 0.4], [0.8, 0.7, 0.6, 0.5]) == pytest.approx(-1.0)
+    assert rank_correlation([0.1, 0.2, 0.3], [0.1, 0.3, 0.2]) == pytest.approx(1 / 3)
+    assert rank_correlation([0.1, 0.2], [0.1, 0.2]) is None  # too few pairs to mean anything
+    assert rank_correlation([0.1, 0.2, 0.3], [0.5, 0.5, 0.5]) is None  # one side constant
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"candidates": 0}, "candidates: expected an integer >= 1, got 0"),
+    ({"search": "cmaes"}, "search: expected one of tpe, nsga2, random, got 'cmaes'"),
+    ({"sampling": "sandwich"}, "sampling: expected one of fair, uniform"),
+    ({"rerank": "two"}, "rerank: expected an integer, got 'two'"),
+])
+def test_bad_strategy_options(options, message):
+    with pytest.raises(ValueError, match=message):
+        make_strategy("oneshot", **options)
+
+
+def test_latency_cannot_be_a_proxy_objective(tmp_path):
+    config = StudyConfig.load(write_study(tmp_path, strategy=ONESHOT, budget=BUDGET,
+                                          objectives=["val_auc", "latency_ms"]))
+    with pytest.raises(ValueError, match=r"\['latency_ms'\] cannot be scored without training"):
+        run_study(config, log=quiet)
+
+
+def test_kill_minus_nine_during_the_supernet_then_the_rerun_finishes_every_stage(tmp_path):
+    path = write_study(tmp_path, strategy=ONESHOT, budget=BUDGET)
+    config = StudyConfig.load(path)
+    checkpoints = config.directory / "oneshot" / "supernet"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen([sys.executable, "-m", "autorec.cli", "search", str(path), "--json"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while latest(checkpoints) is None:  # kill once the supernet has a checkpoint to resume from
+        assert proc.poll() is None, "the search ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    record = study.user_attrs[ONESHOT_ATTR]
+    assert record["supernet"]["steps"] == 30 and record["supernet"]["resumed_from"]
+    trials = study.get_trials(deepcopy=False)
+    stages = [t.user_attrs.get("stage") for t in trials if t.state == TrialState.COMPLETE]
+    assert stages == ["proxy"] * 12 + ["rerank"] * 4 + ["final"]
+    space = SearchSpace.load(config.space)
+    for t in trials:
+        assert space.contains(trial_arch(t))
+    rerank = [t for t in trials if t.user_attrs.get("stage") == "rerank"]
+    assert record["tau_pairs"] == 4 and (record["kendall_tau"] is None or -1 <= record["kendall_tau"] <= 1)
+    final = trials[-1]
+    assert final.user_attrs["proxy_trial"] in {t.user_attrs["proxy_trial"] for t in rerank[:2]}
+    assert 0 < final.user_attrs["metrics"]["test"]["auc"] < 1
+    assert select_trials(study, trial=final.number)[0].number == final.number  # exportable
+
+    run_study(config, log=quiet)  # a finished one-shot study does nothing more
+    again = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    assert len(again.trials) == len(trials)
