@@ -87,7 +87,10 @@ def dense_arch_cost(n_dense: int, dense_arch: tuple[int, ...], dim: int, metric:
 
 @functools.lru_cache(maxsize=4096)
 def projection_cost(width: int, dim: int, metric: str) -> float:
-    """Cost of projecting one feature's ``width``-wide embedding to ``dim`` (0 when equal)."""
+    """Cost of projecting one feature's ``width``-wide embedding to ``dim`` (0 when equal, or
+    when the width is 0: a dropped feature)."""
+    if width == 0:
+        return 0.0
     spec = ArchSpec(dim=dim, tables=(TableSpec(name="p", features=("p",), num_embeddings=1, dim=width),))
     return _part(spec, "projections", metric)
 
@@ -231,8 +234,11 @@ class ExpectedCost:
         total = _t(0.0)
         for group, features in net.groups:
             p = self._p(probs, f"emb.{group}", len(net.emb_values))
+            h = self._p(probs, f"emb.{group}.hash", len(net.hash_values))
             for name in features:
-                total = total + p @ _t([float(tensor_bytes(rows[name] * w, "fp32")) for w in net.emb_widths])
+                kept = h @ _t([float(net.hash_rows(name, k)) for k in range(len(net.hash_values))])
+                total = total + kept * (p @ _t([float(tensor_bytes(w, "fp32")) for w in net.emb_widths]))
+        del rows
         return total
 
 

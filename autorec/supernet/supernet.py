@@ -52,6 +52,8 @@ from autorec.data.schema import Schema
 from autorec.precision.layers import AtPrecision
 from autorec.space import SearchSpace, SpaceError
 from autorec.space.stacks import groups_of
+from autorec.space.tables import hashed_rows
+from autorec.supernet.hashing import pooled_by_hash
 from autorec.supernet.mixed import Choice, ChoiceSet, MaskedOverArch, MixedChoice, Weights, width_mask
 from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock
 from autorec.supernet.towers import SuperTowers
@@ -143,9 +145,15 @@ class Supernet(nn.Module):
         choices: list[Choice] = []
         self.groups = groups_of(space.embedding.groups, schema)
         self.emb_values, self.emb_widths = self._embedding_choices()
+        # Hash sizes (fractions of each table's rows): every value looks up the one full table
+        # with its ids folded to that many rows, so the rows [0, r) are shared by every r.
+        self.hash_values = tuple(space.embedding.hash)
+        self.cards = {f.name: f.num_embeddings for f in schema.sparse}
         for group, _ in self.groups:
             if len(self.emb_values) > 1:
                 choices.append(Choice(f"emb.{group}", self.emb_values))
+            if len(self.hash_values) > 1:
+                choices.append(Choice(f"emb.{group}.hash", self.hash_values))
         self.table_width = max(self.emb_widths)
         self.sparse_arch = EmbeddingBagCollection(
             device=device,
@@ -221,12 +229,7 @@ class Supernet(nn.Module):
 
     def _embedding_choices(self) -> tuple[tuple[Any, ...], tuple[int, ...]]:
         emb = self.space.embedding
-        if (emb.dim is not None and 0 in emb.dim) or tuple(emb.hash) != (1,):
-            raise SupernetError(
-                f"{self.space.source}: embedding.dim 0 (dropping features) and embedding.hash are "
-                "searched by the multi-trial strategies (random, tpe, nsga2); the supernet does not "
-                "mix them yet")
-        if emb.dim is not None:
+        if emb.dim is not None:  # 0 (a dropped feature) masks every column: a zero vector
             values = tuple(emb.dim)
             return values, values
         values = tuple(emb.dim_ratio)
@@ -239,6 +242,10 @@ class Supernet(nn.Module):
         return values, widths
 
     # ---- forward ----------------------------------------------------------------------
+    def hash_rows(self, feature: str, k: int) -> int:
+        """Rows of ``feature``'s table at hash value ``k``."""
+        return hashed_rows(self.cards[feature], self.hash_values[k])
+
     def weights_of(self, weights: Weights, name: str, size: int) -> torch.Tensor:
         """The weights of choice ``name``, or [1] when it is fixed (a single value)."""
         return weights[name] if name in self.arch.choices else torch.ones(size)
@@ -255,7 +262,7 @@ class Supernet(nn.Module):
         ``detach_embeddings``: no gradient into the tables (the architecture step must not train
         them on the validation split; their fused optimizer would apply it in backward).
         """
-        pooled = self.sparse_arch(sparse).to_dict()
+        pooled = pooled_by_hash(self, sparse, weights)
         vectors = [self.dense_arch(dense)] if self.dense_arch is not None else []
         identity = self.emb_widths.index(self.dim) if self.dim in self.emb_widths else None
         for group, features in self.groups:
@@ -359,13 +366,25 @@ class Supernet(nn.Module):
 
         rank = self.ranker(preferred)
         widths = self.table_widths(rank)
+        fractions = {name: rank(f"emb.{group}.hash", self.hash_values)[0]
+                     for group, features in self.groups for name in features}
+        if not any(width for _, width in widths.values()):  # every group dropped: as the space does
+            last = self.groups[-1][1]
+            narrowest = min(w for w in self.emb_widths if w)
+            for name in last:
+                widths[name] = (self.emb_values[self.emb_widths.index(narrowest)], narrowest)
+                fractions[name] = self.hash_values[0]
+        rows = {f.name: hashed_rows(f.num_embeddings, fractions[f.name]) for f in self.schema.sparse}
         tables = tuple(
-            TableSpec(
-                name=f"t_{f.name}", features=(f.name,), num_embeddings=f.num_embeddings, dim=widths[f.name][1]
-            )
-            for f in self.schema.sparse
+            TableSpec(name=f"t_{f.name}", features=(f.name,), num_embeddings=rows[f.name],
+                      dim=widths[f.name][1],
+                      hash_from=f.num_embeddings if rows[f.name] < f.num_embeddings else None)
+            for f in self.schema.sparse if widths[f.name][1]
         )
+        dropped = tuple(f.name for f in self.schema.sparse if not widths[f.name][1])
         towers, f_in = self.derive_input(rank)
+        if towers is None:  # the kept features enter the stack (a space with towers drops none)
+            f_in = len(tables) + (1 if self.schema.n_dense else 0)
         layers = []
         for i in range(len(self.layers)):
             config = self.layer_config(i, f_in, rank)
@@ -382,6 +401,7 @@ class Supernet(nn.Module):
             layers=tuple(layers),
             over_arch=rank("over_arch", self.over_values)[0],
             towers=towers,
+            dropped=dropped,
         )
         try:
             self.space.to_params(spec)

@@ -91,3 +91,18 @@ def test_kill_minus_nine_during_the_supernet_then_the_rerun_finishes_every_stage
     run_study(config, log=quiet)  # a finished one-shot study does nothing more
     again = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
     assert len(again.trials) == len(trials)
+
+
+def test_a_space_of_per_feature_drops_and_hash_sizes_runs_every_stage(tmp_path):
+    space = tmp_path / "micro.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
+                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    options = {**ONESHOT["options"], "steps": 6, "candidates": 10, "rerank": 2, "calibrate": 1}
+    config = StudyConfig.load(write_study(tmp_path, space=str(space), budget=BUDGET,
+                                          strategy={"name": "oneshot", "options": options}))
+    run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    specs = [trial_arch(t) for t in study.trials]
+    assert any(s.dropped for s in specs) and any(t.hash_from for s in specs for t in s.tables)
+    assert all(SearchSpace.load(space).contains(s) for s in specs)
+    assert [t.user_attrs["stage"] for t in study.trials][-1] == "final"

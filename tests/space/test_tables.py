@@ -96,9 +96,26 @@ def test_a_micro_spec_trains_sharded_on_real_data():
     assert 0.0 < result.val["auc"] < 1.0
 
 
-def test_the_supernet_refuses_micro_choices_clearly():
-    from autorec.supernet import Supernet, SupernetError
+def test_the_supernet_mixes_micro_choices_and_derives_them():
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-    with pytest.raises(SupernetError, match=r"embedding.dim 0 .* and embedding.hash are searched by the "
-                                            "multi-trial strategies"):
-        Supernet(SearchSpace.from_dict(MICRO), SCHEMA, dim=8, dense_arch=(64,), over_arch=(256, 128))
+    from autorec.supernet import Supernet
+
+    net = Supernet(SearchSpace.from_dict(MICRO), SCHEMA, dim=8, dense_arch=(64,), over_arch=(256, 128))
+    assert {"emb.u", "emb.u.hash", "emb.c.hash"} <= set(net.arch.choices)
+    values = {**net.arch.argmax(), "emb.u": 8, "emb.u.hash": 0.1, "emb.i": 0, "emb.c": 4, "emb.c.hash": 1}
+    spec = net.derive(values)
+    assert spec.dropped == ("i",) and spec.num_inputs == 3
+    assert [(t.name, t.dim, t.num_embeddings, t.hash_from) for t in spec.tables] == [
+        ("t_u", 8, 100, 1000), ("t_c", 4, 3, None)]
+    one_hot = {name: torch.nn.functional.one_hot(torch.tensor(c.values.index(values[name])),
+                                                 len(c.values)).float()
+               for name, c in net.arch.choices.items()}
+
+    def x0(u: int, i: int) -> torch.Tensor:
+        kjt = KeyedJaggedTensor.from_lengths_sync(["u", "i", "c"], torch.tensor([u, i, 2]),
+                                                  torch.tensor([1, 1, 1]))
+        return net.embed(torch.zeros(1, 1), kjt, one_hot)
+
+    assert torch.count_nonzero(x0(5, 7)[0, 2]) == 0  # the dropped feature is a zero vector
+    torch.testing.assert_close(x0(999, 7), x0(99, 3))  # u hashed to 100 rows; i is ignored

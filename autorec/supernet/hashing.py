@@ -1,0 +1,43 @@
+"""Hash sizes in the supernet: one full table per feature, looked up with ids folded to fewer rows.
+
+A hash choice's values are fractions of a table's rows. Every value reads the same full table
+with its ids taken modulo that value's rows (:func:`autorec.models.fold_ids`), so the first
+``r`` rows are shared by every value with ``r`` rows or more, as widths share their first
+columns. A value whose weight is 0 in every group is not looked up, so a one-hot path costs one
+lookup per feature.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+from autorec.models import fold_ids
+from autorec.supernet.mixed import Weights
+
+if TYPE_CHECKING:
+    from autorec.supernet.supernet import Supernet
+
+
+def pooled_by_hash(net: Supernet, sparse: KeyedJaggedTensor, weights: Weights) -> dict[str, torch.Tensor]:
+    """Pooled embeddings per feature, mixed over the hash values by their weights (a value
+    whose weight is 0 for every group is not looked up: one lookup on a one-hot path)."""
+    if len(net.hash_values) == 1:
+        if net.hash_values[0] >= 1:
+            return net.sparse_arch(sparse).to_dict()
+        return net.sparse_arch(fold_ids(sparse, {f: net.hash_rows(f, 0) for f in net.cards})).to_dict()
+    per_group = {group: net.weights_of(weights, f"emb.{group}.hash", len(net.hash_values))
+                 for group, _ in net.groups}
+    out: dict[str, torch.Tensor] = {}
+    for k in range(len(net.hash_values)):
+        if all(float(w[k]) == 0.0 for w in per_group.values()):
+            continue
+        folded = fold_ids(sparse, {f: net.hash_rows(f, k) for f in net.cards})
+        looked = net.sparse_arch(folded).to_dict()
+        for group, features in net.groups:
+            for name in features:
+                term = per_group[group][k] * looked[name]
+                out[name] = term if name not in out else out[name] + term
+    return out

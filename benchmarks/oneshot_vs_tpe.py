@@ -1,0 +1,281 @@
+"""Issue 20's benchmark: one-shot search (train once, search many) against TPE on the `scale` workload.
+
+Every method searches on the synthetic ``scale`` preset (Criteo-like, planted per-table
+importance, default 5M samples) with the same final-training budget:
+
+- ``tpe``: TPE, ``--trials`` full trials on ``benchmarks/spaces/scale.yaml`` (per-feature dims,
+  drops and hash sizes);
+- ``tpe_shared``: TPE, ``--trials`` full trials on ``benchmarks/spaces/scale_shared.yaml`` (every
+  feature kept, one shared width and hash size), so a larger space cannot make the baseline
+  weaker. TPE's figure is the better of the two;
+- ``oneshot``: ``strategy: oneshot`` on the scale space, one study per seed in ``--seeds``.
+
+Each stage is an Optuna study in ``--out`` (default ``~/.cache/autorec-bench/oneshot``, outside
+the work tree): a stage run again continues where the last run was cut (the trials recorded
+stay; a one-shot supernet resumes from its checkpoint). ``report`` reads whatever has finished,
+trains TPE's best-by-validation trial in full (``--final-epochs``, as the one-shot winner is),
+and writes the flat JSON of the issue to ``benchmarks/results/oneshot.json`` with the machine
+and commit. Run the stages in any order, across sessions:
+
+    .venv/bin/python benchmarks/oneshot_vs_tpe.py --stage tpe
+    .venv/bin/python benchmarks/oneshot_vs_tpe.py --stage tpe_shared
+    .venv/bin/python benchmarks/oneshot_vs_tpe.py --stage oneshot --seeds 0,1,2
+    .venv/bin/python benchmarks/oneshot_vs_tpe.py --stage report
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import subprocess
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.trial import TrialState
+
+from autorec.arch import ArchSpec
+from autorec.study import StudyConfig, TrialRunner, open_storage, run_study
+from benchmarks.criteo_read import machine
+
+ROOT = Path(__file__).resolve().parents[1]
+SPACES = {
+    "tpe": ROOT / "benchmarks/spaces/scale.yaml",
+    "tpe_shared": ROOT / "benchmarks/spaces/scale_shared.yaml",
+    "oneshot": ROOT / "benchmarks/spaces/scale.yaml",
+}
+TOLERANCE = 0.0005  # the one-shot winner "reaches" TPE's best test AUC within this
+DIM64_BYTES = 64 * 4  # bytes per row of the issue's reference: every table kept, dim 64, fp32, full hash
+
+
+def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
+    name = stage if stage != "oneshot" else f"oneshot_seed{seed}"
+    data: dict[str, Any] = {
+        "name": name,
+        "data": {"name": "synthetic", "options": {"preset": "scale", "num_samples": args.samples}, "seed": 0},
+        "space": str(SPACES[stage]),
+        "objectives": ["val_auc"],
+        "budget": {
+            "trials": args.trials,
+            "epochs": args.epochs,
+            "batch_size": args.batch_size,
+            "patience": 1,
+        },
+        "pruner": "median",
+        "seed": seed,
+    }
+    if stage == "oneshot":
+        options = {
+            "steps": args.supernet_steps,
+            "batch_size": 1024,
+            "candidates": args.candidates,
+            "selection_samples": 20_000,
+            "rerank": 4,
+            "calibrate": 8,
+            "final_epochs": args.final_epochs,
+            "checkpoint_every": 100,
+            **json.loads(args.oneshot_options),
+        }
+        data["strategy"] = {"name": "oneshot", "options": options}
+        data["pruner"] = "none"
+    else:
+        data["strategy"] = {"name": "tpe", "options": {"n_startup_trials": 8}}
+    folder = args.out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "study.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def run_stage(args: argparse.Namespace, stage: str) -> None:
+    seeds = [int(s) for s in args.seeds.split(",")] if stage == "oneshot" else [0]
+    for seed in seeds:
+        config = StudyConfig.load(study_file(args, stage, seed))
+        start = time.perf_counter()
+        run_study(config, log=print)
+        print(f"{config.name}: this run took {time.perf_counter() - start:.0f} s")
+
+
+def _seconds(trial: optuna.trial.FrozenTrial) -> float:
+    return trial.duration.total_seconds() if trial.duration else 0.0
+
+
+def _load(args: argparse.Namespace, stage: str, seed: int = 0) -> tuple[StudyConfig, optuna.Study] | None:
+    path = study_file(args, stage, seed)
+    config = StudyConfig.load(path)
+    try:
+        return config, optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
+    except KeyError:
+        return None
+
+
+def tpe_figures(args: argparse.Namespace, stage: str) -> dict[str, Any] | None:
+    """Best-by-validation trial trained in full; the study's wall time (trials + that training)."""
+    loaded = _load(args, stage)
+    if loaded is None:
+        return None
+    config, study = loaded
+    done = [
+        t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+    ]
+    complete = [t for t in done if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs]
+    if not complete:
+        return None
+    best = max(complete, key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
+    final = study.user_attrs.get("final")
+    if final is None or final["trial"] != best.number or len(done) > final["trials_seen"]:
+        from autorec.train.trainer import Trainer
+
+        runner = TrialRunner(config)
+        cfg = runner.train_config(config.directory / "final")
+
+        cfg = dataclasses.replace(cfg, epochs=args.final_epochs, patience=2, checkpoint_dir=None)
+        t0 = time.perf_counter()
+        result = Trainer(ArchSpec.from_dict(best.user_attrs["arch"]), runner.dataset, cfg).fit()
+        final = {
+            "trial": best.number,
+            "trials_seen": len(done),
+            "seconds": time.perf_counter() - t0,
+            "val_auc": result.val["auc"],
+            "test_auc": result.test["auc"],
+        }
+        study.set_user_attr("final", final)
+    return {
+        "stage": stage,
+        "trials": len(done),
+        "complete_trainings": len(complete),
+        "search_s": sum(_seconds(t) for t in done),
+        "final_s": final["seconds"],
+        "wall_s": sum(_seconds(t) for t in done) + final["seconds"],
+        "test_auc": final["test_auc"],
+        "median_training_s": statistics.median(_seconds(t) for t in complete),
+        "trained": [
+            (t.user_attrs["metrics"]["test"]["auc"], t.user_attrs["costs"]["embedding_bytes"])
+            for t in complete
+        ],
+    }
+
+
+def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | None:
+    loaded = _load(args, "oneshot", seed)
+    if loaded is None:
+        return None
+    _, study = loaded
+    record = study.user_attrs.get("oneshot", {})
+    final = [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if t.user_attrs.get("stage") == "final" and t.state == TrialState.COMPLETE
+    ]
+    if not final:
+        return None
+    trained = [t for t in study.get_trials(deepcopy=False) if "metrics" in t.user_attrs]
+    search_s = (
+        record["supernet"]["seconds"] + record.get("search_seconds", 0.0) + record.get("rerank_seconds", 0.0)
+    )
+    return {
+        "seed": seed,
+        "search_s": search_s,
+        "final_s": record.get("final_seconds", 0.0),
+        "wall_s": search_s + record.get("final_seconds", 0.0),
+        "test_auc": final[0].user_attrs["metrics"]["test"]["auc"],
+        "kendall_tau": record.get("kendall_tau"),
+        "tau_pairs": record.get("tau_pairs"),
+        "trained": [
+            (t.user_attrs["metrics"]["test"]["auc"], t.user_attrs["costs"]["embedding_bytes"])
+            for t in trained
+        ],
+    }
+
+
+def report(args: argparse.Namespace) -> dict[str, Any]:
+    from autorec.data.synthetic import SyntheticConfig, load_synthetic
+
+    tpe = [f for f in (tpe_figures(args, s) for s in ("tpe", "tpe_shared")) if f is not None]
+    shots = [f for f in (oneshot_figures(args, int(s)) for s in args.seeds.split(",")) if f is not None]
+    schema = SyntheticConfig.from_options(preset="scale").schema()
+    reference_bytes = sum(f.num_embeddings for f in schema.sparse) * DIM64_BYTES
+    out: dict[str, Any] = {
+        "machine": machine(),
+        "commit": _commit(),
+        "samples": args.samples,
+        "tpe_stages_done": [f["stage"] for f in tpe],
+        "oneshot_seeds_done": [f["seed"] for f in shots],
+    }
+    if tpe:
+        best = max(tpe, key=lambda f: f["test_auc"])
+        out.update(
+            tpe_best_test_auc=best["test_auc"],
+            tpe_wall_s=best["wall_s"],
+            tpe_stage=best["stage"],
+            median_training_s=statistics.median(f["median_training_s"] for f in tpe),
+        )
+    if shots:
+        out.update(
+            oneshot_test_auc_min=min(f["test_auc"] for f in shots),
+            oneshot_wall_s_max=max(f["wall_s"] for f in shots),
+            kendall_tau_min=min(
+                (f["kendall_tau"] for f in shots if f["kendall_tau"] is not None), default=None
+            ),
+        )
+        if tpe:
+            out["oneshot_train_equivalents_max"] = (
+                max(f["search_s"] for f in shots) / out["median_training_s"]
+            )
+            out["tolerance"] = TOLERANCE
+    trained = [pair for f in [*tpe, *shots] for pair in f["trained"]]
+    if trained:
+        top = max(auc for auc, _ in trained)
+        near = [b for auc, b in trained if auc >= top - 0.001]
+        smallest = min(near)
+        out.update(
+            compressed_bytes_ratio=smallest / reference_bytes,
+            compressed_auc_drop=top - max(auc for auc, b in trained if b == smallest),
+        )
+    out["bayes_auc"] = load_synthetic(preset="scale", num_samples=min(args.samples, 1_000_000)).bayes_auc(
+        "test"
+    )
+    return out
+
+
+def _commit() -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--stage", choices=["tpe", "tpe_shared", "oneshot", "report"], required=True)
+    parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
+    parser.add_argument("--samples", type=int, default=5_000_000)
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--epochs", type=int, default=1, help="epochs of one TPE trial")
+    parser.add_argument("--batch-size", type=int, default=2048)
+    parser.add_argument("--final-epochs", type=int, default=3, help="the winner's training, either method")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--supernet-steps", type=int, default=4000)
+    parser.add_argument("--candidates", type=int, default=1000)
+    parser.add_argument("--oneshot-options", default="{}", help="JSON: more strategy options")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if args.stage != "report":
+        run_stage(args, args.stage)
+        return
+    result = report(args)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
