@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import resource
 import statistics
 import subprocess
 import time
@@ -99,6 +100,11 @@ def run_stage(args: argparse.Namespace, stage: str) -> None:
         start = time.perf_counter()
         run_study(config, log=print)
         print(f"{config.name}: this run took {time.perf_counter() - start:.0f} s")
+        # Peak resident memory of this process (data, supernet, search), the most of any run.
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+        record = config.directory / "peak_rss_gib.json"
+        before = json.loads(record.read_text()) if record.exists() else 0.0
+        record.write_text(json.dumps(max(before, peak)))
 
 
 def _seconds(trial: optuna.trial.FrozenTrial) -> float:
@@ -165,8 +171,9 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
     loaded = _load(args, "oneshot", seed)
     if loaded is None:
         return None
-    _, study = loaded
+    config, study = loaded
     record = study.user_attrs.get("oneshot", {})
+    peak = config.directory / "peak_rss_gib.json"
     final = [
         t
         for t in study.get_trials(deepcopy=False)
@@ -186,6 +193,7 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
         "test_auc": final[0].user_attrs["metrics"]["test"]["auc"],
         "kendall_tau": record.get("kendall_tau"),
         "tau_pairs": record.get("tau_pairs"),
+        "peak_rss_gib": json.loads(peak.read_text()) if peak.exists() else None,
         "trained": [
             (t.user_attrs["metrics"]["test"]["auc"], t.user_attrs["costs"]["embedding_bytes"])
             for t in trained
@@ -217,6 +225,7 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
         )
     if shots:
         out.update(
+            oneshot_peak_rss_gib=max((f["peak_rss_gib"] or 0.0) for f in shots),
             oneshot_test_auc_min=min(f["test_auc"] for f in shots),
             oneshot_wall_s_max=max(f["wall_s"] for f in shots),
             kendall_tau_min=min(
