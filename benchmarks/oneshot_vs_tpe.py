@@ -17,10 +17,10 @@ trains TPE's best-by-validation trial in full (``--final-epochs``, as the one-sh
 and writes the flat JSON of the issue to ``benchmarks/results/oneshot.json`` with the machine
 and commit. Run the stages in any order, across sessions:
 
-    .venv/bin/python benchmarks/oneshot_vs_tpe.py --stage tpe
-    .venv/bin/python benchmarks/oneshot_vs_tpe.py --stage tpe_shared
-    .venv/bin/python benchmarks/oneshot_vs_tpe.py --stage oneshot --seeds 0,1,2
-    .venv/bin/python benchmarks/oneshot_vs_tpe.py --stage report
+    .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage tpe
+    .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage tpe_shared
+    .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage oneshot --seeds 0,1,2
+    .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage report
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
         }
         data["strategy"] = {"name": "oneshot", "options": options}
         data["pruner"] = "none"
+        data["budget"]["max_steps_per_epoch"] = args.rerank_steps  # re-ranking: short trainings
     else:
         data["strategy"] = {"name": "tpe", "options": {"n_startup_trials": 8}}
     folder = args.out / name
@@ -272,6 +273,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--supernet-steps", type=int, default=4000)
     parser.add_argument("--candidates", type=int, default=1000)
+    parser.add_argument("--rerank-steps", type=int, default=400, help="steps of a re-ranking training")
     parser.add_argument("--oneshot-options", default="{}", help="JSON: more strategy options")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     args = parser.parse_args()
