@@ -21,6 +21,9 @@ from autorec.study import OBJECTIVES
 
 QUALITY = "val_auc"
 ARCH_PROBS_ATTR = "arch_probs"
+# A one-shot study's trial attributes (autorec.oneshot.search: STAGE_ATTR, PROXY_ATTR) and its
+# record (autorec.oneshot.run.ONESHOT_ATTR); spelled here so the report imports no torch.
+STAGE_ATTR, PROXY_ATTR, ONESHOT_ATTR = "stage", "proxy", "oneshot"
 
 
 # ---- trial values ------------------------------------------------------------------------
@@ -181,3 +184,24 @@ def arch_probs_data(trial: FrozenTrial) -> ArchProbsData | None:
     probs = [[[float(layer[s].get(kind, 0.0)) if s < len(layer) else math.nan for s in range(n_steps)]
               for kind in kinds] for layer in layers]
     return ArchProbsData(trial.number, kinds, list(range(n_steps)), probs)
+
+
+@dataclass(frozen=True)
+class ProxyData:
+    """A one-shot study's trained candidates: proxy (inherited-weight) and trained val AUC."""
+
+    trials: list[int]
+    proxy: list[float]
+    trained: list[float]
+    tau: float | None
+
+
+def proxy_data(study: optuna.Study) -> ProxyData | None:
+    """The re-ranked and calibration trainings of a one-shot study (None for other studies)."""
+    rows = [(t.number, t.user_attrs[PROXY_ATTR]["val_auc"], t.user_attrs["metrics"]["val"]["auc"])
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get(STAGE_ATTR) == "rerank" and "metrics" in t.user_attrs]
+    if not rows:
+        return None
+    tau = study.user_attrs.get(ONESHOT_ATTR, {}).get("kendall_tau")
+    return ProxyData([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tau)

@@ -22,10 +22,12 @@ from autorec.report.data import (
     ArchProbsData,
     HistoryData,
     ParetoData,
+    ProxyData,
     arch_probs_data,
     history_data,
     importance_data,
     pareto_data,
+    proxy_data,
     top_trials,
 )
 from autorec.report.graph import arch_graph, layout
@@ -169,14 +171,31 @@ def arch_probs_figure(data: ArchProbsData) -> go.Figure:
     return figure
 
 
+def proxy_figure(data: ProxyData) -> go.Figure:
+    """Proxy (inherited weights) against trained validation AUC, Kendall's tau in the title."""
+    go = _plotly()
+    tau = "n/a" if data.tau is None else f"{data.tau:.2f}"
+    figure = go.Figure(go.Scatter(x=data.proxy, y=data.trained, mode="markers+text",
+                                  text=[str(n) for n in data.trials], textposition="top center",
+                                  hovertemplate="trial %{text}<br>proxy %{x:.4f}<br>trained %{y:.4f}"
+                                                "<extra></extra>"))
+    figure.update_layout(title=f"One-shot proxy against trained val AUC (Kendall's tau {tau}, "
+                               f"{len(data.trials)} trainings)",
+                         xaxis_title="val AUC with inherited weights", yaxis_title="val AUC trained")
+    return figure
+
+
 def study_figures(study: optuna.Study) -> dict[str, go.Figure]:
     """Every figure of the study by a stable key: ``history``, ``pareto``, ``importance``,
-    ``best_arch`` (when a trial completed), ``arch_probs_trial<N>`` per trial that has
-    architecture probabilities and ``schedule_trial<N>`` per completed trial that searched a
-    growth schedule."""
+    ``best_arch`` (when a trial completed), ``proxy`` (a one-shot study's proxy against its
+    trainings), ``arch_probs_trial<N>`` per trial that has architecture probabilities and
+    ``schedule_trial<N>`` per completed trial that searched a growth schedule."""
     figures = {"history": history_figure(history_data(study)),
                "pareto": pareto_figure(pareto_data(study)),
                "importance": importance_figure(importance_data(study))}
+    proxy = proxy_data(study)
+    if proxy is not None:  # a one-shot study: how far its proxy can be trusted
+        figures["proxy"] = proxy_figure(proxy)
     best = top_trials(study, 1)
     if best:
         figures["best_arch"] = arch_figure(trial_arch(best[0]), f"Best architecture: trial {best[0].number}")

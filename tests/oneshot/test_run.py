@@ -14,6 +14,10 @@ import pytest
 from optuna.trial import TrialState
 
 from autorec.oneshot.run import ONESHOT_ATTR, rank_correlation
+from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR
+from autorec.report import data as report_data
+from autorec.report.data import proxy_data
+from autorec.report.figures import study_figures
 from autorec.space import SearchSpace
 from autorec.strategies import make_strategy
 from autorec.study import StudyConfig, open_storage, run_study, select_trials, trial_arch
@@ -28,6 +32,11 @@ BUDGET = {"trials": 1, "epochs": 1, "batch_size": 128, "max_steps_per_epoch": 4}
 
 def quiet(*_: object) -> None:
     pass
+
+
+def test_the_report_spells_the_oneshot_attributes_as_oneshot_does():
+    assert (report_data.STAGE_ATTR, report_data.PROXY_ATTR, report_data.ONESHOT_ATTR) == (
+        STAGE_ATTR, PROXY_ATTR, ONESHOT_ATTR)
 
 
 def test_rank_correlation():
@@ -87,6 +96,11 @@ def test_kill_minus_nine_during_the_supernet_then_the_rerun_finishes_every_stage
     assert final.user_attrs["proxy_trial"] in {t.user_attrs["proxy_trial"] for t in rerank[:2]}
     assert 0 < final.user_attrs["metrics"]["test"]["auc"] < 1
     assert select_trials(study, trial=final.number)[0].number == final.number  # exportable
+
+    figures = study_figures(study)  # the report draws the proxy against the trainings, with tau
+    data = proxy_data(study)
+    assert "proxy" in figures and len(data.trials) == 4 and data.tau == record["kendall_tau"]
+    assert "Kendall's tau" in figures["proxy"].layout.title.text
 
     run_study(config, log=quiet)  # a finished one-shot study does nothing more
     again = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
