@@ -21,6 +21,7 @@ and commit. Run the stages in any order, across sessions:
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage tpe_shared
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage oneshot --seeds 0,1,2
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage report
+    .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage status   # where each stage stands, no training
 """
 
 from __future__ import annotations
@@ -202,6 +203,38 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
     }
 
 
+def status(args: argparse.Namespace) -> dict[str, Any]:
+    """Where each stage stands, without training anything: trials done, the best trial by
+    validation AUC so far (its AUCs are from the trial's own short training), trial seconds."""
+    out: dict[str, Any] = {"machine": machine(), "commit": _commit(), "samples": args.samples}
+    stages = [("tpe", 0), ("tpe_shared", 0), *(("oneshot", int(s)) for s in args.seeds.split(","))]
+    for stage, seed in stages:
+        loaded = _load(args, stage, seed)
+        if loaded is None:
+            continue
+        _, study = loaded
+        trained = [
+            t
+            for t in study.get_trials(deepcopy=False)
+            if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs
+        ]
+        name = stage if stage != "oneshot" else f"oneshot_seed{seed}"
+        row: dict[str, Any] = {"trials": len(study.trials), "trained": len(trained)}
+        if trained:
+            best = max(trained, key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
+            row.update(
+                best_trial=best.number,
+                best_val_auc=best.user_attrs["metrics"]["val"]["auc"],
+                best_test_auc=best.user_attrs["metrics"]["test"]["auc"],
+                median_trial_s=statistics.median(_seconds(t) for t in trained),
+                total_trial_s=sum(_seconds(t) for t in study.get_trials(deepcopy=False)),
+            )
+        if stage == "oneshot":
+            row["oneshot"] = study.user_attrs.get("oneshot")
+        out[name] = row
+    return out
+
+
 def report(args: argparse.Namespace) -> dict[str, Any]:
     from autorec.data.synthetic import SyntheticConfig, load_synthetic
 
@@ -263,7 +296,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--stage", choices=["tpe", "tpe_shared", "oneshot", "report"], required=True)
+    parser.add_argument(
+        "--stage", choices=["tpe", "tpe_shared", "oneshot", "report", "status"], required=True
+    )
     parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
     parser.add_argument("--samples", type=int, default=5_000_000)
     parser.add_argument("--trials", type=int, default=30)
@@ -279,6 +314,9 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if args.stage == "status":
+        print(json.dumps(status(args), indent=1))
+        return
     if args.stage != "report":
         run_stage(args, args.stage)
         return
