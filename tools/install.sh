@@ -17,23 +17,30 @@ pin() {  # the pinned requirement for a distribution, from the one place pins li
 }
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+# A machine whose pip config names a local package index (extra-index-url = file:///...) makes
+# pip warn once per project that index lacks ("Location ... is ignored: it is neither a file nor
+# a directory"), dozens of lines that read like a broken install. They say nothing about this
+# install, so they are dropped; every other line of pip's output stays.
+install() {
+  "${pip[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
 echo "install: torch and fbgemm into $venv"
-"${pip[@]}" "$(pin torch)"
+install "$(pin torch)"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   # A GPU: the CUDA fbgemm-gpu of the release that matches the pinned torch and torchrec.
   fbgemm_version=$(pin fbgemm-gpu-cpu | cut -d= -f3)
-  "${pip[@]}" -c constraints.txt "fbgemm-gpu==$fbgemm_version"
+  install -c constraints.txt "fbgemm-gpu==$fbgemm_version"
 else
-  "${pip[@]}" -c constraints.txt "$(pin fbgemm-gpu-cpu)"
+  install -c constraints.txt "$(pin fbgemm-gpu-cpu)"
 fi
 echo "install: autorec[$extras]"
-"${pip[@]}" -c constraints.txt -e ".[$extras]"
+install -c constraints.txt -e ".[$extras]"
 # torchrec's metadata asks for the CUDA fbgemm-gpu, and recbole's for a whole training stack we
 # never import (we only read the MovieLens files it ships): both go in without their deps, last,
 # so that no later install reports their unmet requirements as conflicts (pip checks conflicts
 # only when it resolves dependencies, which --no-deps skips).
 echo "install: torchrec and recbole (without their dependencies)"
-"${pip[@]}" --no-deps "$(pin torchrec)" "$(pin recbole)"
+install --no-deps "$(pin torchrec)" "$(pin recbole)"
 "$venv/bin/python" -c "import torchrec, fbgemm_gpu, autorec.data.movielens as m; m.locate()"
 echo "$want" > "$stamp"
 echo "install: done"
