@@ -88,3 +88,29 @@ def test_fair_steps_train_every_kind(data, tmp_path):
     moved = {k.split(".candidates.")[1].split(".")[0] for k in before
              if ".candidates." in k and not torch.equal(before[k], after[k])}
     assert moved >= {"dcnv2", "wukong"}  # dlrm has no weights of its own
+
+
+def test_uniform_sampling_runs_one_path_a_step(data, tmp_path, monkeypatch):
+    space = SearchSpace.from_dict(SPACE)
+    run = SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3,
+                                                           sampling="uniform"), tmp_path)
+    calls = []
+    real = run.search._bce
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run.search, "_bce", counted)
+    state = run.fit()
+    assert state.step == 3 and len(calls) == 3  # fair sampling would run 3 paths a step here
+
+
+def test_the_supernet_is_built_for_the_space_choices_given(data, tmp_path):
+    space = SearchSpace.from_dict(SPACE)
+    with pytest.raises(ValueError, match=r"over_arch: \[64\] is not among the space's choices"):
+        SupernetTraining(space, data, OneShotTrainConfig(over_arch=(64,)), tmp_path)
+    with pytest.raises(ValueError, match=r"dim: 12 is not among the space's choices \[8\]"):
+        SupernetTraining(space, data, OneShotTrainConfig(dim=12), tmp_path)
+    run = SupernetTraining(space, data, OneShotTrainConfig(over_arch=(32,)), tmp_path)
+    assert "over_arch" not in run.search.supernet.arch.choices  # fixed, not searched
