@@ -39,7 +39,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), TextColumn("{task.fields[best]}"), console=console,
                             disable=not show)
-        task = progress.add_task(f"search {config.name}", total=config.budget.trials, best="")
+        total = config.budget.trials
+        if config.strategy.name == "oneshot":  # its trials are the candidates scored on the supernet
+            from autorec.strategies import make_strategy
+
+            total = make_strategy("oneshot", config.seed, **config.strategy.options).candidates
+        task = progress.add_task(f"search {config.name}", total=total, best="")
 
         def on_trial(study: Any, trial: Any) -> None:
             done = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("metrics")]

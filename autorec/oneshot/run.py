@@ -70,9 +70,11 @@ def distinct_best(trials: list[FrozenTrial], k: int) -> list[FrozenTrial]:
 
 
 def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
-                trial_attrs: dict[str, Any] | None = None) -> None:
+                trial_attrs: dict[str, Any] | None = None,
+                on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> None:
     """Run (or resume) the one-shot study of ``config`` (strategy ``oneshot``) into ``study``;
-    ``trial_attrs`` are set on every candidate trial (the study marks its worker with them)."""
+    ``trial_attrs`` are set on every candidate trial (the study marks its worker with them) and
+    ``on_trial`` is called after each candidate (a progress bar)."""
     strategy = runner.strategy
     record: dict[str, Any] = dict(study.user_attrs.get(ONESHOT_ATTR, {}))
     root = config.directory / "oneshot"
@@ -88,7 +90,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     if done < strategy.candidates:
         log(f"one-shot search: {strategy.candidates - done} more candidates on inherited weights")
         start = time.perf_counter()
-        study.optimize(search.objective, n_trials=strategy.candidates - done)
+        study.optimize(search.objective, n_trials=strategy.candidates - done,
+                       callbacks=[on_trial] if on_trial else None)
         record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
 

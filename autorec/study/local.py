@@ -96,7 +96,7 @@ def run_study(config: StudyConfig, workers: int | None = None,
         from autorec.oneshot.run import run_oneshot
 
         run_oneshot(config, study, runner, log,
-                    {WORKER_ATTR: {"host": socket.gethostname(), "pid": os.getpid()}})
+                    {WORKER_ATTR: {"host": socket.gethostname(), "pid": os.getpid()}}, on_trial)
     elif workers == 1:
         _work(config, on_trial, runner)
     else:

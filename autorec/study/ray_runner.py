@@ -35,7 +35,7 @@ import optuna
 from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
-from autorec.study.config import OBJECTIVES, StudyConfig
+from autorec.study.config import OBJECTIVES, StudyConfig, StudyConfigError
 from autorec.study.local import train_baselines
 from autorec.study.recovery import WORKER_ATTR, finished_count, mark_interrupted, recover_interrupted
 from autorec.study.results import StudySummary, summarize
@@ -310,6 +310,9 @@ def run_study_ray(config: StudyConfig, address: str | None = None, workers: int 
             where the cluster has them) each.
         log: receives a line per finished trial.
     """
+    if config.strategy.name == "oneshot":  # one supernet, then candidates scored in one process
+        raise StudyConfigError(f"{config.source}: strategy: a oneshot study runs on the local backend "
+                               "(autorec search without --backend ray)")
     ray = _import_ray()
     storage = open_storage(config.storage_url)
     study = create_study(config, storage)

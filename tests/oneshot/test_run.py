@@ -120,3 +120,12 @@ def test_a_space_of_per_feature_drops_and_hash_sizes_runs_every_stage(tmp_path):
     assert any(s.dropped for s in specs) and any(t.hash_from for s in specs for t in s.tables)
     assert all(SearchSpace.load(space).contains(s) for s in specs)
     assert [t.user_attrs["stage"] for t in study.trials][-1] == "final"
+
+
+def test_the_ray_backend_refuses_a_oneshot_study(tmp_path):
+    from autorec.study import StudyConfigError
+    from autorec.study.ray_runner import run_study_ray
+
+    config = StudyConfig.load(write_study(tmp_path, strategy=ONESHOT, budget=BUDGET))
+    with pytest.raises(StudyConfigError, match="a oneshot study runs on the local backend"):
+        run_study_ray(config)
