@@ -97,7 +97,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
 
     proxies = proxy_trials(study)
     chosen = distinct_best(proxies, strategy.rerank)
-    others = [t for t in distinct_best(proxies, len(proxies)) if t not in chosen]
+    chosen_numbers = {t.number for t in chosen}
+    others = [t for t in distinct_best(proxies, len(proxies)) if t.number not in chosen_numbers]
     calibration = random.Random(config.seed).sample(others, min(strategy.calibrate, len(others)))
     trained = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "rerank")}
     for t in [*chosen, *calibration]:
@@ -106,7 +107,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
             trained[t.number] = _train_stage(config, study, runner, t, "rerank", runner.train_config(
                 root / "rerank" / str(t.number)), log)
             # The method's cost is the chosen ones; the calibration set only measures the proxy.
-            key = "rerank_seconds" if t in chosen else "calibration_seconds"
+            key = "rerank_seconds" if t.number in chosen_numbers else "calibration_seconds"
             record[key] = record.get(key, 0.0) + time.perf_counter() - start
             study.set_user_attr(ONESHOT_ATTR, record)
     record["rerank_numbers"] = sorted(t.number for t in chosen)
