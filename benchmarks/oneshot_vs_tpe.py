@@ -206,7 +206,13 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
 def status(args: argparse.Namespace) -> dict[str, Any]:
     """Where each stage stands, without training anything: trials done, the best trial by
     validation AUC so far (its AUCs are from the trial's own short training), trial seconds."""
+    from autorec.data.synthetic import load_synthetic
+
     out: dict[str, Any] = {"machine": machine(), "commit": _commit(), "samples": args.samples}
+    # The workload's ceiling, as report gives it: the Bayes-optimal test AUC (on up to 1M samples).
+    out["bayes_auc"] = load_synthetic(preset="scale", num_samples=min(args.samples, 1_000_000)).bayes_auc(
+        "test"
+    )
     stages = [("tpe", 0), ("tpe_shared", 0), *(("oneshot", int(s)) for s in args.seeds.split(","))]
     for stage, seed in stages:
         loaded = _load(args, stage, seed)

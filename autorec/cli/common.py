@@ -16,6 +16,8 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from autorec.config.errors import BOUNDS
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -133,7 +135,7 @@ def describe_error(exc: ValidationError, names: Sequence[str], flags: Mapping[st
     key = str(error["loc"][0]) if error["loc"] else ""
     where = _flag(key, flags) if key in names else key
     message = error["msg"].removeprefix("Value error, ")
-    bound = _BOUNDS.get(error["type"])
+    bound = BOUNDS.get(error["type"])
     if bound:
         message = f"expected a number {bound[0]} {error['ctx'][bound[1]]}, got {error['input']!r}"
     elif message.startswith("Input should be "):
@@ -142,8 +144,7 @@ def describe_error(exc: ValidationError, names: Sequence[str], flags: Mapping[st
 
 
 # pydantic's error types for a numeric bound: the comparison and the context key of the bound.
-_BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
-           "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}
+
 
 
 def _flag(name: str, flags: Mapping[str, str] | None) -> str:

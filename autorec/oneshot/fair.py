@@ -1,7 +1,7 @@
 """Strictly fair single-path sampling (FairNAS): every value of every choice trains equally often.
 
-Uniform single-path sampling trains each candidate equally often only in expectation; over a
-few thousand steps some values of a 26-way per-feature choice are still visibly under-trained.
+Uniform single-path sampling trains each value equally often only in expectation: over ``n``
+steps a value's count is binomial, so by chance some values of a choice train less than others.
 FairNAS (Chu et al., 2021) removes that variance: each step draws, for every choice, a random
 permutation of its values, and runs ``m`` paths (``m``: the most values any choice has), path
 ``p`` taking value ``perm[p]`` of every choice; the gradients of the ``m`` paths are summed

@@ -96,9 +96,9 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
         study.set_user_attr(ONESHOT_ATTR, record)
 
     proxies = proxy_trials(study)
-    chosen = distinct_best(proxies, strategy.rerank)
+    ranked = distinct_best(proxies, len(proxies))
+    chosen, others = ranked[:strategy.rerank], ranked[strategy.rerank:]
     chosen_numbers = {t.number for t in chosen}
-    others = [t for t in distinct_best(proxies, len(proxies)) if t.number not in chosen_numbers]
     calibration = random.Random(config.seed).sample(others, min(strategy.calibrate, len(others)))
     trained = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "rerank")}
     for t in [*chosen, *calibration]:
@@ -155,5 +155,4 @@ def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTri
                     "metrics": metrics, "checkpoint": str(train_config.checkpoint_dir) + "/best",
                     PROXY_ATTR: proxy.user_attrs[PROXY_ATTR]})
     study.add_trial(trial)
-    return next(t for t in reversed(study.get_trials(deepcopy=False)) if t.user_attrs.get("proxy_trial")
-                == proxy.number and t.user_attrs.get(STAGE_ATTR) == stage)
+    return trial  # what the stages read of it (its user attributes) is what was stored

@@ -45,12 +45,11 @@ class CandidateSearch:
         if unknown:
             raise ValueError(f"objectives: {unknown} cannot be scored without training; a one-shot "
                              f"search scores {', '.join(PROXY_OBJECTIVES)}")
-        self.training, self.search = training, training.search
+        self.search = training.search
         self.objectives = tuple(objectives)
         self.trial_attrs = dict(trial_attrs or {})  # set on every candidate first (the worker, for recovery)
         self.net = self.search.supernet
-        samples = max(selection_samples, self.search.config.batch_size)
-        self._batches = _fixed_batches(self.search, samples)
+        self._batches = self.search.selection_batches(selection_samples)  # the same for every candidate
         self.names = {name: [_value_name(v) for v in c.values] for name, c in self.net.arch.choices.items()}
         self._cache: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
 
@@ -84,12 +83,3 @@ class CandidateSearch:
         values = scores_to_values(scores, costs, self.objectives)
         return values[0] if len(values) == 1 else values
 
-
-def _fixed_batches(search: Any, samples: int) -> list[Any]:
-    """The validation batches every candidate is scored on: the same for all, fixed per seed."""
-    import itertools
-    import math
-
-    size = search.config.batch_size
-    stream = search.dataset.batches("val", size, shuffle=True, seed=search.config.seed + 2)
-    return list(itertools.islice(stream, math.ceil(samples / size)))

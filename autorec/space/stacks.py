@@ -13,7 +13,7 @@ from autorec.blocks import out_features
 from autorec.data.schema import Schema
 from autorec.space.tables import table_ways
 from autorec.space.towers import TowerChoices
-from autorec.space.values import Invalid, Values, narrowed  # noqa: F401  (re-exported)
+from autorec.space.values import Invalid, Values
 
 if TYPE_CHECKING:
     from autorec.space import SearchSpace

@@ -53,7 +53,7 @@ class StudyConfigError(ValueError):
     """A study file is invalid; the message names the file and the key path at fault."""
 
 
-def _one_of(value: str, names: Any, what: str = "") -> str:
+def _one_of(value: str, names: Any) -> str:
     if value not in names:
         raise ValueError(f"expected one of {', '.join(names)}, got {value!r}")
     return value

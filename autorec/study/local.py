@@ -13,8 +13,6 @@ Example:
 from __future__ import annotations
 
 import multiprocessing
-import os
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +21,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autorec.study.config import StudyConfig, StudyConfigError
-from autorec.study.recovery import WORKER_ATTR, finished_count, recover_interrupted
+from autorec.study.recovery import WORKER_ATTR, finished_count, recover_interrupted, worker_mark
 from autorec.study.results import StudySummary, summarize
 from autorec.study.storage import create_study, open_storage
 from autorec.study.trial import TrialRunner, cost_summary
@@ -96,7 +94,7 @@ def run_study(config: StudyConfig, workers: int | None = None,
         from autorec.oneshot.run import run_oneshot
 
         run_oneshot(config, study, runner, log,
-                    {WORKER_ATTR: {"host": socket.gethostname(), "pid": os.getpid()}}, on_trial)
+                    {WORKER_ATTR: worker_mark()}, on_trial)
     elif workers == 1:
         _work(config, on_trial, runner)
     else:

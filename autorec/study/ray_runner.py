@@ -21,8 +21,6 @@ import contextlib
 import functools
 import json
 import math
-import os
-import socket
 import sys
 import tempfile
 import time
@@ -37,7 +35,13 @@ from optuna.trial import TrialState
 from autorec.arch import ArchSpec
 from autorec.study.config import OBJECTIVES, StudyConfig, StudyConfigError
 from autorec.study.local import train_baselines
-from autorec.study.recovery import WORKER_ATTR, finished_count, mark_interrupted, recover_interrupted
+from autorec.study.recovery import (
+    WORKER_ATTR,
+    finished_count,
+    mark_interrupted,
+    recover_interrupted,
+    worker_mark,
+)
 from autorec.study.results import StudySummary, summarize
 from autorec.study.storage import create_study, open_storage
 from autorec.study.trial import TrialRunner, cost_summary
@@ -85,7 +89,7 @@ class _Proposer:
         real: optuna.Trial = getattr(trial, "ot_trial", trial)
         # The driver is the process that owns the trial: recover_interrupted() fails and
         # requeues it if the driver dies.
-        real.set_user_attr(WORKER_ATTR, {"host": socket.gethostname(), "pid": os.getpid()})
+        real.set_user_attr(WORKER_ATTR, worker_mark())
         try:
             spec = self.strategy.propose(trial, self.space, self.schema)
         except Exception as exc:

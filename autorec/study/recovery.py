@@ -24,6 +24,11 @@ WORKER_ATTR = "worker"  # trial user attr: {host, pid} of the process running it
 INTERRUPTED_ATTR = "interrupted"  # trial user attr: cut short (not its own failure), retried
 
 
+def worker_mark() -> dict[str, str | int]:
+    """The ``WORKER_ATTR`` value of a trial this process runs: its host and pid."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

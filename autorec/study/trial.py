@@ -8,8 +8,6 @@ costs, its metrics and its best checkpoint.
 
 from __future__ import annotations
 
-import os
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ import optuna
 
 from autorec.arch import ArchSpec
 from autorec.study.config import StudyConfig
-from autorec.study.recovery import WORKER_ATTR, mark_interrupted
+from autorec.study.recovery import WORKER_ATTR, mark_interrupted, worker_mark
 
 
 def cost_summary(spec: ArchSpec) -> dict[str, float]:
@@ -68,7 +66,7 @@ class TrialRunner:
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
         from autorec.train.trainer import Trainer
 
-        trial.set_user_attr(WORKER_ATTR, {"host": socket.gethostname(), "pid": os.getpid()})
+        trial.set_user_attr(WORKER_ATTR, worker_mark())
         spec = self.strategy.propose(trial, self.space, self.dataset.schema)
         spec = spec.replace(name=f"{self.config.name}-trial{trial.number}")
         trial.set_user_attr("arch", spec.to_dict())

@@ -230,7 +230,6 @@ class ExpectedCost:
 
     def _embedding_bytes(self, probs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         net = self.net
-        rows = {f.name: f.num_embeddings for f in net.schema.sparse}
         total = _t(0.0)
         for group, features in net.groups:
             p = self._p(probs, f"emb.{group}", len(net.emb_values))
@@ -238,7 +237,6 @@ class ExpectedCost:
             for name in features:
                 kept = h @ _t([float(net.hash_rows(name, k)) for k in range(len(net.hash_values))])
                 total = total + kept * (p @ _t([float(tensor_bytes(w, "fp32")) for w in net.emb_widths]))
-        del rows
         return total
 
 

@@ -27,14 +27,14 @@ def pooled_by_hash(net: Supernet, sparse: KeyedJaggedTensor, weights: Weights) -
     if len(net.hash_values) == 1:
         if net.hash_values[0] >= 1:
             return net.sparse_arch(sparse).to_dict()
-        return net.sparse_arch(fold_ids(sparse, {f: net.hash_rows(f, 0) for f in net.cards})).to_dict()
+        return net.sparse_arch(fold_ids(sparse, net.hash_row_maps[0])).to_dict()
     per_group = {group: net.weights_of(weights, f"emb.{group}.hash", len(net.hash_values))
                  for group, _ in net.groups}
     out: dict[str, torch.Tensor] = {}
     for k in range(len(net.hash_values)):
         if all(float(w[k]) == 0.0 for w in per_group.values()):
             continue
-        folded = fold_ids(sparse, {f: net.hash_rows(f, k) for f in net.cards})
+        folded = fold_ids(sparse, net.hash_row_maps[k])
         looked = net.sparse_arch(folded).to_dict()
         for group, features in net.groups:
             for name in features:

@@ -284,10 +284,11 @@ class SupernetSearch:
             out.append((name, _value_name(value)))
         return tuple(sorted(out))
 
-    def selection_batches(self) -> list[Any]:
-        """The validation batches that :meth:`select` scores every path on (fixed per seed)."""
+    def selection_batches(self, samples: int | None = None) -> list[Any]:
+        """The validation batches that :meth:`select` scores every path on (fixed per seed):
+        ``samples`` of them (default: the config's ``selection_samples``), in whole batches."""
         cfg = self.config
-        n = math.ceil(cfg.selection_samples / cfg.batch_size)
+        n = math.ceil((samples or cfg.selection_samples) / cfg.batch_size)
         return list(itertools.islice(
             self.dataset.batches("val", cfg.batch_size, shuffle=True, seed=cfg.seed + 2), n))
 

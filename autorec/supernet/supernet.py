@@ -149,6 +149,9 @@ class Supernet(nn.Module):
         # with its ids folded to that many rows, so the rows [0, r) are shared by every r.
         self.hash_values = tuple(space.embedding.hash)
         self.cards = {f.name: f.num_embeddings for f in schema.sparse}
+        # Per hash value, feature -> its table's rows (what every forward folds the ids to).
+        self.hash_row_maps = tuple({name: hashed_rows(card, h) for name, card in self.cards.items()}
+                                   for h in self.hash_values)
         for group, _ in self.groups:
             if len(self.emb_values) > 1:
                 choices.append(Choice(f"emb.{group}", self.emb_values))
@@ -244,7 +247,7 @@ class Supernet(nn.Module):
     # ---- forward ----------------------------------------------------------------------
     def hash_rows(self, feature: str, k: int) -> int:
         """Rows of ``feature``'s table at hash value ``k``."""
-        return hashed_rows(self.cards[feature], self.hash_values[k])
+        return self.hash_row_maps[k][feature]
 
     def weights_of(self, weights: Weights, name: str, size: int) -> torch.Tensor:
         """The weights of choice ``name``, or [1] when it is fixed (a single value)."""

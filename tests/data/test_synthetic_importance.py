@@ -42,6 +42,14 @@ def test_defaults_leave_the_teacher_unchanged() -> None:
     explicit = load_synthetic(seed=3, table_weight=1.0, table_rank=8, **COMMON)
     assert torch.equal(plain.splits["test"].labels, explicit.splits["test"].labels)
     assert torch.equal(plain.probs["test"], explicit.probs["test"])
+    # ... and the defaults are no scaling at all: each table's field is its ids' raw hidden vectors.
+    from autorec.data.synthetic.sampling import id_uniforms
+
+    data = plain.splits["test"]
+    e, _ = plain.teacher.fields(data)
+    for table, column in enumerate(data.sparse):
+        raw = id_uniforms(column.values, plain.teacher.seed, table, 9)[:, 1:]
+        assert torch.equal(e[:, 1 + table], raw)
 
 
 def test_scale_preset_shape_and_planted_structure() -> None:

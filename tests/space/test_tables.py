@@ -80,11 +80,13 @@ def test_a_hashed_table_folds_ids_and_a_dropped_feature_is_ignored():
     model = build_model(spec)
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-    def batch(u: int) -> KeyedJaggedTensor:  # i is in the batch, as the dataset gives it
-        return KeyedJaggedTensor.from_lengths_sync(["u", "i", "c"], torch.tensor([u, 7, 2]),
+    def batch(u: int, i: int) -> KeyedJaggedTensor:  # i is in the batch, as the dataset gives it
+        return KeyedJaggedTensor.from_lengths_sync(["u", "i", "c"], torch.tensor([u, i, 2]),
                                                    torch.tensor([1, 1, 1]))
     dense = torch.randn(1, 1)
-    torch.testing.assert_close(model(dense, batch(999)), model(dense, batch(99)))  # 999 mod 100
+    # 999 mod 100 = 99, and the dropped i (7 or 3) changes nothing
+    torch.testing.assert_close(model(dense, batch(999, 7)), model(dense, batch(99, 3)))
+    assert not torch.allclose(model(dense, batch(98, 7)), model(dense, batch(99, 7)))  # u is read
 
 
 def test_a_micro_spec_trains_sharded_on_real_data():
