@@ -12,6 +12,7 @@ from autorec.blocks.base import InteractionBlock
 from autorec.blocks.registry import (
     KINDS,
     BlockKind,
+    ScalingRule,
     SearchRules,
     default_kind,
     identity_kind,
@@ -22,7 +23,8 @@ from autorec.blocks.registry import (
 )
 from autorec.blocks.skip import SkipBlock
 
-__all__ = ["KINDS", "BlockKind", "InteractionBlock", "SearchRules", "SkipBlock", "block_class", "build_block",
+__all__ = ["KINDS", "BlockKind", "InteractionBlock", "ScalingRule", "SearchRules", "SkipBlock", "block_class",
+           "build_block",
            "default_kind", "identity_kind", "kind", "kind_names", "out_features", "register_kind",
            "unregister_kind"]
 

@@ -8,7 +8,7 @@ from torchrec.modules.crossnet import CrossNet, LowRankCrossNet
 
 from autorec.arch import CrossConfig
 from autorec.blocks.base import InteractionBlock
-from autorec.blocks.registry import BlockKind, register_kind
+from autorec.blocks.registry import BlockKind, ScalingRule, register_kind
 
 
 def cross_net(in_features: int, num_layers: int, rank: int = 0) -> nn.Module:
@@ -52,5 +52,9 @@ def _cross_inputs(config: CrossConfig, f_in: int, dim: int) -> int:
     return f_in * dim * config.num_layers  # each cross layer reads the whole flattened input
 
 
+# A cross network grows deeper (one cross layer per rung) and its low-rank factors wider (a
+# full-rank network, rank 0, stays full rank and grows only deeper).
+SCALING = ScalingRule(start=CrossConfig(num_layers=1, rank=4), widen=("rank",), deepen={"num_layers": 1},
+                      factor=2.5)
 register_kind(BlockKind(CrossConfig, CrossBlock, pass_through=True, latency_inputs=_cross_inputs,  # type: ignore[arg-type]
-                        tower_module=CrossConfig(num_layers=1, rank=0)))
+                        tower_module=CrossConfig(num_layers=1, rank=0), scaling=SCALING))

@@ -14,7 +14,7 @@ from autorec.blocks.base import InteractionBlock
 from autorec.blocks.dcn import cross_net
 from autorec.blocks.dlrm import PairwiseDots, num_dots
 from autorec.blocks.mlp import FeatureLinear
-from autorec.blocks.registry import BlockKind, SearchRules, Values, register_kind
+from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, Values, register_kind
 
 
 class DotModule(nn.Module):
@@ -206,5 +206,9 @@ def _modules(config: DhenConfig) -> tuple[str, ...]:
     return tuple(sorted(config.modules))
 
 
+# DHEN (Zhang et al., 2022) scales by stacking layers and widening each module's output.
+SCALING = ScalingRule(start=DhenConfig(modules=("dot", "attention", "dcn"), ensemble="concat", n_out=2),
+                      widen=("n_out",), depth_every=2, factor=2.2)
 register_kind(BlockKind(DhenConfig, DhenLayer, rules=DhenRules(), latency_modules=_modules,  # type: ignore[arg-type]
-                        tower_module=DhenConfig(modules=("dot", "linear"), ensemble="concat", n_out=2)))
+                        tower_module=DhenConfig(modules=("dot", "linear"), ensemble="concat", n_out=2),
+                        scaling=SCALING))

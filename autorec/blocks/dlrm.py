@@ -11,7 +11,7 @@ from torch import nn
 
 from autorec.arch import DotConfig, num_dots
 from autorec.blocks.base import InteractionBlock
-from autorec.blocks.registry import BlockKind, SearchRules, Values, register_kind
+from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, Values, register_kind
 
 
 class PairwiseDots(nn.Module):
@@ -98,5 +98,8 @@ class DotRules(SearchRules):
         return {"f_in": f_in}
 
 
+# The dot interaction has no size of its own: a DLRM grows by its MLPs (a three-layer over-arch,
+# widened 2.5x per rung so that five rungs span two decades of FLOPs as the other families do).
+SCALING = ScalingRule(start=DotConfig(), over_arch=(64, 64, 32), factor=2.5)
 register_kind(BlockKind(DotConfig, DotInteraction, rules=DotRules(), tower_module=DotConfig(n_passthrough=0),
-                        default=True))
+                        default=True, scaling=SCALING))

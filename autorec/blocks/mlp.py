@@ -8,7 +8,7 @@ from torchrec.modules.mlp import MLP
 
 from autorec.arch import MLPConfig
 from autorec.blocks.base import InteractionBlock
-from autorec.blocks.registry import BlockKind, SearchRules, register_kind
+from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, register_kind
 
 
 class FeatureLinear(nn.Module):
@@ -83,5 +83,6 @@ class MLPRules(SearchRules):
     shape_fields = ("n_out",)
 
 
-register_kind(BlockKind(MLPConfig, MLPBlock, rules=MLPRules(),
+SCALING = ScalingRule(start=MLPConfig(hidden=(64,), n_out=4), widen=("hidden", "n_out"), depth_every=2)
+register_kind(BlockKind(MLPConfig, MLPBlock, rules=MLPRules(), scaling=SCALING,
                         tower_module=MLPConfig(hidden=(64,), n_out=2)))

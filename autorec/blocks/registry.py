@@ -17,7 +17,10 @@ reported like the built-in ones. What a kind owns:
 - ``identity``: the layer is the identity, the kind a search uses to drop a layer;
 - ``default``: the kind a space's layers take when it names none (one kind at most);
 - ``latency_inputs`` / ``latency_modules``: its features in the learned latency model
-  (:mod:`autorec.costs.latency`).
+  (:mod:`autorec.costs.latency`);
+- ``scaling``: how a layer of the kind grows along a scaling ladder (:class:`ScalingRule`,
+  used by :mod:`autorec.scaling`); None: the kind has no ladder and a searched architecture
+  that holds it keeps its layers as they are.
 
 FLOPs and bytes need no entry: :mod:`autorec.costs.analytic` counts them on the built block.
 The supernet's weight-shared op and the growth layout are looked up by kind in their own rooms
@@ -78,6 +81,32 @@ class SearchRules:
         return {"dim": dim, "f_in": f_in}
 
 
+@dataclass(frozen=True)
+class ScalingRule:
+    """How a kind's layers grow along a scaling ladder (:mod:`autorec.scaling`). At rung ``r``
+    (0: the start) every field named in ``widen`` is multiplied by ``factor ** r`` (rounded; a
+    tuple field elementwise), every field in ``deepen`` gains ``deepen[field] * r``, the
+    architecture gets one more layer of the kind (a copy of its last one) every ``depth_every``
+    rungs, and the over-arch MLP widths are multiplied by ``factor ** r``. The embedding width
+    stays as it is: on one machine the tables' memory, not their FLOPs, bounds it.
+
+    Args:
+        start: the rung-0 layer of the kind's own ladder (the family ``autorec scale`` names
+            by the kind).
+        layers: how many ``start`` layers rung 0 stacks.
+        over_arch: the over-arch widths of rung 0 of the kind's own ladder.
+        widen / deepen / depth_every / factor: the growth per rung (above).
+    """
+
+    start: BlockConfig
+    layers: int = 1
+    over_arch: tuple[int, ...] = (64, 32)
+    widen: tuple[str, ...] = ()
+    deepen: Mapping[str, int] = field(default_factory=dict)
+    depth_every: int = 0
+    factor: float = 2.0
+
+
 def _inputs(config: BlockConfig, f_in: int, dim: int) -> int:
     return f_in * dim
 
@@ -100,6 +129,7 @@ class BlockKind:
         default: a space's layer kind when the space names none (one kind at most).
         latency_inputs: ``(config, f_in, dim) -> int``, the ``inputs`` feature of the latency model.
         latency_modules: ``config -> names``, the sub-modules the latency model prices apart.
+        scaling: the kind's scaling-ladder rule (None: none).
     """
 
     config: type[BlockConfig]
@@ -111,6 +141,7 @@ class BlockKind:
     default: bool = False
     latency_inputs: Callable[[BlockConfig, int, int], int] = _inputs
     latency_modules: Callable[[BlockConfig], tuple[str, ...]] = _no_modules
+    scaling: ScalingRule | None = None
 
     @property
     def name(self) -> str:

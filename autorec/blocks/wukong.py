@@ -9,7 +9,7 @@ from torch import nn
 from autorec.arch import WukongConfig
 from autorec.blocks.base import InteractionBlock
 from autorec.blocks.mlp import FeatureLinear, mlp_to_rows
-from autorec.blocks.registry import BlockKind, SearchRules, register_kind
+from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, register_kind
 
 
 class FactorizationMachineBlock(nn.Module):
@@ -96,5 +96,9 @@ class WukongRules(SearchRules):
     shape_fields = ("n_fm", "n_lcb")
 
 
-register_kind(BlockKind(WukongConfig, WukongLayer, rules=WukongRules(),
+# Wukong's own scaling (Zhang et al., 2024, sec. 6): more layers, more embeddings out of each
+# layer's FMB and LCB (n_F = n_L) and a wider FMB MLP; the rank k stays.
+SCALING = ScalingRule(start=WukongConfig(n_fm=4, n_lcb=4, rank=8, mlp=(64,)), widen=("n_fm", "n_lcb", "mlp"),
+                      depth_every=2)
+register_kind(BlockKind(WukongConfig, WukongLayer, rules=WukongRules(), scaling=SCALING,
                         tower_module=WukongConfig(n_fm=2, n_lcb=2, rank=4, mlp=(64,))))

@@ -16,6 +16,7 @@ import autorec.cli.data as data
 import autorec.cli.precision as precision
 import autorec.cli.profile_latency as profile_latency
 import autorec.cli.profile_sharding as profile_sharding
+import autorec.cli.scale as scale
 import autorec.cli.schema as schema
 import autorec.cli.search as search
 import autorec.cli.shard as shard
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     train.add_parser(commands)
     search.add_parser(commands)
+    scale.add_parser(commands)
     study_views.add_parsers(commands)
     data.add_parser(commands)
     precision.add_parser(commands)

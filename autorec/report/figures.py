@@ -187,12 +187,20 @@ def proxy_figure(data: ProxyData) -> go.Figure:
 
 def study_figures(study: optuna.Study) -> dict[str, go.Figure]:
     """Every figure of the study by a stable key: ``history``, ``pareto``, ``importance``,
-    ``best_arch`` (when a trial completed), ``proxy`` (a one-shot study's proxy against its
-    trainings), ``arch_probs_trial<N>`` per trial that has architecture probabilities and
-    ``schedule_trial<N>`` per completed trial that searched a growth schedule."""
+    ``best_arch`` (when a trial completed), ``scaling`` (a ladder study's laws), ``proxy`` (a
+    one-shot study's proxy against its trainings), ``arch_probs_trial<N>`` per trial that has
+    architecture probabilities and ``schedule_trial<N>`` per completed trial that searched a
+    growth schedule."""
     figures = {"history": history_figure(history_data(study)),
                "pareto": pareto_figure(pareto_data(study)),
                "importance": importance_figure(importance_data(study))}
+    from autorec.scaling.results import is_ladder
+
+    if is_ladder(study):  # a scaling study: its laws, family by family
+        from autorec.scaling.figure import scaling_figure
+        from autorec.scaling.results import study_ladder
+
+        figures["scaling"] = scaling_figure(study_ladder(study))
     proxy = proxy_data(study)
     if proxy is not None:  # a one-shot study: how far its proxy can be trusted
         figures["proxy"] = proxy_figure(proxy)

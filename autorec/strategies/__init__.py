@@ -10,12 +10,13 @@ from autorec.config.errors import describe
 from autorec.strategies.base import Strategy
 from autorec.strategies.dnas import DnasStrategy
 from autorec.strategies.growth import GrowthStrategy
+from autorec.strategies.ladder import LadderStrategy
 from autorec.strategies.oneshot import OneShotStrategy
 from autorec.strategies.samplers import NSGA2Strategy, RandomStrategy, TPEStrategy
 
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (RandomStrategy, TPEStrategy, NSGA2Strategy, DnasStrategy, GrowthStrategy,
-                              OneShotStrategy)
+                              OneShotStrategy, LadderStrategy)
 }
 
 

@@ -37,6 +37,7 @@ class Strategy(ABC):
 
     name: ClassVar[str]
     multi_objective: ClassVar[bool] = True  # whether it can optimise several objectives
+    uses_space: ClassVar[bool] = True  # False: it builds its architectures without a search space
 
     def __init__(self, seed: int = 0, **options: Any) -> None:
         if options:

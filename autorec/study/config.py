@@ -28,6 +28,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from autorec.config.errors import describe
@@ -136,9 +137,11 @@ class StudyConfig(_Section):
     name: str = Field(description="the study's name in its storage (no '/')",
                       json_schema_extra={"pattern": "^[^/]+$"})
     data: DataConfig
-    space: Path = Field(strict=False, description="the search space YAML (relative to the study file)")
+    space: Path | None = Field(None, strict=False, description=(
+        "the search space YAML (relative to the study file); every strategy but ladder needs one"))
     strategy: Annotated[StrategyConfig, BeforeValidator(_named)] = Field(
-        StrategyConfig(name="tpe"), description="random, tpe, nsga2, dnas, growth, or {name, options}")
+        StrategyConfig(name="tpe"),
+        description="random, tpe, nsga2, dnas, growth, oneshot, ladder, or {name, options}")
     objectives: Annotated[tuple[Objective, ...], BeforeValidator(_listed)] = Field(
         ("val_auc",), min_length=1, strict=False, description="what trials are scored on (several: Pareto)")
     budget: Budget = Budget()
@@ -164,7 +167,9 @@ class StudyConfig(_Section):
 
     @field_validator("space")
     @classmethod
-    def _space_file(cls, value: Path, info: ValidationInfo) -> Path:
+    def _space_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
         path = (_base(info) / value).resolve()
         if not path.is_file():
             raise ValueError(f"no such file: {path}")
@@ -233,6 +238,17 @@ class StudyConfig(_Section):
             raise StudyConfigError(f"{source}: {describe(exc, cls)}") from None
         _check_strategy_options(config, source)
         return config
+
+    @model_validator(mode="after")
+    def _space_if_needed(self) -> StudyConfig:
+        from autorec.strategies import STRATEGIES
+
+        if self.space is None and STRATEGIES[self.strategy.name].uses_space:
+            raise ValueError(f"space: required by strategy {self.strategy.name!r} (the search space YAML)")
+        if self.strategy.name == "ladder" and self.pruner != "none":
+            raise ValueError(f"pruner: a ladder trains every rung to its budget (a pruned rung has no "
+                             f"loss to fit); expected none, got {self.pruner!r}")
+        return self
 
 
 def _check_strategy_options(config: StudyConfig, source: str | Path) -> None:

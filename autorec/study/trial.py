@@ -35,7 +35,7 @@ class TrialRunner:
         from autorec.strategies import make_strategy
 
         self.config = config
-        self.space = SearchSpace.load(config.space)
+        self.space = SearchSpace.load(config.space) if config.space is not None else None
         self.strategy = make_strategy(config.strategy.name, config.seed, **config.strategy.options)
         self.dataset = load_dataset(config.data.name, path=config.data.path, seed=config.data.seed,
                                     **config.data.options)
@@ -106,6 +106,7 @@ class TrialRunner:
         trial.set_user_attr("metrics", {"val": result.val, "test": result.test,
                                         "best_epoch": result.best_epoch,
                                         "train_samples_per_s": result.samples_per_s,
+                                        "train_samples": result.train_samples,
                                         "seconds": result.seconds})
         trial.set_user_attr("checkpoint", str(checkpoint / "best"))
         values = {"val_auc": result.val["auc"], "val_logloss": result.val["logloss"], **costs}

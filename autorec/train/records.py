@@ -86,6 +86,7 @@ class EpochRecord:
     val: dict[str, float]
     samples_per_s: float
     seconds: float
+    samples: int = 0  # training samples this epoch (0 in a checkpoint written before it was kept)
 
 
 @dataclass
@@ -104,6 +105,11 @@ class TrainResult:
     resumed_from: dict[str, int] | None = None
 
     @property
+    def train_samples(self) -> int:
+        """Training samples seen over every epoch (what a scaling law counts as data)."""
+        return sum(r.samples for r in self.history)
+
+    @property
     def samples_per_s(self) -> float:
         return float(np.mean([r.samples_per_s for r in self.history])) if self.history else 0.0
 
@@ -114,6 +120,7 @@ class TrainResult:
             "val": self.val,
             "test": self.test,
             "train_samples_per_s": round(self.samples_per_s, 1),
+            "train_samples": self.train_samples,
             "seconds": round(self.seconds, 2),
             "resumed_from": self.resumed_from,
             "history": [dataclasses.asdict(r) for r in self.history],

@@ -335,7 +335,7 @@ class Trainer:
         if bar is not None and task is not None:
             bar.update(task, rate=f"{samples / seconds:,.0f} samples/s  val AUC {val['auc']:.4f}")
         return EpochRecord(epoch, float(np.mean(losses)) if losses else float("nan"), val,
-                           samples / seconds if seconds else 0.0, seconds)
+                           samples / seconds if seconds else 0.0, seconds, samples)
 
 
 

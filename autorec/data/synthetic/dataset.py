@@ -89,6 +89,13 @@ class SyntheticDataset(InMemoryDataset):
                                       if 0 < labels.sum() < labels.numel() else float("nan"))
         return self._bayes_auc[split]
 
+    def bayes_logloss(self, split: str) -> float:
+        """Logloss of the true ``p`` on the drawn labels of ``split``: the irreducible loss ``E`` a
+        scaling law of this data tends to (:mod:`autorec.scaling`)."""
+        p = self.probs[split].double().clamp(1e-12, 1 - 1e-12)
+        y = self.splits[split].labels.double()
+        return float(-(y * p.log() + (1 - y) * (1 - p).log()).mean())
+
     def describe(self) -> dict[str, Any]:
         return {
             **super().describe(),
@@ -96,6 +103,7 @@ class SyntheticDataset(InMemoryDataset):
             "seed": self.seed,
             "ctr": {s: float(self.splits[s].labels.mean()) for s in SPLITS},
             "bayes_auc": {s: self.bayes_auc(s) for s in SPLITS},
+            "bayes_logloss": {s: self.bayes_logloss(s) for s in SPLITS},
         }
 
 
