@@ -75,6 +75,8 @@ class LadderStrategy(Strategy):
 
     def bind(self, dataset: RecDataset) -> None:
         self.dataset = dataset
+        if self.export is not None:  # an export of other data fails here, before any rung trains
+            self.start(SEARCHED, dataset.schema)
 
     def start(self, family: str, schema: Schema) -> ArchSpec:
         """Rung 0 of ``family`` on ``schema`` (for ``searched``: the export's architecture, which
