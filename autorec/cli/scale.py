@@ -21,6 +21,7 @@ def add_parser(commands: Any) -> None:
     scale.add_argument("--out", type=Path,
                        help="folder of scaling.json and scaling.html (default: the study's folder)")
     scale.add_argument("--bootstrap", type=int, default=500, help="bootstrap resamples of each fit")
+    scale.add_argument("--fit-only", action="store_true", help="fit the rungs that finished; train none")
     scale.add_argument("--json", action="store_true", help="print the fits as one JSON object")
     scale.set_defaults(func=cmd_scale)
 
@@ -59,7 +60,9 @@ def cmd_scale(args: argparse.Namespace) -> int:
     config = ladder_config(args.config, args.from_export)
     console = Console(stderr=True)
     log = console.print if not args.json else (lambda *_: None)
-    if args.backend == "ray":
+    if args.fit_only:
+        pass
+    elif args.backend == "ray":
         from autorec.study.ray_runner import run_study_ray
 
         run_study_ray(config, address=args.ray_address, workers=args.workers, log=log)
@@ -67,7 +70,11 @@ def cmd_scale(args: argparse.Namespace) -> int:
         run_study(config, workers=args.workers, log=log,
                   on_trial=lambda _, t: log(f"rung trial {t.number} {t.state.name.lower()}: "
                                             f"{t.user_attrs.get('scale', {})}"))
-    study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
+    try:
+        study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
+    except KeyError:
+        raise UsageError(f"{args.config}: no study {config.name!r} in {config.storage_url} yet: run "
+                         f"autorec scale {args.config} first") from None
     summary = study_ladder(study, bootstrap_samples=args.bootstrap)
     out = args.out or config.directory
     out.mkdir(parents=True, exist_ok=True)

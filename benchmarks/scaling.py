@@ -1,0 +1,87 @@
+"""Issue 21's benchmark: scaling ladders of wukong, dlrm and dcnv2 (dhen with ``--families``) on
+the ``scale`` workload, each family's law ``L(C) = E + A C^-alpha`` fitted with E the Bayes
+logloss, and the largest rung predicted from the others.
+
+    .venv/bin/python -m benchmarks.scaling                     # run (or resume) the ladders, fit
+    .venv/bin/python -m benchmarks.scaling --families wukong,dlrm,dcnv2,dhen --rungs 5
+    .venv/bin/python -m benchmarks.scaling --fit-only          # refit what has finished
+
+Data budget: fixed samples. Every rung trains one pass over the first ``--samples`` samples of
+a shuffled epoch of the scale preset's 4M training rows (so the rungs differ in model size
+only, and a rung's compute is its training FLOPs per sample times ``--samples``). The study is
+``scaling`` in ``--out`` (default ``~/.cache/autorec-bench/scaling``, outside the work tree): it
+resumes where a run was cut, across sessions. The flat numbers go to
+``benchmarks/results/scaling.json`` with the machine and the commit; the page and the full fits
+to ``--out``/scaling/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import warnings
+from pathlib import Path
+
+import yaml
+
+from autorec.cli import main as autorec
+from benchmarks.criteo_read import machine
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def study_file(args: argparse.Namespace) -> Path:
+    """The ladder study of the benchmark, written to ``--out``/study.yaml."""
+    config = {
+        "name": "scaling",
+        "data": {"name": "synthetic", "options": {"preset": "scale"}, "seed": 0},
+        "strategy": {"name": "ladder",
+                     "options": {"families": args.families.split(","), "rungs": args.rungs, "dim": args.dim}},
+        "objectives": ["val_auc"],
+        "budget": {"epochs": 1, "batch_size": args.batch_size,
+                   "max_steps_per_epoch": max(1, args.samples // args.batch_size)},
+        "pruner": "none",
+        "seed": 0,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "study.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def run(args: argparse.Namespace) -> dict:
+    path = study_file(args)
+    command = ["scale", str(path), "--bootstrap", str(args.bootstrap), "--out", str(args.out / "scaling")]
+    code = autorec(command + (["--fit-only"] if args.fit_only else []))
+    if code:
+        raise SystemExit(code)
+    fits = json.loads((args.out / "scaling" / "scaling.json").read_text())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    flat = {k: v for k, v in fits.items() if not isinstance(v, (dict, list))}
+    return {**flat, "samples_per_rung": args.samples, "batch_size": args.batch_size, "dim": args.dim,
+            "machine": machine(), "commit": commit}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--families", default="wukong,dlrm,dcnv2")
+    parser.add_argument("--rungs", type=int, default=5)
+    parser.add_argument("--dim", type=int, default=16, help="embedding width of every rung")
+    parser.add_argument("--samples", type=int, default=500_000, help="training samples of every rung")
+    parser.add_argument("--batch-size", type=int, default=2048)
+    parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "scaling")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "scaling.json")
+    parser.add_argument("--fit-only", action="store_true", help="refit the finished rungs, train nothing")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    record = run(args)
+    args.json.write_text(json.dumps(record, indent=1) + "\n")
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
