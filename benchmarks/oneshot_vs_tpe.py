@@ -56,7 +56,7 @@ DIM64_BYTES = 64 * 4  # bytes per row of the issue's reference: every table kept
 
 
 def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
-    name = stage if stage != "oneshot" else f"oneshot_seed{seed}"
+    name = stage if stage != "oneshot" else f"oneshot{args.tag}_seed{seed}"
     data: dict[str, Any] = {
         "name": name,
         "data": {"name": "synthetic", "options": {"preset": "scale", "num_samples": args.samples}, "seed": 0},
@@ -76,7 +76,7 @@ def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
             "steps": args.supernet_steps,
             "batch_size": 1024,
             "candidates": args.candidates,
-            "selection_samples": 20_000,
+            "selection_samples": args.selection_samples,
             "rerank": 4,
             "calibrate": 8,
             "final_epochs": args.final_epochs,
@@ -169,6 +169,34 @@ def tpe_figures(args: argparse.Namespace, stage: str) -> dict[str, Any] | None:
     }
 
 
+def reference_training(args: argparse.Namespace) -> dict[str, Any] | None:
+    """One training of the median architecture, timed now: the TPE study's complete trial of
+    median duration, retrained on its trial budget (cached in the study's ``reference`` attribute).
+    Its seconds are the training-equivalent of the one-shot searches, measured on this machine as
+    it is now rather than read from trials that may have shared the cores."""
+    loaded = _load(args, "tpe")
+    if loaded is None:
+        return None
+    config, study = loaded
+    complete = sorted((t for t in study.get_trials(deepcopy=False)
+                       if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs), key=_seconds)
+    if not complete:
+        return None
+    median = complete[len(complete) // 2]
+    cached = study.user_attrs.get("reference")
+    if cached is None or cached["trial"] != median.number:
+        from autorec.train.trainer import Trainer
+
+        runner = TrialRunner(config)
+        t0 = time.perf_counter()
+        spec = ArchSpec.from_dict(median.user_attrs["arch"])
+        Trainer(spec, runner.dataset, runner.train_config(None)).fit()
+        cached = {"trial": median.number, "seconds": time.perf_counter() - t0,
+                  "trial_seconds": _seconds(median)}
+        study.set_user_attr("reference", cached)
+    return cached
+
+
 def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | None:
     loaded = _load(args, "oneshot", seed)
     if loaded is None:
@@ -224,7 +252,7 @@ def status(args: argparse.Namespace) -> dict[str, Any]:
             for t in study.get_trials(deepcopy=False)
             if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs
         ]
-        name = stage if stage != "oneshot" else f"oneshot_seed{seed}"
+        name = stage if stage != "oneshot" else f"oneshot{args.tag}_seed{seed}"
         row: dict[str, Any] = {"trials": len(study.trials), "trained": len(trained)}
         if trained:
             best = max(trained, key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
@@ -272,10 +300,11 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
                 (f["kendall_tau"] for f in shots if f["kendall_tau"] is not None), default=None
             ),
         )
+        reference = reference_training(args)
+        if reference is not None:
+            out["reference_training_s"] = reference["seconds"]
+            out["oneshot_train_equivalents_max"] = max(f["search_s"] for f in shots) / reference["seconds"]
         if tpe:
-            out["oneshot_train_equivalents_max"] = (
-                max(f["search_s"] for f in shots) / out["median_training_s"]
-            )
             out["tolerance"] = TOLERANCE
     trained = [pair for f in [*tpe, *shots] for pair in f["trained"]]
     if trained:
@@ -315,6 +344,10 @@ def main() -> None:
     parser.add_argument("--supernet-steps", type=int, default=4000)
     parser.add_argument("--candidates", type=int, default=1000)
     parser.add_argument("--rerank-steps", type=int, default=400, help="steps of a re-ranking training")
+    parser.add_argument("--selection-samples", type=int, default=20_000,
+                        help="validation samples each candidate is scored on")
+    parser.add_argument("--tag", default="",
+                        help="one-shot studies are oneshot<TAG>_seed<N> (a variant's own)")
     parser.add_argument("--oneshot-options", default="{}", help="JSON: more strategy options")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     args = parser.parse_args()
