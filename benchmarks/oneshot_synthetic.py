@@ -48,7 +48,7 @@ def study_file(folder: Path, data: str, seed: int, space: str, steps: int, candi
         "data": {"name": "synthetic", "options": data_options(data, samples), "seed": seed},
         "space": space,
         "strategy": {"name": "oneshot", "options": {
-            "steps": steps, "batch_size": 512, "sampling": "fair", "candidates": candidates,
+            "steps": steps, "batch_size": 512, "candidates": candidates,
             "selection_samples": 20_000, "rerank": rerank, "final_epochs": final_epochs}},
         "objectives": ["val_auc"],
         "budget": {"trials": 1, "epochs": rerank_epochs, "batch_size": batch_size, "patience": 2},
@@ -60,7 +60,7 @@ def study_file(folder: Path, data: str, seed: int, space: str, steps: int, candi
     return path
 
 
-def run(data: str, seed: int = 0, space: str = str(SPACES_DIR / "quickstart.yaml"), steps: int = 1500,
+def run(data: str, seed: int = 0, space: str = str(SPACES_DIR / "quickstart.yaml"), steps: int = 4000,
         candidates: int = 300, rerank: int = 4, final_epochs: int = 8, rerank_epochs: int = 2,
         batch_size: int = 1024, presets: tuple[str, ...] = ("dlrm", "dcnv2", "wukong", "dhen"),
         samples: int | None = None, out: Path | None = None) -> dict[str, Any]:
@@ -103,8 +103,8 @@ def main() -> None:
     parser.add_argument("--data", default="order3", help="synthetic preset: order2, order3")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--space", default=str(SPACES_DIR / "quickstart.yaml"))
-    parser.add_argument("--steps", type=int, default=1500,
-                        help="supernet steps (fair: each runs every value once)")
+    parser.add_argument("--steps", type=int, default=4000,
+                        help="supernet steps (one uniform path each, the default sampling)")
     parser.add_argument("--candidates", type=int, default=300)
     parser.add_argument("--rerank", type=int, default=4)
     parser.add_argument("--final-epochs", type=int, default=8)

@@ -22,6 +22,11 @@ and commit. Run the stages in any order, across sessions:
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage oneshot --seeds 0,1,2
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage report
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage status   # where each stage stands, no training
+
+The defaults are the configuration that met the targets (uniform paths, 3000 supernet steps, 300
+candidates on 10k validation samples; studies ``oneshot_u3k_seed<N>``). The first pilot, strictly
+fair paths for 4000 steps and 1000 candidates on 20k samples, is ``--tag '' --supernet-steps
+4000 --candidates 1000 --selection-samples 20000 --oneshot-options '{"sampling": "fair"}'``.
 """
 
 from __future__ import annotations
@@ -341,13 +346,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=2048)
     parser.add_argument("--final-epochs", type=int, default=3, help="the winner's training, either method")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--supernet-steps", type=int, default=4000)
-    parser.add_argument("--candidates", type=int, default=1000)
+    parser.add_argument("--supernet-steps", type=int, default=3000)
+    parser.add_argument("--candidates", type=int, default=300)
     parser.add_argument("--rerank-steps", type=int, default=400, help="steps of a re-ranking training")
-    parser.add_argument("--selection-samples", type=int, default=20_000,
+    parser.add_argument("--selection-samples", type=int, default=10_000,
                         help="validation samples each candidate is scored on")
-    parser.add_argument("--tag", default="",
-                        help="one-shot studies are oneshot<TAG>_seed<N> (a variant's own)")
+    parser.add_argument("--tag", default="_u3k",
+                        help="one-shot studies are oneshot<TAG>_seed<N>: each variant its own (the default "
+                             "configuration's: _u3k; the fair pilot's: the empty tag)")
     parser.add_argument("--oneshot-options", default="{}", help="JSON: more strategy options")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     args = parser.parse_args()

@@ -1,18 +1,19 @@
 """``strategy: oneshot``: one supernet training per study, then many candidates on its weights.
 
-Unlike ``dnas`` (a supernet per trial), the supernet trains once (single-path, strictly fair by
-default) and the study's trials are candidates scored with inherited weights, proposed by TPE
-(one objective) or NSGA-II (several); the best few are re-ranked by short trainings and the
-winner trained in full (:mod:`autorec.oneshot.run`).
+Unlike ``dnas`` (a supernet per trial), the supernet trains once (single-path: one uniformly
+drawn path per step by default, or FairNAS's strictly fair paths) and the study's trials are
+candidates scored with inherited weights, proposed by TPE (one objective) or NSGA-II (several);
+the best few are re-ranked by short trainings and the winner trained in full
+(:mod:`autorec.oneshot.run`).
 
 Options (a study file's ``strategy.options``): ``steps``, ``batch_size``, ``dense_lr``,
-``embedding_lr``, ``sampling`` (fair or uniform), ``checkpoint_every``, ``dim``, ``dense_arch``
-and ``over_arch`` (the one supernet's; default: the space's first, the over-arch searched when
-its choices share a depth) for the supernet;
-``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or random),
-``selection_samples`` (validation samples each candidate is scored on), ``rerank`` (best
-candidates trained on the trial budget), ``calibrate`` (more, at random, for Kendall's tau) and
-``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
+``embedding_lr``, ``sampling`` (uniform or fair; uniform won issue 20's benchmark,
+BENCHMARKS.md), ``checkpoint_every``, ``dim``, ``dense_arch`` and ``over_arch`` (the one
+supernet's; default: the space's first, the over-arch searched when its choices share a depth)
+for the supernet; ``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or
+random), ``selection_samples`` (validation samples each candidate is scored on), ``rerank``
+(best candidates trained on the trial budget), ``calibrate`` (more, at random, for Kendall's
+tau) and ``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]
@@ -43,7 +44,7 @@ class OneShotStrategy(Strategy):
 
     @checked_options
     def __init__(self, seed: int = 0, steps: int = 2000, batch_size: int = 1024, dense_lr: float = 1e-3,
-                 embedding_lr: float = 0.05, sampling: str = "fair", checkpoint_every: int = 200,
+                 embedding_lr: float = 0.05, sampling: str = "uniform", checkpoint_every: int = 200,
                  dim: int | None = None, dense_arch: list[int] | None = None,
                  over_arch: list[int] | None = None, candidates: int = 1000,
                  search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,

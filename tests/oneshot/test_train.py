@@ -80,8 +80,8 @@ def test_bad_options(options, message):
 
 def test_fair_steps_train_every_kind(data, tmp_path):
     space = SearchSpace.from_dict(SPACE)
-    run = SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3),
-                           tmp_path)
+    run = SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3,
+                                                           sampling="fair"), tmp_path)
     before = weights(run)
     run.fit()
     after = weights(run)
@@ -90,10 +90,11 @@ def test_fair_steps_train_every_kind(data, tmp_path):
     assert moved >= {"dcnv2", "wukong"}  # dlrm has no weights of its own
 
 
-def test_uniform_sampling_runs_one_path_a_step(data, tmp_path, monkeypatch):
+def test_uniform_sampling_the_default_runs_one_path_a_step(data, tmp_path, monkeypatch):
     space = SearchSpace.from_dict(SPACE)
-    run = SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3,
-                                                           sampling="uniform"), tmp_path)
+    assert OneShotTrainConfig().sampling == "uniform"
+    run = SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3),
+                           tmp_path)
     calls = []
     real = run.search._bce
 
