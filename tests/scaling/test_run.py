@@ -96,6 +96,16 @@ def test_a_searched_export_is_scaled_beside_the_presets(tmp_path):
     assert json.loads((tmp_path / "out" / "scaling.json").read_text())["searched_rungs"] == 3
 
 
+def test_the_rungs_run_as_ray_trials_in_parallel(tmp_path):
+    pytest.importorskip("ray")
+    strategy = {"name": "ladder", "options": {"families": ["dlrm", "wukong"], "rungs": 3, "dim": 4}}
+    path = ladder_file(tmp_path, strategy=strategy, budget={"epochs": 1, "batch_size": 256,
+                                                            "max_steps_per_epoch": 2})
+    assert main(["scale", str(path), "--backend", "ray", "--workers", "2", "--bootstrap", "10"]) == 0
+    assert rungs_of(path) == Counter({(f, r): 1 for f in ("dlrm", "wukong") for r in range(3)})
+    assert json.loads((tmp_path / "lad" / "scaling.json").read_text())["wukong_rungs"] == 3
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"strategy": "tpe", "space": "../search_spaces/zoo.yaml"}, "autorec scale runs a ladder study"),
     ({"strategy": "tpe"}, "space: required by strategy 'tpe'"),
