@@ -46,7 +46,8 @@ def rungs_of(path: Path) -> Counter:
 
 
 def test_kill_minus_nine_then_the_rerun_trains_each_remaining_rung_once(tmp_path):
-    path = ladder_file(tmp_path)
+    # Rungs of some seconds each (40k samples), so the kill lands while rungs remain.
+    path = ladder_file(tmp_path, data={**DATA, "options": {"preset": "tiny", "num_samples": 40000}})
     command = [sys.executable, "-m", "autorec.cli", "scale", str(path), "--json", "--bootstrap", "20"]
     proc = subprocess.Popen(command,
                             env={**os.environ, "PYTHONWARNINGS": "ignore"},
@@ -70,7 +71,7 @@ def test_kill_minus_nine_then_the_rerun_trains_each_remaining_rung_once(tmp_path
         assert isinstance(record[f"{family}_alpha"], float)
         assert record[f"{family}_holdout_rel_err"] >= 0
         assert [r["rung"] for r in record["rungs"][family]] == [0, 1, 2, 3]
-    data = load_dataset("synthetic", seed=0, **DATA["options"])
+    data = load_dataset("synthetic", seed=0, preset="tiny", num_samples=40000)
     assert record["bayes_logloss"] == pytest.approx(data.bayes_logloss("test"))
     page = (tmp_path / "lad" / "scaling.html").read_text()
     assert 'id="figure-scaling"' in page and "gains most per tenfold compute" in page
