@@ -60,13 +60,11 @@ def cmd_scale(args: argparse.Namespace) -> int:
     config = ladder_config(args.config, args.from_export)
     console = Console(stderr=True)
     log = console.print if not args.json else (lambda *_: None)
-    if args.fit_only:
-        pass
-    elif args.backend == "ray":
+    if not args.fit_only and args.backend == "ray":
         from autorec.study.ray_runner import run_study_ray
 
         run_study_ray(config, address=args.ray_address, workers=args.workers, log=log)
-    else:
+    elif not args.fit_only:
         run_study(config, workers=args.workers, log=log,
                   on_trial=lambda _, t: log(f"rung trial {t.number} {t.state.name.lower()}: "
                                             f"{t.user_attrs.get('scale', {})}"))

@@ -92,7 +92,8 @@ def scale_spec(spec: ArchSpec, rung: int) -> ArchSpec:
             layers[last + 1:last + 1] = [layers[last]] * (rung // found.depth_every)
     factor = max(found.factor for found in rules.values() if found is not None)
     over_arch = tuple(_grow(w, factor ** rung) for w in spec.over_arch)
-    base = spec.name.rsplit("-r", 1)[0] if spec.name.rsplit("-r", 1)[-1].isdigit() else spec.name
+    stem, _, number = spec.name.rpartition("-r")
+    base = stem if stem and number.isdigit() else spec.name  # "wukong-r2" grows as "wukong"
     return spec.replace(name=f"{base}-r{rung}", layers=tuple(layers), over_arch=over_arch)
 
 
