@@ -57,6 +57,7 @@ SPACES = {
     "oneshot": ROOT / "benchmarks/spaces/scale.yaml",
 }
 TOLERANCE = 0.0005  # the one-shot winner "reaches" TPE's best test AUC within this
+TAU_ARCHITECTURES = 12  # trained stand-alone per seed (re-ranked + calibration): the pairs of tau
 DIM64_BYTES = 64 * 4  # bytes per row of the reference: every table kept, dim 64, fp32, full hash
 
 
@@ -82,8 +83,8 @@ def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
             "batch_size": 1024,
             "candidates": args.candidates,
             "selection_samples": args.selection_samples,
-            "rerank": 4,
-            "calibrate": 8,
+            "rerank": args.rerank,
+            "calibrate": max(0, TAU_ARCHITECTURES - args.rerank),
             "final_epochs": args.final_epochs,
             "checkpoint_every": 100,
             **json.loads(args.oneshot_options),
@@ -348,6 +349,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--supernet-steps", type=int, default=3000)
     parser.add_argument("--candidates", type=int, default=300)
+    parser.add_argument("--rerank", type=int, default=4, help="candidates re-ranked by a short training")
     parser.add_argument("--rerank-steps", type=int, default=400, help="steps of a re-ranking training")
     parser.add_argument("--selection-samples", type=int, default=10_000,
                         help="validation samples each candidate is scored on")

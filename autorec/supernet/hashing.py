@@ -3,8 +3,10 @@
 A hash choice's values are fractions of a table's rows. Every value reads the same full table
 with its ids taken modulo that value's rows (:func:`autorec.models.fold_ids`), so the first
 ``r`` rows are shared by every value with ``r`` rows or more, as widths share their first
-columns. A value whose weight is 0 in every group is not looked up, so a one-hot path costs one
-lookup per feature.
+columns. On a one-hot path (each group's weights a single 1) every feature's ids are folded by
+its own group's value and all features are looked up at once: one lookup per step, whatever
+mix of values the groups chose. Otherwise each value with a non-zero weight in some group
+costs one lookup of every feature, and the groups mix them by their weights.
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ def pooled_by_hash(net: Supernet, sparse: KeyedJaggedTensor, weights: Weights) -
         return net.sparse_arch(fold_ids(sparse, net.hash_row_maps[0])).to_dict()
     per_group = {group: net.weights_of(weights, f"emb.{group}.hash", len(net.hash_values))
                  for group, _ in net.groups}
+    chosen = {group: _one_hot_index(w) for group, w in per_group.items()}
+    if all(k is not None for k in chosen.values()):
+        rows = {name: net.hash_row_maps[chosen[group]][name] for group, features in net.groups
+                for name in features}
+        looked = net.sparse_arch(fold_ids(sparse, rows)).to_dict()
+        # times the weight (1): a straight-through estimator's gradient still reaches it
+        return {name: per_group[group][chosen[group]] * looked[name] for group, features in net.groups
+                for name in features}
     out: dict[str, torch.Tensor] = {}
     for k in range(len(net.hash_values)):
         if all(float(w[k]) == 0.0 for w in per_group.values()):
@@ -41,3 +51,11 @@ def pooled_by_hash(net: Supernet, sparse: KeyedJaggedTensor, weights: Weights) -
                 term = per_group[group][k] * looked[name]
                 out[name] = term if name not in out else out[name] + term
     return out
+
+
+def _one_hot_index(w: torch.Tensor) -> int | None:
+    """The index of the single 1 in ``w`` (a one-hot weight vector), else None."""
+    nonzero = torch.nonzero(w.detach()).flatten()
+    if len(nonzero) != 1 or float(w[nonzero[0]]) != 1.0:
+        return None
+    return int(nonzero[0])
