@@ -19,8 +19,10 @@ Values: an entry ``idx:1`` is a categorical id and ``idx:0`` an absent one (drop
 listed in ``dense`` become dense columns ``x<idx>`` holding their value (0 where a line lacks
 them); any other value is an error, since an embedding lookup has no place for it.
 
-The file (plain or gzip) is read into memory and split at random by ``seed``. Blank lines are
-skipped; any other malformed line raises a DataError naming file:line.
+The file (plain or gzip) is read into memory and split at random by ``seed``, or in file order
+(``split: sequential``), or the splits are files of their own (``train``, ``valid``, ``test``):
+:mod:`autorec.data.splits`. Blank lines are skipped; any other malformed line raises a
+DataError naming file:line.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from autorec.data.base import InMemoryDataset
+from autorec.data.base import SPLITS, InMemoryDataset
 from autorec.data.files import open_binary
 from autorec.data.schema import DataError, Schema, SparseFeature
+from autorec.data.splits import SplitFiles, file_rows, split_source
 from autorec.data.tabular import Jagged, TabularData
 
 _LABELS = {1.0: 1.0, 0.0: 0.0, -1.0: 0.0}
@@ -147,30 +150,37 @@ def _parse_entries(tokens: list[bytes]) -> tuple[list[int], list[float]]:
 
 def load_libfm(path: str | None = None, seed: int = 0, *, fields: Sequence[str] | None = None,
                field_ranges: Mapping[str, Sequence[int]] | None = None, dense: Sequence[int] = (),
-               fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> InMemoryDataset:
-    """Read a libFM file into memory and split it by ``seed``; see the module doc for the fields.
+               split: str | None = None, fractions: Sequence[float] | None = None,
+               train: str | None = None, valid: str | None = None,
+               test: str | None = None) -> InMemoryDataset:
+    """Read a libFM file (or one per split) into memory; see the module doc for the fields.
 
     Args:
-        path: the file, plain or gzip.
-        seed: fixes the random train/val/test split.
+        path: the file, plain or gzip, split by ``split``.
+        seed: fixes a random split.
         fields: one field name per position of a line.
         field_ranges: field name -> [lo, hi) of its global feature indices.
         dense: feature indices kept as dense values (columns ``x<idx>``).
-        fractions: train/val/test shares, all positive.
+        split: ``random`` (default) or ``sequential`` (file order): :mod:`autorec.data.splits`.
+        fractions: train/val/test shares, all positive (default 0.8/0.1/0.1).
+        train, valid, test: one file per split instead of ``path`` (a published split).
 
     Example:
         >>> ds = load_libfm(path="frappe.libfm", seed=0)  # doctest: +SKIP
         >>> [f.name for f in ds.schema.sparse][:3]  # doctest: +SKIP
         ['f0', 'f1', 'f2']
     """
-    if path is None:
-        raise DataError("libfm needs path=: a libFM file (`label idx:val ...` lines)")
-    file = Path(path)
-    if not file.is_file():
-        raise DataError(f"{file}: no such file")
+    source, rule = split_source("libfm", path, split, fractions, train, valid, test)
     layout = _Fields(fields, field_ranges)
-    parsed = _Parsed.read(file, layout, [int(i) for i in dense])
-    return InMemoryDataset.from_table("libfm", parsed.table(layout), seed, tuple(fractions))
+    parsed = _Parsed([int(i) for i in dense])
+    if isinstance(source, SplitFiles):
+        counts = [parsed.read(file, layout) for file in source.files]
+        parts = file_rows(counts)
+    else:
+        parsed.read(source, layout)
+        parts = rule.rows(len(parsed.labels), seed)
+    data = parsed.table(layout)
+    return InMemoryDataset("libfm", {s: data.subset(rows) for s, rows in zip(SPLITS, parts, strict=True)})
 
 
 @dataclass
@@ -187,17 +197,17 @@ class _Parsed:
     def __post_init__(self) -> None:
         self.dense_column = {idx: k for k, idx in enumerate(self.dense)}
 
-    @classmethod
-    def read(cls, file: Path, layout: _Fields, dense: list[int]) -> _Parsed:
-        parsed = cls(dense)
+    def read(self, file: Path, layout: _Fields) -> int:
+        """Append the lines of ``file``; returns how many rows it held."""
+        before = len(self.labels)
         for line_no, line in _lines(file):
             try:
-                parsed.add(line, layout)
+                self.add(line, layout)
             except ValueError as err:
                 raise DataError(f"{file}:{line_no}: {err}") from None
-        if not parsed.labels:
+        if len(self.labels) == before:
             raise DataError(f"{file}: file is empty; expected libFM lines `label idx:val ...`")
-        return parsed
+        return len(self.labels) - before
 
     def add(self, line: bytes, layout: _Fields) -> None:
         """Append one line; raises ValueError (and appends nothing) when it is malformed."""

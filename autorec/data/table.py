@@ -16,14 +16,14 @@ an empty cell has none.
 
 Errors name the file and, for a bad value, where: CSV line numbers count the header as line 1
 (and count physical lines, so a quoted cell holding newlines is located right); Parquet names
-the row (1-based). The table is read whole into memory and split at random by ``seed``.
+the row (1-based). The table is read whole into memory and split at random by ``seed``, or in
+file order (``split: sequential``; :mod:`autorec.data.splits`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import itertools
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +42,7 @@ import yaml
 from autorec.data.base import SPLITS, InMemoryDataset
 from autorec.data.files import is_gzip, open_binary
 from autorec.data.schema import DataError, Schema, SparseFeature
+from autorec.data.splits import SplitRule
 from autorec.data.tabular import Jagged, TabularData
 
 MISSING_ID, OOV_ID, FIRST_VOCAB_ID = 0, 1, 2
@@ -301,21 +302,12 @@ def _sparse(column: pa.ChunkedArray, spec: SparseColumn, train: np.ndarray,
     return feature, Jagged.from_lengths(torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(lengths))
 
 
-def _split_rows(n: int, seed: int, fractions: Sequence[float]) -> list[torch.Tensor]:
-    """Sorted row indices of each split: a seeded permutation cut by ``fractions``."""
-    if len(fractions) != len(SPLITS) or abs(sum(fractions) - 1.0) > 1e-6 or any(f <= 0 for f in fractions):
-        raise ValueError(f"split fractions must be 3 positive shares summing to 1, got {fractions}")
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    bounds = [0, round(fractions[0] * n), round((fractions[0] + fractions[1]) * n), n]
-    return [perm[a:b].sort().values for a, b in itertools.pairwise(bounds)]
-
-
-def _dataset(name: str, table: pa.Table, schema: TableSchema, seed: int, fractions: Sequence[float],
+def _dataset(name: str, table: pa.Table, schema: TableSchema, seed: int, rule: SplitRule,
              locate: _Where) -> InMemoryDataset:
     n = table.num_rows
     if n == 0:
         raise DataError(f"{locate.file}: the table has no rows")
-    parts = _split_rows(n, seed, fractions)
+    parts = rule.rows(n, seed)
     train = np.zeros(n, dtype=bool)
     train[parts[0].numpy()] = True
 
@@ -340,7 +332,7 @@ def _file(path: str | None, kind: str) -> Path:
 
 def load_csv(path: str | None = None, seed: int = 0, *,
              schema: Mapping[str, Any] | str | None = None, sep: str = ",", max_rows: int | None = None,
-             fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> InMemoryDataset:
+             split: str | None = None, fractions: Sequence[float] | None = None) -> InMemoryDataset:
     """A CSV file (plain or gzip, with a header line) read through ``schema``.
 
     Args:
@@ -349,7 +341,8 @@ def load_csv(path: str | None = None, seed: int = 0, *,
         schema: a dict or a YAML/JSON file: ``label``, ``dense``, ``sparse`` (see the module doc).
         sep: the field delimiter.
         max_rows: read only the first rows.
-        fractions: train/val/test shares, all positive.
+        split: ``random`` (default) or ``sequential`` (file order): :mod:`autorec.data.splits`.
+        fractions: train/val/test shares, all positive (default 0.8/0.1/0.1).
 
     Example:
         >>> ds = load_csv(path="clicks.csv", seed=0,  # doctest: +SKIP
@@ -357,15 +350,15 @@ def load_csv(path: str | None = None, seed: int = 0, *,
         >>> ds.schema.sparse_names  # doctest: +SKIP
         ('user',)
     """
-    file, spec = _file(path, "csv"), TableSchema.load(schema)
+    file, spec, rule = _file(path, "csv"), TableSchema.load(schema), SplitRule.of(split, fractions)
     table = _read_csv(file, spec, sep, max_rows)
-    return _dataset("csv", table, spec, seed, fractions,
+    return _dataset("csv", table, spec, seed, rule,
                     _Where(file, lambda row: csv_line(file, sep, row + 2)))
 
 
 def load_parquet(path: str | None = None, seed: int = 0, *,
                  schema: Mapping[str, Any] | str | None = None, max_rows: int | None = None,
-                 fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> InMemoryDataset:
+                 split: str | None = None, fractions: Sequence[float] | None = None) -> InMemoryDataset:
     """A Parquet file read through ``schema``; multi-hot columns may be lists or separated text.
 
     Args:
@@ -373,8 +366,9 @@ def load_parquet(path: str | None = None, seed: int = 0, *,
         seed: fixes the random train/val/test split (and so the vocabularies).
         schema: a dict or a YAML/JSON file: ``label``, ``dense``, ``sparse`` (see the module doc).
         max_rows: read only the first rows.
-        fractions: train/val/test shares, all positive.
+        split: ``random`` (default) or ``sequential`` (file order): :mod:`autorec.data.splits`.
+        fractions: train/val/test shares, all positive (default 0.8/0.1/0.1).
     """
-    file, spec = _file(path, "parquet"), TableSchema.load(schema)
+    file, spec, rule = _file(path, "parquet"), TableSchema.load(schema), SplitRule.of(split, fractions)
     table = _read_parquet(file, spec, max_rows)
-    return _dataset("parquet", table, spec, seed, fractions, _Where(file))
+    return _dataset("parquet", table, spec, seed, rule, _Where(file))

@@ -67,5 +67,10 @@ class Strategy(ABC):
                              "schema than the one proposed for")
         return dataset
 
+    def warm_starts(self, trial: optuna.Trial) -> bool:
+        """Whether ``trial``'s training starts from weights the strategy holds (asked after
+        :meth:`propose`): such a training is its own, never taken from or given to another trial."""
+        return False
+
     def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:  # noqa: B027 - as bind
         """Called with the trainer of ``trial``'s proposal before it trains (DNAS warm start)."""

@@ -161,6 +161,9 @@ class DnasStrategy(Strategy):
             if result.argmax_spec is not None else None})
         return result.spec
 
+    def warm_starts(self, trial: optuna.Trial) -> bool:
+        return trial.number in self._searches
+
     def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:
         """With ``retrain: warm``, start the derived model from the supernet's weights."""
         search = self._searches.pop(trial.number, None)

@@ -137,6 +137,9 @@ class GrowthStrategy(Strategy):
             self._models[trial.number] = run.model
         return spec
 
+    def warm_starts(self, trial: optuna.Trial) -> bool:
+        return trial.number in self._models
+
     def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:
         """With ``retrain: warm``, start the study's model from the schedule-trained one."""
         model = self._models.pop(trial.number, None)

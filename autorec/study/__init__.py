@@ -7,9 +7,10 @@ stores its ArchSpec (as an Optuna artifact and a user attribute), metrics and co
 
 The package, by responsibility: ``config`` (the study file's pydantic models), ``storage``
 (Optuna storages and the study in one), ``recovery`` (trials of dead workers retried, the
-budget count), ``trial`` (one trial: propose, cost, train, record), ``local`` (worker processes
-on this machine), ``ray_runner`` (Ray Tune scheduling the trials on a cluster), ``results``
-(summary, Pareto front, verdict), ``handoff`` (export of trials and their retrain command).
+budget count), ``reuse`` (an architecture already trained is not trained again), ``trial`` (one
+trial: propose, cost, train, record), ``local`` (worker processes on this machine),
+``ray_runner`` (Ray Tune scheduling the trials on a cluster), ``results`` (summary, Pareto
+front, verdict), ``handoff`` (export of trials and their retrain command).
 
 Example:
     >>> config = StudyConfig.load("studies/quickstart.yaml")
@@ -36,13 +37,14 @@ from autorec.study.recovery import (
     recover_interrupted,
 )
 from autorec.study.results import StudySummary, dumps, select_trials, summarize, trial_arch, trial_row
+from autorec.study.reuse import REUSED_ATTR, reused_count, training_key
 from autorec.study.storage import create_study, load_study, open_storage
 from autorec.study.trial import TrialRunner, cost_summary
 
 __all__ = [
-    "INTERRUPTED_ATTR", "OBJECTIVES", "PRUNERS", "WORKER_ATTR", "Budget", "DataConfig", "StrategyConfig",
-    "StudyConfig", "StudyConfigError", "StudySummary", "TrialRunner", "cost_summary", "create_study",
-    "dumps", "export_trials", "finished_count", "load_study", "mark_interrupted", "open_storage",
-    "recover_interrupted", "retrain_command", "run_study", "select_trials", "study_json_schema",
-    "summarize", "train_baselines", "trial_arch", "trial_row",
+    "INTERRUPTED_ATTR", "OBJECTIVES", "PRUNERS", "REUSED_ATTR", "WORKER_ATTR", "Budget", "DataConfig",
+    "StrategyConfig", "StudyConfig", "StudyConfigError", "StudySummary", "TrialRunner", "cost_summary",
+    "create_study", "dumps", "export_trials", "finished_count", "load_study", "mark_interrupted",
+    "open_storage", "recover_interrupted", "retrain_command", "reused_count", "run_study", "select_trials",
+    "study_json_schema", "summarize", "train_baselines", "training_key", "trial_arch", "trial_row",
 ]

@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autorec.study.config import StudyConfig, StudyConfigError
 from autorec.study.recovery import WORKER_ATTR, finished_count, recover_interrupted, worker_mark
 from autorec.study.results import StudySummary, summarize
+from autorec.study.reuse import reused_count
 from autorec.study.storage import create_study, open_storage
 from autorec.study.trial import TrialRunner, cost_summary
 
@@ -32,7 +33,9 @@ def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], N
     """One worker: run trials until the study's budget is used (shared with other workers).
 
     Workers claim the budget without a lock, so several workers can overshoot it by up to
-    (workers - 1) trials; no trial is ever recorded twice.
+    (workers - 1) trials; no trial is ever recorded twice. Reused trials
+    (:mod:`autorec.study.reuse`) do not use the budget; after ``budget`` of them the worker stops
+    (the space is as good as exhausted).
     """
     runner = runner or TrialRunner(config)
     study = create_study(config)
@@ -40,7 +43,7 @@ def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], N
     start = time.monotonic()
     while deadline is None or time.monotonic() - start < deadline:
         running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
-        if finished_count(study) + running >= budget:
+        if finished_count(study) + running >= budget or reused_count(study) >= budget:
             break
         study.optimize(runner, n_trials=1, catch=(Exception,),
                        callbacks=[on_trial] if on_trial else None)

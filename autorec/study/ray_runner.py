@@ -43,6 +43,7 @@ from autorec.study.recovery import (
     worker_mark,
 )
 from autorec.study.results import StudySummary, summarize
+from autorec.study.reuse import REUSED_ATTR, TRAINED_KEY_ATTR, reuse, reused_count, trained_twin, training_key
 from autorec.study.storage import create_study, open_storage
 from autorec.study.trial import TrialRunner, cost_summary
 
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 RAY_INSTALL = 'pip install "ray[tune]==2.60.0"'
 # Keys of the Tune config a proposal hands to its trainable, and of the results it reports.
 ARCH_KEY, NUMBER_KEY, PROPOSAL_ERROR_KEY = "autorec_arch", "autorec_trial", "autorec_proposal_error"
+REUSED_KEY = "autorec_reused_values"  # a proposal already trained: its twin's values (JSON); no Tune trial
 OUTCOME_KEY, FAIL_KEY = "autorec_outcome", "autorec_fail_reason"
 OBJECT_STORE_BYTES = 128 * 1024**2  # trials pass no large objects through Ray
 
@@ -79,9 +81,9 @@ class _Proposer:
     on that trial as TrialRunner records it before training (arch, arch.json artifact, costs)."""
 
     def __init__(self, config: StudyConfig, space: SearchSpace, strategy: Strategy, schema: Schema,
-                 artifact_dir: Path) -> None:
+                 artifact_dir: Path, training_settings: Mapping[str, Any]) -> None:
         self.config, self.space, self.strategy, self.schema = config, space, strategy, schema
-        self.artifact_dir = artifact_dir
+        self.artifact_dir, self.training_settings = artifact_dir, dict(training_settings)
 
     def __call__(self, trial: Any) -> dict[str, Any]:
         # `trial` is Ray's wrapper of the optuna.Trial; suggestions made through it become the
@@ -101,6 +103,12 @@ class _Proposer:
             real.set_user_attr("arch", spec.to_dict())
             self._upload(real, spec)
             real.set_user_attr("costs", cost_summary(spec))
+            if not self.strategy.warm_starts(real):
+                key = training_key(spec, self.training_settings)
+                twin = trained_twin(real.study, key)
+                if twin is not None:  # the searcher tells it at once and proposes again
+                    return {NUMBER_KEY: real.number, REUSED_KEY: json.dumps(reuse(real, twin))}
+                real.set_user_attr(TRAINED_KEY_ATTR, key)
         return {NUMBER_KEY: real.number, ARCH_KEY: spec.to_json(indent=None)}
 
     def _upload(self, trial: optuna.Trial, spec: ArchSpec) -> None:
@@ -139,6 +147,7 @@ def _study_search_class() -> type:
                              mode=modes[0] if self._single else modes, study_name=config.name,
                              storage=storage)
             self._objectives, self._log, self._deadline = objectives, log, deadline
+            self._budget = config.budget.trials  # at most this many reused trials (as locally)
             self._reported: dict[str, dict[str, Any]] = {}  # each trial's last result
             self._epochs: dict[str, set[int]] = {}  # epochs already reported to Optuna
 
@@ -148,9 +157,18 @@ def _study_search_class() -> type:
         def suggest(self, trial_id: str) -> dict[str, Any] | None:
             if self._deadline is not None and time.monotonic() >= self._deadline:
                 return Searcher.FINISHED  # like the local backend: start no more, finish the running
-            with warnings.catch_warnings():  # asking a heartbeat storage outside optimize() is fine
-                warnings.filterwarnings("ignore", message="Heartbeat of storage")
-                return super().suggest(trial_id)
+            while True:
+                with warnings.catch_warnings():  # asking a heartbeat storage outside optimize() is fine
+                    warnings.filterwarnings("ignore", message="Heartbeat of storage")
+                    proposal = super().suggest(trial_id)
+                if not isinstance(proposal, dict) or REUSED_KEY not in proposal:
+                    return proposal
+                # Already trained (autorec.study.reuse): told at once, no Tune trial; ask again.
+                trial = self._ot_trials.pop(trial_id)
+                self._ot_study.tell(trial, json.loads(proposal[REUSED_KEY]))
+                self._log_outcome(self._ot_study.get_trials(deepcopy=False)[trial.number])
+                if reused_count(self._ot_study) >= self._budget:
+                    return Searcher.FINISHED
 
         def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
             self._reported[trial_id] = result
@@ -209,8 +227,10 @@ def _study_search_class() -> type:
             state = trial.state
             auc = trial.user_attrs.get("metrics", {}).get("val", {}).get("auc")
             reason = trial.user_attrs.get("fail_reason")
+            twin = trial.user_attrs.get(REUSED_ATTR)
             self._say(f"trial {trial.number} {state.name.lower()}"
                       + (f": val AUC {auc:.4f}" if auc is not None else "")
+                      + (f" (trial {twin}'s training, reused)" if twin is not None else "")
                       + (f" ({reason})" if reason and state == TrialState.FAIL else ""))
 
         def save(self, checkpoint_path: str) -> None:
@@ -287,6 +307,8 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
 # ---- running ---------------------------------------------------------------------------
 def _remaining(config: StudyConfig, study: optuna.Study) -> int:
     running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    if reused_count(study) >= config.budget.trials:  # the space is as good as exhausted (as locally)
+        return 0
     return config.budget.trials - finished_count(study) - running
 
 
@@ -345,7 +367,8 @@ def _tune(config: StudyConfig, storage: optuna.storages.BaseStorage, trials: int
     from ray.tune.search import ConcurrencyLimiter
 
     runner = TrialRunner(config)
-    proposer = _Proposer(config, runner.space, runner.strategy, runner.dataset.schema, runner.artifact_dir())
+    proposer = _Proposer(config, runner.space, runner.strategy, runner.dataset.schema, runner.artifact_dir(),
+                         runner.training_settings())
     deadline = (time.monotonic() + config.budget.timeout_s) if config.budget.timeout_s else None
     search = ConcurrencyLimiter(_make_search(config, proposer, storage, log, deadline),
                                 max_concurrent=workers)

@@ -20,6 +20,8 @@ import socket
 import optuna
 from optuna.trial import TrialState
 
+from autorec.study.reuse import REUSED_ATTR
+
 WORKER_ATTR = "worker"  # trial user attr: {host, pid} of the process running it
 INTERRUPTED_ATTR = "interrupted"  # trial user attr: cut short (not its own failure), retried
 
@@ -74,9 +76,11 @@ def mark_interrupted(trial: optuna.Trial, reason: str) -> None:
 
 def finished_count(study: optuna.Study) -> int:
     """Trials that used the budget: complete, pruned, or failed for a reason of their own
-    (interrupted trials are retried, so they do not count)."""
+    (interrupted trials are retried, and reused ones took another's training: neither counts)."""
     count = 0
     for t in study.get_trials(deepcopy=False):
+        if t.user_attrs.get(REUSED_ATTR) is not None:  # took another trial's training
+            continue
         if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             count += 1
         elif t.state == TrialState.FAIL and not t.user_attrs.get(INTERRUPTED_ATTR):

@@ -12,6 +12,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autorec.arch import ArchSpec
+from autorec.study.reuse import REUSED_ATTR
 
 if TYPE_CHECKING:
     from autorec.study.config import StudyConfig
@@ -29,8 +30,9 @@ class StudySummary:
 
     @property
     def best(self) -> dict[str, Any] | None:
-        """The completed trial with the highest validation AUC."""
-        done = [t for t in self.trials if t["state"] == "COMPLETE" and t.get("val_auc") is not None]
+        """The completed trial with the highest validation AUC (the one that trained it)."""
+        done = [t for t in self.trials if t["state"] == "COMPLETE" and t.get("val_auc") is not None
+                and t.get("reused_from") is None]
         return max(done, key=lambda t: t["val_auc"]) if done else None
 
     def verdict(self) -> str:
@@ -64,6 +66,7 @@ def trial_row(t: FrozenTrial) -> dict[str, Any]:
         "val_auc": metrics.get("val", {}).get("auc"), "test_auc": metrics.get("test", {}).get("auc"),
         "values": t.values, "costs": costs, "fail_reason": t.user_attrs.get("fail_reason"),
         "seconds": (t.duration.total_seconds() if t.duration else None),
+        "reused_from": t.user_attrs.get(REUSED_ATTR),
     }
 
 
@@ -71,13 +74,15 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> StudySu
     objectives = tuple(study.user_attrs.get("objectives", ["val_auc"]))
     trials = [trial_row(t) for t in study.get_trials(deepcopy=False)]
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
-    pareto = [t.number for t in study.best_trials] if complete else []
+    # A reused trial repeats its twin's point: the front names the trial that trained it.
+    pareto = [t.number for t in study.best_trials if REUSED_ATTR not in t.user_attrs] if complete else []
     return StudySummary(study.study_name, objectives, trials, pareto,
                         dict(study.user_attrs.get("baselines", {})))
 
 
 def select_trials(study: optuna.Study, trial: int | None = None, best: int = 1) -> list[FrozenTrial]:
-    """Trial number ``trial``, or the ``best`` completed trials by validation AUC."""
+    """Trial number ``trial``, or the ``best`` completed trials by validation AUC (each
+    architecture once: a trial that reused another's training is left out)."""
     trials = study.get_trials(deepcopy=False)
     if trial is not None:
         found = [t for t in trials if t.number == trial]
@@ -87,7 +92,8 @@ def select_trials(study: optuna.Study, trial: int | None = None, best: int = 1) 
         if found[0].state != TrialState.COMPLETE:
             raise ValueError(f"--trial: trial {trial} is {found[0].state.name}, not COMPLETE")
         return found
-    done = [t for t in trials if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs]
+    done = [t for t in trials if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs
+            and REUSED_ATTR not in t.user_attrs]
     if not done:
         raise ValueError(f"study {study.study_name!r} has no completed trial yet")
     return sorted(done, key=lambda t: -t.user_attrs["metrics"]["val"]["auc"])[:best]

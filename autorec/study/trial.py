@@ -17,6 +17,7 @@ import optuna
 from autorec.arch import ArchSpec
 from autorec.study.config import StudyConfig
 from autorec.study.recovery import WORKER_ATTR, mark_interrupted, worker_mark
+from autorec.study.reuse import TRAINED_KEY_ATTR, reuse, trained_twin, training_key
 
 
 def cost_summary(spec: ArchSpec) -> dict[str, float]:
@@ -63,6 +64,15 @@ class TrialRunner:
                            checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
                            progress=False)
 
+    def training_settings(self) -> dict[str, Any]:
+        """What decides a trial's training besides its architecture (the reuse key's part)."""
+        from dataclasses import asdict
+
+        settings = asdict(self.train_config(None))
+        settings.pop("progress")
+        return {**settings, "data": self.config.data.model_dump(mode="json"),
+                "latency": "latency_ms" in self.config.objectives}
+
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
         from autorec.train.trainer import Trainer
 
@@ -78,6 +88,13 @@ class TrialRunner:
         costs = cost_summary(spec)
         trial.set_user_attr("costs", costs)
         single = len(self.config.objectives) == 1
+        if not self.strategy.warm_starts(trial):  # a warm start is its own training
+            key = training_key(spec, self.training_settings())
+            twin = trained_twin(trial.study, key)
+            if twin is not None:
+                values = reuse(trial, twin)
+                return values[0] if single else values
+            trial.set_user_attr(TRAINED_KEY_ATTR, key)
 
         def report(record: Any) -> None:
             if not single:  # Optuna reports (and prunes) single-objective trials only

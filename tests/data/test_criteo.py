@@ -361,3 +361,61 @@ def test_bad_arguments(tmp_path: Path, tsv: Path) -> None:
         load_criteo(path=str(tsv), seed=0, hash_sise=10)
     with pytest.raises(KeyError):
         load_criteo(path=str(tsv), seed=0).batches("dev", 4, shuffle=False)
+
+
+def split_of(ds, split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return collect(ds.batches(split, 64, shuffle=False))
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_sequential_split_holds_out_the_last_lines_in_file_order(tmp_path: Path, compress: bool) -> None:
+    lines = criteo_lines(300, seed=4)
+    parts = tmp_path / "days"  # Terabyte-like: the split runs across the day files in order
+    parts.mkdir()
+    for k, (lo, hi) in enumerate(((0, 100), (100, 170), (170, 300))):
+        write(parts / f"day_{k}{'.gz' if compress else ''}", lines[lo:hi], compress=compress)
+    ds = load_criteo(path=str(parts), seed=0, hash_size=1000, split="sequential", fractions=(0.8, 0.1, 0.1),
+                     block_bytes=997)
+    assert {s: ds.num_rows(s) for s in ("train", "val", "test")} == {"train": 240, "val": 30, "test": 30}
+    for split, (lo, hi) in (("train", (0, 240)), ("val", (240, 270)), ("test", (270, 300))):
+        got, want = split_of(ds, split), reference(lines[lo:hi], 1000)
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b)
+    assert ds.describe()["split"] == "sequential 80/10/10"
+    # Workers and the seed change nothing; vocabularies come from the first 80% only.
+    again = load_criteo(path=str(parts), seed=7, hash_size=1000, split="sequential", block_bytes=997)
+    by_workers = collect(again.loader("test", 64, shuffle=False, num_workers=2))[2]
+    assert sorted(map(tuple, by_workers.tolist())) == sorted(map(tuple, want[2].tolist()))
+    vocab = load_criteo(path=str(parts), seed=0, vocab_min_count=1, split="sequential", block_bytes=997)
+    first = {line.split("\t")[15] for line in lines[:240]} - {""}
+    assert vocab.schema.sparse[1].num_embeddings == 2 + len(first)
+
+
+def test_one_file_or_directory_per_split(tmp_path: Path) -> None:
+    lines = criteo_lines(90, seed=5)
+    days = tmp_path / "train_days"
+    days.mkdir()
+    write(days / "day_0", lines[:30])
+    write(days / "day_1.gz", lines[30:60], compress=True)
+    valid, test = write(tmp_path / "valid.tsv", lines[60:75]), write(tmp_path / "test.tsv", lines[75:])
+    ds = load_dataset("criteo", seed=0, hash_size=1000, train=str(days), valid=str(valid), test=str(test))
+    for split, (lo, hi) in (("train", (0, 60)), ("val", (60, 75)), ("test", (75, 90))):
+        torch.testing.assert_close(split_of(ds, split)[2], reference(lines[lo:hi], 1000)[2])
+    assert ds.describe()["split"] == "files"
+    vocab = load_criteo(seed=0, vocab_min_count=1, train=str(days), valid=str(valid), test=str(test))
+    assert {s: vocab.num_rows(s) for s in ("train", "val", "test")} == {"train": 60, "val": 15, "test": 15}
+    cut = load_criteo(seed=0, hash_size=1000, train=str(days), valid=str(valid), test=str(test), max_rows=10)
+    assert [len(split_of(cut, s)[0]) for s in ("train", "val", "test")] == [10, 10, 10]
+
+
+def test_bad_split_options_name_the_option(tmp_path: Path, tsv: Path) -> None:
+    with pytest.raises(DataError, match=r"split: expected one of random, sequential, got 'daily'"):
+        load_criteo(path=str(tsv), split="daily")
+    with pytest.raises(DataError, match=r"split files train= given without valid=, test="):
+        load_criteo(train=str(tsv))
+    with pytest.raises(DataError, match=r"fractions= cannot go with train=, valid= and test="):
+        load_criteo(train=str(tsv), valid=str(tsv), test=str(tsv), fractions=(0.8, 0.1, 0.1))
+    with pytest.raises(DataError, match=r"nope: no such file or directory"):
+        load_criteo(train=str(tsv), valid=str(tsv), test=str(tmp_path / "nope"))
+    with pytest.raises(DataError, match=r"fractions: expected 3 non-negative .* got \[0.5, 0.6, -0.1\]"):
+        load_criteo(path=str(tsv), split="sequential", fractions=(0.5, 0.6, -0.1))

@@ -178,3 +178,66 @@ def test_bad_options(tmp_path: Path, lines: list[str]) -> None:
         load_libfm(path=path, seed=0, fields=["a"], field_ranges={"a": [0, 1]})
     with pytest.raises(ValueError, match="overlap"):
         load_libfm(path=path, seed=0, field_ranges={"a": [0, 10], "b": [5, 20]})
+
+
+def split_rows(ds) -> dict[str, list[float]]:
+    return {s: [x for b in ds.batches(s, 50, shuffle=False) for x in b.labels.tolist()]
+            for s in ("train", "val", "test")}
+
+
+def test_one_file_per_split_keeps_each_file_whole_and_in_order(tmp_path: Path) -> None:
+    files = {name: write(tmp_path / f"{name}.libfm", frappe_lines(n, seed=k))
+             for k, (name, n) in enumerate((("train", 60), ("valid", 25), ("test", 15)))}
+    ds = load_dataset("libfm", seed=0, **{k: str(v) for k, v in files.items()})
+    assert {s: ds.num_rows(s) for s in ("train", "val", "test")} == {"train": 60, "val": 25, "test": 15}
+    labels = split_rows(ds)
+    for split, name in (("train", "train"), ("val", "valid"), ("test", "test")):
+        expected = [max(0.0, float(line.split()[0])) for line in files[name].read_text().splitlines()]
+        assert labels[split] == expected
+    # The ids are one mapping over the three files: a value has one id in every split.
+    one = load_libfm(path=str(write(tmp_path / "all.libfm", [
+        line for name in ("train", "valid", "test") for line in files[name].read_text().splitlines()])),
+        split="sequential", fractions=(0.6, 0.25, 0.15))
+    assert rows(one) == rows(ds)
+
+
+def test_a_sequential_split_is_file_order_whatever_the_seed(tmp_path: Path) -> None:
+    lines = frappe_lines(100)
+    path = str(write(tmp_path / "s.libfm", lines))
+    first = load_libfm(path=path, seed=0, split="sequential", fractions=(0.7, 0.2, 0.1))
+    assert split_rows(first) == split_rows(load_libfm(path=path, seed=5, split="sequential",
+                                                      fractions=(0.7, 0.2, 0.1)))
+    labels = [max(0.0, float(line.split()[0])) for line in lines]
+    assert split_rows(first) == {"train": labels[:70], "val": labels[70:90], "test": labels[90:]}
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"split": "by_time"}, r"split: expected one of random, sequential, got 'by_time'"),
+    ({"fractions": (0.8, 0.1)}, r"fractions: expected 3 positive shares .* got \[0.8, 0.1\]"),
+    ({"fractions": (0.9, 0.2, -0.1)}, r"fractions: expected 3 positive shares"),
+    ({"fractions": "most"}, r"fractions: expected 3 numbers"),
+])
+def test_bad_split_options_name_the_option(tmp_path: Path, lines: list[str], options, message) -> None:
+    with pytest.raises(DataError, match=message):
+        load_libfm(path=str(write(tmp_path / "x.libfm", lines)), seed=0, **options)
+
+
+def test_bad_split_files_say_what_is_missing_or_extra(tmp_path: Path, lines: list[str]) -> None:
+    a, b = (str(write(tmp_path / f"{n}.libfm", lines)) for n in ("a", "b"))
+    with pytest.raises(DataError, match=r"split files train=, test= given without valid="):
+        load_libfm(train=a, test=b)
+    with pytest.raises(DataError, match=r"path= cannot go with train=, valid= and test="):
+        load_libfm(path=a, train=a, valid=b, test=b)
+    with pytest.raises(DataError, match=r"split= cannot go with"):
+        load_libfm(train=a, valid=b, test=b, split="sequential")
+    with pytest.raises(DataError, match=r"nope\.libfm: no such file"):
+        load_libfm(train=a, valid=str(tmp_path / "nope.libfm"), test=b)
+    with pytest.raises(DataError, match=r"libfm needs path= .* or train=, valid= and test="):
+        load_libfm()
+    empty = tmp_path / "empty.libfm"
+    empty.write_bytes(b"")
+    with pytest.raises(DataError, match=r"empty\.libfm: file is empty"):
+        load_libfm(train=a, valid=b, test=str(empty))
+    bad = str(write(tmp_path / "bad.libfm", [*lines[:3], "1 2:x"]))
+    with pytest.raises(DataError, match=r"bad\.libfm:4: "):
+        load_libfm(train=a, valid=bad, test=b)

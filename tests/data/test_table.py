@@ -275,3 +275,33 @@ def test_batches_are_torch_tensors(csv_file: Path) -> None:
     batch = next(iter(load_csv(path=str(csv_file), seed=0, schema=SCHEMA).batches("train", 5, shuffle=True)))
     assert batch.dense_features.dtype == torch.float32 and batch.labels.shape == (5,)
     assert batch.sparse_features.keys() == ["user", "tags"]
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_a_sequential_split_is_file_order_and_the_vocabulary_sees_only_its_train_rows(tmp_path: Path,
+                                                                                      kind: str) -> None:
+    rows = table_rows(40)
+    for i, r in enumerate(rows):
+        r["user"] = f"early{i % 3}" if i < 32 else f"late{i}"  # users only the held-out rows have
+    if kind == "csv":
+        path = write_csv(tmp_path / "t.csv", rows)
+    else:
+        path = tmp_path / "t.parquet"
+        typed = [{**r, "clicked": int(r["clicked"]), "price": float(r["price"]),
+                  "age": float(r["age"]) if r["age"] else None} for r in rows]
+        pq.write_table(pa.Table.from_pylist(typed), path)
+    ds = load_dataset(kind, path=str(path), seed=3, schema=SCHEMA, split="sequential")
+    prices = {s: [p for b in ds.batches(s, 8, shuffle=False) for p in b.dense_features[:, 0].tolist()]
+              for s in ("train", "val", "test")}
+    assert prices == {"train": [i * 0.5 for i in range(32)], "val": [i * 0.5 for i in range(32, 36)],
+                      "test": [i * 0.5 for i in range(36, 40)]}
+    assert ds.schema.feature("user").num_embeddings == 2 + 3  # the late users are out of vocabulary
+
+
+def test_bad_split_options_are_refused_before_reading(tmp_path: Path) -> None:
+    missing = str(tmp_path / "absent.csv")
+    with pytest.raises(DataError, match=r"absent\.csv: no such file"):
+        load_csv(path=missing, schema=SCHEMA, split="sequential")
+    path = str(write_csv(tmp_path / "t.csv", table_rows(10)))
+    with pytest.raises(DataError, match=r"split: expected one of random, sequential, got 'by_day'"):
+        load_csv(path=path, schema=SCHEMA, split="by_day")

@@ -4,7 +4,7 @@ Block j of a file holds the lines that start in bytes [j*B, (j+1)*B). Plain file
 at the blocks asked for (:func:`plain_blocks`); a gzip stream cannot seek, so it is decompressed
 in order and cut into the same blocks (:func:`stream_blocks`). Line numbers are counted only
 when an error needs one (:func:`line_number`); :func:`cut_at_rows` ends the files after their
-first n lines (``max_rows``).
+first n lines (``max_rows``); :func:`line_count` counts a file's lines (a sequential split).
 """
 
 from __future__ import annotations
@@ -170,3 +170,19 @@ def cut_at_rows(files: list[DataFile], max_rows: int) -> list[DataFile]:
         if left <= 0:
             break
     return out
+
+
+def line_count(file: DataFile) -> int:
+    """Lines of ``file`` (up to its ``end``, a max_rows cut), an unterminated last one included."""
+    lines, done, last = 0, 0, b"\n"
+    with open_binary(file.path) as f:
+        while file.end is None or done < file.end:
+            size = 1 << 20 if file.end is None else min(1 << 20, file.end - done)
+            try:
+                piece = f.read(size)
+            except (EOFError, OSError, zlib.error) as err:
+                raise gzip_error(file, done, err) from None
+            if not piece:
+                break
+            lines, done, last = lines + piece.count(b"\n"), done + len(piece), piece[-1:]
+    return lines + (last != b"\n")

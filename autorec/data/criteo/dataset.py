@@ -1,7 +1,8 @@
 """``load_criteo``: Criteo TSV file(s) opened as a streaming RecDataset (see the package doc).
 
-Opening checks every file's first line, cuts the files at ``max_rows`` and, for vocabulary ids,
-makes the one pass over the train split that counts the values.
+Opening checks every file's first line, cuts the files at ``max_rows``, for a sequential split
+counts the lines (:mod:`autorec.data.criteo.assign`) and, for vocabulary ids, makes the one pass
+over the train split that counts the values.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from autorec.data.base import SPLITS, RecDataset
+from autorec.data.criteo.assign import FileSplits, LineSplit, RandomLines, SequentialLines
 from autorec.data.criteo.blocks import DataFile, cut_at_rows, gzip_error, list_files
-from autorec.data.criteo.encode import FIRST_VOCAB_ID, VocabCounter, split_of_lines
+from autorec.data.criteo.encode import FIRST_VOCAB_ID, VocabCounter
 from autorec.data.criteo.parse import DENSE_NAMES, N_DENSE, N_SPARSE, SPARSE_NAMES, LineError, parse_block
 from autorec.data.criteo.stream import CriteoStream, Reader
 from autorec.data.files import open_binary
 from autorec.data.schema import DataError, Schema, SparseFeature
+from autorec.data.splits import DEFAULT_FRACTIONS, SPLIT_KINDS, SPLIT_NAMES
 
 DEFAULT_HASH_SIZE = 1 << 20
 DEFAULT_BLOCK_BYTES = 1 << 20
@@ -49,7 +52,7 @@ class CriteoDataset(RecDataset):
         return stream
 
     def num_rows(self, split: str) -> int | None:
-        """Known after a vocabulary pass; None in hashed mode (the files are never counted)."""
+        """Known after a vocabulary pass or a sequential split's count; else None (never counted)."""
         return None if self._rows is None else self._rows[split]
 
     def describe(self) -> dict[str, Any]:
@@ -58,7 +61,7 @@ class CriteoDataset(RecDataset):
             files=[str(f.path) for f in self.reader.files],
             gzip=[f.gzip for f in self.reader.files],
             ids=("hashed" if self.reader.vocabs is None else f"vocabulary (min_count={self.min_count})"),
-            fractions=list(self.reader.fractions),
+            split=self.reader.assign.describe(),
         )
         return out
 
@@ -83,24 +86,71 @@ def _check_head(file: DataFile) -> None:
 def _check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
     if len(fractions) != 3 or any(f < 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-6 \
             or fractions[0] <= 0:
-        raise ValueError(f"fractions must be 3 non-negative shares (train > 0) summing to 1, got {fractions}")
+        raise DataError(f"fractions: expected 3 non-negative shares (train > 0) summing to 1, "
+                        f"got {list(fractions)}")
     return (float(fractions[0]), float(fractions[1]), float(fractions[2]))
+
+
+def _line_split(path: str | None, seed: int, split: str | None, fractions: Sequence[float] | None,
+                named: dict[str, str], max_rows: int | None) -> tuple[tuple[DataFile, ...], LineSplit]:
+    """The files (checked, cut at ``max_rows``) and the split of their lines the options name."""
+    if named:
+        missing = [n for n in SPLIT_NAMES if n not in named]
+        if missing:
+            raise DataError(f"criteo: split files {', '.join(f'{n}=' for n in named)} given without "
+                            f"{', '.join(f'{n}=' for n in missing)}: name all three (or path= and a "
+                            "split rule)")
+        for option, value in (("path", path), ("split", split), ("fractions", fractions)):
+            if value is not None:
+                raise DataError(f"criteo: {option}= cannot go with train=, valid= and test= (the files "
+                                "are the split)")
+        files: list[DataFile] = []
+        split_of_file: list[int] = []
+        for s, name in enumerate(SPLIT_NAMES):  # max_rows: the first lines of each split's files
+            mine = _opened(named[name], max_rows)
+            files += mine
+            split_of_file += [s] * len(mine)
+        return tuple(files), FileSplits(tuple(split_of_file))
+    if path is None:
+        raise DataError("criteo needs path=: a Criteo TSV file (plain or gzip) or a directory of them, "
+                        "or train=, valid= and test= (one per split)")
+    kind = "random" if split is None else split
+    if kind not in SPLIT_KINDS:
+        raise DataError(f"split: expected one of {', '.join(SPLIT_KINDS)}, got {kind!r}")
+    shares = _check_fractions(DEFAULT_FRACTIONS if fractions is None else fractions)
+    opened = tuple(_opened(path, max_rows))
+    if kind == "sequential":
+        return opened, SequentialLines.of_files(opened, shares)
+    return opened, RandomLines(seed, shares)
+
+
+def _opened(path: str, max_rows: int | None) -> list[DataFile]:
+    files = list_files(path)
+    for file in files:
+        _check_head(file)
+    return files if max_rows is None else cut_at_rows(files, max_rows)
 
 
 def load_criteo(path: str | None = None, seed: int = 0, *, hash_size: int | None = None,
                 vocab_min_count: int | None = None, max_rows: int | None = None,
-                fractions: Sequence[float] = (0.8, 0.1, 0.1), block_bytes: int = DEFAULT_BLOCK_BYTES,
+                split: str | None = None, fractions: Sequence[float] | None = None,
+                train: str | None = None, valid: str | None = None, test: str | None = None,
+                block_bytes: int = DEFAULT_BLOCK_BYTES,
                 shuffle_rows: int = DEFAULT_SHUFFLE_ROWS) -> CriteoDataset:
     """Open Criteo TSV file(s) at ``path`` as a streaming dataset.
 
     Args:
         path: a Criteo TSV file, plain or gzip, or a directory of them (read in natural order).
-        seed: fixes the train/val/test assignment of every line.
+        seed: fixes the train/val/test assignment of every line (``split: random``).
         hash_size: rows of each embedding table in hashed mode (default 2**20); id 0 is "empty".
         vocab_min_count: switch to vocabulary ids: values seen at least this often in the train
             split get their own id, the rest share the OOV id 1. Costs one pass at opening.
-        max_rows: read only the first ``max_rows`` lines (across the files, in order).
-        fractions: train/val/test shares of the lines; val and test may be 0.
+        max_rows: read only the first ``max_rows`` lines (across the files, in order; with split
+            files, of each split's files).
+        split: ``random`` (default: each line by a seeded hash of its position) or
+            ``sequential`` (file order: the last lines are held out; opening counts the lines).
+        fractions: train/val/test shares of the lines (default 0.8/0.1/0.1); val and test may be 0.
+        train, valid, test: a file or directory per split instead of ``path`` (a published split).
         block_bytes: unit of reading, parsing and sharing among DataLoader workers.
         shuffle_rows: rows shuffled together when ``batches(shuffle=True)``.
 
@@ -121,23 +171,21 @@ def load_criteo(path: str | None = None, seed: int = 0, *, hash_size: int | None
     if block_bytes < 1:
         raise ValueError(f"block_bytes must be positive, got {block_bytes}")
 
-    files = list_files(path)
-    for file in files:
-        _check_head(file)
-    if max_rows is not None:
-        files = cut_at_rows(files, max_rows)
-    reader = Reader(tuple(files), seed, _check_fractions(fractions), block_bytes, hash_size, None)
+    named = {n: f for n, f in zip(SPLIT_NAMES, (train, valid, test), strict=True) if f is not None}
+    files, assign = _line_split(path, seed, split, fractions, named, max_rows)
+    reader = Reader(files, assign, block_bytes, hash_size, None)
+    known = dict(zip(SPLITS, assign.rows, strict=True)) if isinstance(assign, SequentialLines) else None
     if vocab_min_count is None:
-        return CriteoDataset(reader, shuffle_rows=shuffle_rows)
+        return CriteoDataset(reader, shuffle_rows=shuffle_rows, rows=known)
 
     counter, rows = VocabCounter(), dict.fromkeys(SPLITS, 0)
     for i, offset, data in reader.blocks(0, 1, None):
         parsed = reader.parse(i, offset, data)
-        split = split_of_lines(parsed.offsets, i, seed, reader.fractions)
+        of_lines = assign.of_lines(parsed.offsets, i)
         for s, name in enumerate(SPLITS):
-            rows[name] += int((split == s).sum())
-        train = parsed.take(split == 0)
-        counter.add(train.cats, train.missing)
+            rows[name] += int((of_lines == s).sum())
+        kept = parsed.take(of_lines == 0)
+        counter.add(kept.cats, kept.missing)
     vocabs = tuple(counter.vocabularies(vocab_min_count))
-    reader = Reader(reader.files, seed, reader.fractions, block_bytes, hash_size, vocabs)
+    reader = Reader(reader.files, assign, block_bytes, hash_size, vocabs)
     return CriteoDataset(reader, shuffle_rows=shuffle_rows, rows=rows, min_count=vocab_min_count)

@@ -1,6 +1,6 @@
 """Criteo rows -> torchrec Batches of one split, streamed per DataLoader worker.
 
-A :class:`Reader` holds what a worker needs (the files, the split seed and shares, the id
+A :class:`Reader` holds what a worker needs (the files, which split each line is in, the id
 mapping); worker k of W parses the blocks with ``(file index + block index) % W == k``, so no
 line is read twice. :class:`CriteoStream` pools the encoded rows into batches, shuffled within
 a buffer when asked.
@@ -16,8 +16,9 @@ import torch
 from torchrec.datasets.utils import Batch
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
+from autorec.data.criteo.assign import LineSplit
 from autorec.data.criteo.blocks import DataFile, line_number, plain_blocks, stream_blocks
-from autorec.data.criteo.encode import dense_transform, hashed_ids, split_of_lines, vocab_ids
+from autorec.data.criteo.encode import dense_transform, hashed_ids, vocab_ids
 from autorec.data.criteo.parse import SPARSE_NAMES, LineError, Rows, parse_block
 from autorec.data.schema import DataError
 
@@ -29,19 +30,21 @@ class Reader:
     """Everything a worker needs to turn the files into encoded rows of one split."""
 
     files: tuple[DataFile, ...]
-    seed: int
-    fractions: tuple[float, float, float]
+    assign: LineSplit  # the split of each line (autorec.data.criteo.assign)
     block_bytes: int
     hash_size: int
     vocabs: tuple[np.ndarray, ...] | None
 
-    def blocks(self, worker: int, num_workers: int,
-               rng: np.random.Generator | None) -> Iterator[tuple[int, int, bytes]]:
-        """(file index, offset, lines) of the blocks of ``worker``; in a seeded order with ``rng``."""
+    def blocks(self, worker: int, num_workers: int, rng: np.random.Generator | None,
+               split: int | None = None) -> Iterator[tuple[int, int, bytes]]:
+        """(file index, offset, lines) of the blocks of ``worker``, in a seeded order with ``rng``;
+        with ``split``, only of the files that may hold lines of it."""
         file_order = np.arange(len(self.files))
         if rng is not None:
             rng.shuffle(file_order)
         for i in (int(i) for i in file_order):
+            if split is not None and not self.assign.may_hold(i, split):
+                continue
             file = self.files[i]
             if file.gzip:
                 for j, offset, data in stream_blocks(file, self.block_bytes):
@@ -67,9 +70,9 @@ class Reader:
     def rows(self, split: int, worker: int = 0, num_workers: int = 1,
              rng: np.random.Generator | None = None) -> Iterator[Rows]:
         """Parsed rows of ``split`` (0 train, 1 val, 2 test) from the blocks of ``worker``."""
-        for i, offset, data in self.blocks(worker, num_workers, rng):
+        for i, offset, data in self.blocks(worker, num_workers, rng, split):
             rows = self.parse(i, offset, data)
-            yield rows.take(split_of_lines(rows.offsets, i, self.seed, self.fractions) == split)
+            yield rows.take(self.assign.of_lines(rows.offsets, i) == split)
 
     def encode(self, rows: Rows) -> Encoded:
         """(labels [n], dense [n, 13] float32, ids [n, 26] int64)."""
