@@ -1,4 +1,4 @@
-"""Binary CTR metrics: AUC, logloss and normalized entropy (NE).
+"""Binary CTR metrics: AUC, logloss, normalized entropy (NE) and calibration.
 
 A room of its own at the bottom: the trainer, the precision probe and growth all score models
 with it, and it imports nothing of autorec. AUC is scikit-learn's; logloss and NE are two lines of
@@ -33,7 +33,15 @@ def normalized_entropy(labels: np.ndarray, probs: np.ndarray) -> float:
 
 
 def binary_metrics(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
-    """``{"auc", "logloss", "ne", "ctr", "n"}`` for one split; AUC is NaN with one class only."""
+    """``{"auc", "logloss", "ne", "calibration", "ctr", "n"}`` for one split; AUC is NaN with one
+    class only. ``calibration`` is the mean predicted CTR over the observed one (1.0: calibrated;
+    NaN without a positive).
+
+    Example:
+        >>> m = binary_metrics(np.array([0, 1, 0, 1]), np.array([0.2, 0.6, 0.4, 0.8]))
+        >>> m["auc"], round(m["calibration"], 3)
+        (1.0, 1.0)
+    """
     labels, probs = np.asarray(labels), np.asarray(probs)
     if labels.shape != probs.shape or labels.ndim != 1:
         raise ValueError(f"labels {labels.shape} and probs {probs.shape} must be equal 1-d shapes")
@@ -42,6 +50,7 @@ def binary_metrics(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
         "auc": float(roc_auc_score(labels, probs)) if both else float("nan"),
         "logloss": logloss(labels, probs),
         "ne": normalized_entropy(labels, probs),
+        "calibration": float(probs.mean() / labels.mean()) if labels.sum() > 0 else float("nan"),
         "ctr": float(labels.mean()),
         "n": int(labels.size),
     }

@@ -73,6 +73,7 @@ def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
             "epochs": args.epochs,
             "batch_size": args.batch_size,
             "patience": 1,
+            "monitor": "val_auc",  # as the studies measured before logloss became the default
         },
         "pruner": "median",
         "seed": seed,

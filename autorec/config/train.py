@@ -40,7 +40,10 @@ class TrainSettings(BaseModel):
     dense_weight_decay: float = Field(0.0, ge=0, description="dense weight decay")
     embedding_lr: float = Field(0.05, ge=0, description="row-wise Adagrad learning rate")
     embedding_weight_decay: float = Field(0.0, ge=0, description="row-wise Adagrad weight decay")
-    patience: int = Field(2, ge=1, description="epochs without val AUC gain before stopping")
+    patience: int = Field(2, ge=1, description="epochs without a gain in `monitor` before stopping")
+    monitor: Literal["val_logloss", "val_auc"] = Field(
+        "val_logloss", description="what early stopping and the kept (best) checkpoint watch")
+    track_test: bool = Field(False, description="also evaluate the test split after every epoch")
     max_steps_per_epoch: int | None = Field(None, ge=1, description="cap on training steps per epoch")
     checkpoint_dir: str | None = Field(
         None, description="keep checkpoints here (default: a temporary folder)")

@@ -37,6 +37,29 @@ def test_auc(trial: FrozenTrial) -> float | None:
     return float(auc) if auc is not None and math.isfinite(auc) else None
 
 
+def test_metric(trial: FrozenTrial, name: str) -> float | None:
+    """Test ``name`` (logloss, ne, calibration, ...) of a trained trial, if finite."""
+    value = trial.user_attrs.get("metrics", {}).get("test", {}).get(name)
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def data_text(study: optuna.Study) -> str | None:
+    """The study's dataset and how it was split, as a sentence part (None if not recorded)."""
+    data = study.user_attrs.get("data")
+    if not data:
+        return None
+    options = data.get("options") or {}
+    files = [f"{n}={options[n]}" for n in ("train", "valid", "test") if n in options]
+    if files:
+        split = "one file per split: " + ", ".join(files)
+    else:
+        kind = options.get("split", "random")
+        shares = "/".join(f"{100 * float(f):g}" for f in options.get("fractions", (0.8, 0.1, 0.1)))
+        split = f"{kind} {shares} split" + (f" (seed {data.get('seed', 0)})" if kind == "random" else "")
+    where = f" ({data['path']})" if data.get("path") else ""
+    return f"{data.get('name')}{where}, {split}"
+
+
 def trial_cost(trial: FrozenTrial, name: str) -> float | None:
     value = trial.user_attrs.get("costs", {}).get(name)
     return float(value) if value is not None else None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autorec.report.data import pareto_data, test_auc, top_trials, trial_cost, val_auc
+from autorec.report.data import data_text, pareto_data, test_auc, test_metric, top_trials, trial_cost, val_auc
 from autorec.report.figures import arch_figure, study_figures
 from autorec.study import summarize, trial_arch
 
@@ -51,9 +51,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], css: str = "") 
 
 
 def _best_rows(trials: Sequence[FrozenTrial], front: set[int]) -> list[list[str]]:
-    return [[f"trial {t.number}", _number(val_auc(t)), _number(test_auc(t)), _count(trial_cost(t, "flops")),
-             _count(trial_cost(t, "params_bytes")), _count(trial_cost(t, "embedding_bytes")),
-             "yes" if t.number in front else ""] for t in trials]
+    return [[f"trial {t.number}", _number(val_auc(t)), _number(test_auc(t)),
+             *(_number(test_metric(t, m)) for m in ("logloss", "ne", "calibration")),
+             _count(trial_cost(t, "flops")), _count(trial_cost(t, "params_bytes")),
+             _count(trial_cost(t, "embedding_bytes")), "yes" if t.number in front else ""] for t in trials]
+
+
+QUALITY_HEADER = ["val AUC", "test AUC", "test logloss", "test NE", "calibration"]
+SELECTION = {"val_logloss": "the epoch of lowest validation logloss", "val_auc": "the epoch of highest "
+             "validation AUC"}
 
 
 def _figure_div(figure: go.Figure, div_id: str) -> str:
@@ -83,23 +89,36 @@ def report_html(study: optuna.Study, top_k: int = 3) -> str:
     for row in summary.trials:
         states[row["state"]] += 1
     counts = ", ".join(f"{n} {s.lower()}" for s, n in states.items() if n)
+    data = data_text(study)
+    monitor = study.user_attrs.get("monitor")
+    setting = (f"Data: {data}. " if data else "") + (
+        f"Each training keeps {SELECTION[monitor]}. " if monitor in SELECTION else "")
     parts = [
         f"<h1>autorec study {html.escape(study.study_name)}</h1>",
         f"<p>Objectives: {html.escape(', '.join(summary.objectives))}. "
         f"Trials: {html.escape(counts or 'none')}.</p>",
+        *([f"<p>{html.escape(setting.strip())}</p>"] if setting else []),
         f'<p class="verdict">{html.escape(summary.verdict())}</p>',
         "<h2>Best trials by validation AUC</h2>",
-        _table(["trial", "val AUC", "test AUC", "FLOPs/sample", "dense bytes", "embedding bytes", "Pareto"],
+        _table(["trial", *QUALITY_HEADER, "FLOPs/sample", "dense bytes", "embedding bytes", "Pareto"],
                _best_rows(best, front)) if best else "<p>No trial completed.</p>",
     ]
     if summary.baselines:
         rows = [[name, _number(b["val"]["auc"]), _number(b["test"]["auc"]),
+                 *(_number(b["test"].get(m)) for m in ("logloss", "ne", "calibration")),
                  _count(b.get("costs", {}).get("flops")), _count(b.get("costs", {}).get("params_bytes")),
                  _count(b.get("costs", {}).get("embedding_bytes"))]
                 for name, b in sorted(summary.baselines.items())]
         parts += ["<h2>Presets trained with the same budget</h2>",
-                  _table(["preset", "val AUC", "test AUC", "FLOPs/sample", "dense bytes", "embedding bytes"],
+                  _table(["preset", *QUALITY_HEADER, "FLOPs/sample", "dense bytes", "embedding bytes"],
                          rows)]
+    if summary.final:
+        rows = [[f"trial {n}", _number(f["val"]["auc"]), _number(f["test"]["auc"]),
+                 *(_number(f["test"].get(m)) for m in ("logloss", "ne", "calibration")),
+                 str(f.get("epochs", ""))]
+                for n, f in summary.final.items()]
+        parts += ["<h2>The best trials retrained in full</h2>",
+                  _table(["trial", *QUALITY_HEADER, "epochs"], rows)]
     figures = study_figures(study)
     figures.pop("best_arch", None)  # drawn below with the other top architectures
     parts.append("<h2>Figures</h2>")

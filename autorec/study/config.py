@@ -105,7 +105,13 @@ class Budget(_Section):
     epochs: int = Field(3, ge=1, description="training epochs of one trial")
     batch_size: int = Field(1024, ge=1, description="training batch size of a trial")
     max_steps_per_epoch: int | None = Field(None, ge=1, description="cap on steps per epoch")
-    patience: int = Field(1, ge=1, description="epochs without val AUC gain before a trial stops")
+    patience: int = Field(1, ge=1, description="epochs without a gain in `monitor` before a trial stops")
+    monitor: Literal["val_logloss", "val_auc"] = Field(
+        "val_logloss", description="what early stopping and the kept checkpoint of a training watch")
+    final_top: int = Field(0, ge=0, description=(
+        "after the search, the best trials (by the monitored validation metric) retrained in full; "
+        "the presets are then trained in full too"))
+    final_epochs: int = Field(10, ge=1, description="epochs of a full training (final_top > 0)")
 
 
 class StrategyConfig(_Section):

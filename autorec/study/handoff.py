@@ -1,6 +1,7 @@
 """From a study to a model: the trials to export, their weights, and the command that retrains one.
 
-An exported trial is the plain model of its best checkpoint with its ArchSpec, its model card
+An exported trial is the plain model of its best checkpoint (of its full training, when the study
+retrained it in full: :mod:`autorec.study.final`) with its ArchSpec, its model card
 (metrics, costs, the retrain command) and, for a growth trial, the schedule beside ``arch.json``.
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from autorec.study.config import StudyConfig
+from autorec.study.final import FINAL_ATTR, validation_key
 from autorec.study.results import select_trials, trial_arch
 from autorec.study.storage import load_study
 from autorec.study.trial import TrialRunner
@@ -37,17 +39,26 @@ def export_trials(config: StudyConfig, out_dir: Path, trial: int | None = None, 
     from autorec.export import export_trained
     from autorec.train.trainer import Trainer
 
-    chosen = select_trials(load_study(config), trial, best)
+    study = load_study(config)
+    finals: dict[str, dict] = study.user_attrs.get(FINAL_ATTR, {})
+    chosen = select_trials(study, trial, best)
+    if trial is None and finals:  # the trials retrained in full come first, best validation first
+        key = validation_key(config)
+        order = sorted(finals, key=lambda n: key(finals[n]))
+        by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+        chosen = [by_number[int(n)] for n in order][:best]
     runner = TrialRunner(config)
     written = []
     for t in chosen:
         target = out_dir if len(chosen) == 1 else out_dir / f"trial-{t.number}"
-        checkpoint = t.user_attrs.get("checkpoint")
+        full = finals.get(str(t.number))  # its full training's weights and metrics, if any
+        checkpoint = full["checkpoint"] if full else t.user_attrs.get("checkpoint")
         if not checkpoint or not Path(checkpoint).is_dir():
             raise ValueError(f"trial {t.number}: its checkpoint {checkpoint} is missing")
         trainer = Trainer(trial_arch(t), runner.dataset, runner.train_config(None))
         trainer.load_checkpoint(checkpoint, optimizer=False)
-        export_trained(trainer, target, metrics=t.user_attrs["metrics"], costs=t.user_attrs.get("costs"),
+        metrics = {**full, "full_training": True} if full else t.user_attrs["metrics"]
+        export_trained(trainer, target, metrics=metrics, costs=t.user_attrs.get("costs"),
                        retrain_command=retrain_command(config, target / "arch.json"))
         growth = t.user_attrs.get("growth")
         if isinstance(growth, dict) and growth.get("best"):  # the schedule lives beside arch.json

@@ -3,7 +3,9 @@
 One worker runs trials in its own process; several are spawned processes sharing the study's
 storage (a journal file or a database). Each worker stops when the trials that used the budget
 (:func:`autorec.study.recovery.finished_count`) plus those running reach it, or at the timeout.
-Baseline presets are trained once per study with the trials' budget and kept in the study.
+Baseline presets are trained once per study with the trials' budget and kept in the study;
+with ``budget.final_top`` the best trials and the presets are trained in full
+(:mod:`autorec.study.final`).
 
 Example:
     >>> from autorec.study import StudyConfig
@@ -21,6 +23,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autorec.study.config import StudyConfig, StudyConfigError
+from autorec.study.final import check_final, full_budget, train_finals
 from autorec.study.recovery import WORKER_ATTR, finished_count, recover_interrupted, worker_mark
 from autorec.study.results import StudySummary, summarize
 from autorec.study.reuse import reused_count
@@ -58,21 +61,25 @@ def _spawned_worker(config: StudyConfig) -> None:
 
 def train_baselines(config: StudyConfig, study: optuna.Study, log: Callable[[str], None] = print,
                     runner: TrialRunner | None = None) -> dict[str, dict[str, Any]]:
-    """Train each baseline preset with the trials' budget, once per study (kept in the study)."""
+    """Train each baseline preset once per study (kept in the study): with the trials' budget, or
+    with the full one when the best trials are retrained in full (``budget.final_top``)."""
     from autorec.presets import preset
     from autorec.train.trainer import Trainer
 
     done: dict[str, dict[str, Any]] = dict(study.user_attrs.get("baselines", {}))
-    todo = [b for b in config.baselines if b not in done]
+    budget = "full" if config.budget.final_top > 0 else "trial"  # the winner's budget (final.py)
+    todo = [b for b in config.baselines if done.get(b, {}).get("budget", "trial") != budget or b not in done]
     if not todo:
         return done
     runner = runner or TrialRunner(config)
     for name in todo:
-        log(f"baseline {name}: training with the trials' budget")
+        log(f"baseline {name}: training with the {'full' if budget == 'full' else 'trials'}' budget")
         spec = preset(name, runner.dataset.schema)
-        result = Trainer(spec, runner.dataset, runner.train_config(None)).fit()
+        train = runner.train_config(None)
+        result = Trainer(spec, runner.dataset, full_budget(config, train) if budget == "full" else train
+                         ).fit()
         done[name] = {"val": result.val, "test": result.test, "costs": cost_summary(spec),
-                      "arch": spec.to_dict()}
+                      "arch": spec.to_dict(), "budget": budget}
         study.set_user_attr("baselines", done)
     return done
 
@@ -81,6 +88,7 @@ def run_study(config: StudyConfig, workers: int | None = None,
               on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
               log: Callable[[str], None] = print) -> StudySummary:
     """Run (or resume) the study to its budget with ``workers`` local processes."""
+    check_final(config)
     workers = workers or config.workers
     storage = open_storage(config.storage_url)
     study = create_study(config, storage)
@@ -110,6 +118,8 @@ def run_study(config: StudyConfig, workers: int | None = None,
         bad = [p.exitcode for p in processes if p.exitcode]
         if bad:
             raise RuntimeError(f"{len(bad)} of {workers} workers exited with codes {bad}")
+    if config.budget.final_top:
+        train_finals(config, study, runner or TrialRunner(config), log)
     return summarize(create_study(config), config)
 
 

@@ -34,6 +34,7 @@ from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
 from autorec.study.config import OBJECTIVES, StudyConfig, StudyConfigError
+from autorec.study.final import check_final, train_finals
 from autorec.study.local import train_baselines
 from autorec.study.recovery import (
     WORKER_ATTR,
@@ -339,6 +340,7 @@ def run_study_ray(config: StudyConfig, address: str | None = None, workers: int 
     if config.strategy.name == "oneshot":  # one supernet, then candidates scored in one process
         raise StudyConfigError(f"{config.source}: strategy: a oneshot study runs on the local backend "
                                "(autorec search without --backend ray)")
+    check_final(config)
     ray = _import_ray()
     storage = open_storage(config.storage_url)
     study = create_study(config, storage)
@@ -355,6 +357,8 @@ def run_study_ray(config: StudyConfig, address: str | None = None, workers: int 
         finally:
             if started:
                 ray.shutdown()
+    if config.budget.final_top:  # the few full trainings run here, one after the other
+        train_finals(config, study, TrialRunner(config), log)
     return summarize(create_study(config, storage), config)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -27,10 +27,20 @@ class StudySummary:
     trials: list[dict[str, Any]]
     pareto: list[int]
     baselines: dict[str, dict[str, Any]]
+    final: dict[str, dict[str, Any]] = field(default_factory=dict)  # autorec.study.final
+    monitor: str = "val_auc"  # what the trainings kept; ranks the full trainings
 
     @property
     def best(self) -> dict[str, Any] | None:
-        """The completed trial with the highest validation AUC (the one that trained it)."""
+        """The study's answer: of the trials retrained in full, the one of best validation (the
+        monitored metric), with its full training's metrics; else the completed trial of highest
+        validation AUC (the one that trained it)."""
+        if self.final:
+            metric, sign = ("logloss", 1.0) if self.monitor == "val_logloss" else ("auc", -1.0)
+            number, full = min(self.final.items(), key=lambda kv: sign * kv[1]["val"][metric])
+            row = next((t for t in self.trials if t["number"] == int(number)), {"number": int(number)})
+            return {**row, "val_auc": full["val"]["auc"], "test_auc": full["test"]["auc"],
+                    "test_logloss": full["test"].get("logloss"), "full_training": True}
         done = [t for t in self.trials if t["state"] == "COMPLETE" and t.get("val_auc") is not None
                 and t.get("reused_from") is None]
         return max(done, key=lambda t: t["val_auc"]) if done else None
@@ -39,23 +49,25 @@ class StudySummary:
         best = self.best
         if best is None:
             return "no trial completed"
-        line = (f"best architecture: trial {best['number']} with validation AUC {best['val_auc']:.4f}, "
+        how = " retrained in full," if best.get("full_training") else ""
+        budget = "the same full budget" if best.get("full_training") else "the same budget"
+        line = (f"best architecture: trial {best['number']}{how} with validation AUC {best['val_auc']:.4f}, "
                 f"test AUC {best['test_auc']:.4f}")
         if not self.baselines:
             return line
         top_name, top = max(self.baselines.items(), key=lambda kv: kv[1]["test"]["auc"])
         if best["test_auc"] > top["test"]["auc"]:
-            return (f"{line}: beats every preset trained with the same budget "
+            return (f"{line}: beats every preset trained with {budget} "
                     f"(best preset {top_name}: test AUC {top['test']['auc']:.4f})")
-        return (f"{line}: does NOT beat the best preset trained with the same budget "
+        return (f"{line}: does NOT beat the best preset trained with {budget} "
                 f"({top_name}: test AUC {top['test']['auc']:.4f})")
 
     def to_dict(self) -> dict[str, Any]:
-        baselines = {k: {"val_auc": v["val"]["auc"], "test_auc": v["test"]["auc"]}
-                     for k, v in self.baselines.items()}
+        baselines = {k: {"val_auc": v["val"]["auc"], "test_auc": v["test"]["auc"],
+                         "test_logloss": v["test"].get("logloss")} for k, v in self.baselines.items()}
         return {"name": self.name, "objectives": list(self.objectives), "best": self.best,
                 "pareto": self.pareto, "baselines": baselines, "trials": self.trials,
-                "verdict": self.verdict()}
+                "final": self.final, "verdict": self.verdict()}
 
 
 def trial_row(t: FrozenTrial) -> dict[str, Any]:
@@ -64,6 +76,7 @@ def trial_row(t: FrozenTrial) -> dict[str, Any]:
     return {
         "number": t.number, "state": t.state.name,
         "val_auc": metrics.get("val", {}).get("auc"), "test_auc": metrics.get("test", {}).get("auc"),
+        "test_logloss": metrics.get("test", {}).get("logloss"),
         "values": t.values, "costs": costs, "fail_reason": t.user_attrs.get("fail_reason"),
         "seconds": (t.duration.total_seconds() if t.duration else None),
         "reused_from": t.user_attrs.get(REUSED_ATTR),
@@ -77,7 +90,8 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> StudySu
     # A reused trial repeats its twin's point: the front names the trial that trained it.
     pareto = [t.number for t in study.best_trials if REUSED_ATTR not in t.user_attrs] if complete else []
     return StudySummary(study.study_name, objectives, trials, pareto,
-                        dict(study.user_attrs.get("baselines", {})))
+                        dict(study.user_attrs.get("baselines", {})), dict(study.user_attrs.get("final", {})),
+                        study.user_attrs.get("monitor", "val_auc"))
 
 
 def select_trials(study: optuna.Study, trial: int | None = None, best: int = 1) -> list[FrozenTrial]:

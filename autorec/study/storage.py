@@ -95,6 +95,10 @@ def create_study(config: StudyConfig, storage: optuna.storages.BaseStorage | Non
         study_name=config.name, storage=storage or open_storage(config.storage_url),
         sampler=strategy.sampler(len(config.objectives)), pruner=_pruner(config),
         directions=config.directions, load_if_exists=True)
+    described = {"data": config.data.model_dump(mode="json"), "monitor": config.budget.monitor}
+    for key, value in described.items():  # what the report states (the split, the selection)
+        if study.user_attrs.get(key) != value:
+            study.set_user_attr(key, value)
     stored = study.user_attrs.get("objectives")
     if stored is None:
         study.set_user_attr("objectives", list(config.objectives))
@@ -103,7 +107,6 @@ def create_study(config: StudyConfig, storage: optuna.storages.BaseStorage | Non
         raise StudyConfigError(f"{config.source}: objectives: the stored study {config.name!r} has "
                                f"{stored}; use another name for other objectives")
     return study
-
 
 
 def load_study(config: StudyConfig) -> optuna.Study:

@@ -60,7 +60,7 @@ class TrialRunner:
 
         b = self.config.budget
         return TrainConfig(epochs=b.epochs, batch_size=b.batch_size, seed=self.config.seed,
-                           patience=b.patience, max_steps_per_epoch=b.max_steps_per_epoch,
+                           patience=b.patience, max_steps_per_epoch=b.max_steps_per_epoch, monitor=b.monitor,
                            checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
                            progress=False)
 

@@ -24,6 +24,8 @@ from autorec.arch import ArchSpec
 from autorec.train.distributed import DENSE_PARALLEL
 
 DENSE_OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
+# What early stopping and the kept checkpoint watch: validation metric -> (key, +1 higher is better)
+MONITORS = {"val_logloss": ("logloss", -1), "val_auc": ("auc", 1)}
 
 
 class TrainingDiverged(RuntimeError):
@@ -33,7 +35,11 @@ class TrainingDiverged(RuntimeError):
 @dataclass(frozen=True)
 class TrainConfig:
     """How to train. Embeddings use torchrec's fused row-wise Adagrad applied in backward;
-    the dense parts use ``dense_optimizer``. Early stopping watches validation AUC.
+    the dense parts use ``dense_optimizer``. Early stopping and the checkpoint kept (the best
+    epoch, restored at the end) watch ``monitor``: validation logloss by default, what a CTR
+    model is judged on (a model picked on AUC alone may be badly calibrated), or ``val_auc``.
+    ``track_test`` evaluates the test split after every epoch too (to measure how far the
+    selected epoch is from the best one; never used to select).
 
     ``batch_size`` and ``eval_batch_size`` are global: under W ranks each rank takes its part
     of every global batch (see :mod:`autorec.train.partition`). ``plan`` is a sharding plan file
@@ -62,8 +68,12 @@ class TrainConfig:
     checkpoint_every: int | None = None
     resume: bool = False
     pipeline: bool = False
+    monitor: str = "val_logloss"
+    track_test: bool = False  # also evaluate the test split after every epoch (selection studies)
 
     def __post_init__(self) -> None:
+        if self.monitor not in MONITORS:
+            raise ValueError(f"monitor: expected one of {', '.join(MONITORS)}, got {self.monitor!r}")
         if self.dense_optimizer not in DENSE_OPTIMIZERS:
             raise ValueError(f"dense_optimizer: expected one of {', '.join(DENSE_OPTIMIZERS)}, "
                              f"got {self.dense_optimizer!r}")
@@ -87,6 +97,7 @@ class EpochRecord:
     samples_per_s: float
     seconds: float
     samples: int = 0  # training samples this epoch (0 in a checkpoint written before it was kept)
+    test: dict[str, float] | None = None  # test metrics of this epoch's model (``track_test`` only)
 
 
 @dataclass

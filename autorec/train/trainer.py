@@ -49,6 +49,7 @@ from autorec.train.pipeline import SparseDistPipeline
 from autorec.train.plan import load_plan
 from autorec.train.records import (
     DENSE_OPTIMIZERS,
+    MONITORS,
     EpochRecord,
     TrainConfig,
     TrainingDiverged,
@@ -232,7 +233,8 @@ class Trainer:
         cfg = self.config
         result = TrainResult(self.spec, cfg)
         root, scratch = self._checkpoint_root()
-        best_auc, stale, t_start = -math.inf, 0, time.perf_counter()
+        key, sign = MONITORS[cfg.monitor]
+        best, stale, t_start = -math.inf, 0, time.perf_counter()  # best: sign * the monitored metric
         progress = {"epoch": 0, "step": 0, "global_step": 0, "losses": [], "samples": 0,
                     "seconds": 0.0}
         newest = latest(root) if cfg.resume else None
@@ -243,7 +245,10 @@ class Trainer:
                                  f"{self.spec.name!r}; use another checkpoint_dir or do not resume")
             self.load_checkpoint(newest)
             progress = {k: meta[k] for k in progress}
-            best_auc, stale = meta["best_auc"], meta["stale"]
+            if meta.get("monitor", "val_auc") != cfg.monitor:  # checkpoints before monitor: val AUC
+                raise ValueError(f"{newest}: a run that watched {meta.get('monitor', 'val_auc')}; this one "
+                                 f"watches {cfg.monitor} (resume with the same monitor)")
+            best, stale = meta.get("best", meta.get("best_auc")), meta["stale"]
             result.best_epoch, result.val = meta["best_epoch"], meta["val"]
             result.history = [EpochRecord(**r) for r in meta["history"]]
             result.step_losses = meta["step_losses"]
@@ -257,7 +262,8 @@ class Trainer:
         def checkpoint(done: dict[str, Any]) -> None:
             if cfg.checkpoint_dir:
                 self._save_progress(root, {
-                    **done, "best_auc": best_auc, "stale": stale, "best_epoch": result.best_epoch,
+                    **done, "best": best, "monitor": cfg.monitor, "stale": stale,
+                    "best_epoch": result.best_epoch,
                     "val": result.val, "history": [dataclasses.asdict(r) for r in result.history],
                     "step_losses": result.step_losses})
 
@@ -268,9 +274,9 @@ class Trainer:
                         break
                     record = self._epoch(epoch, steps, bar, progress, result.step_losses, checkpoint)
                     result.history.append(record)
-                    auc = record.val["auc"]
-                    if result.best_epoch < 0 or auc > best_auc:  # NaN AUC never improves
-                        best_auc, stale, result.best_epoch, result.val = auc, 0, epoch, record.val
+                    score = sign * record.val[key]
+                    if result.best_epoch < 0 or score > best:  # a NaN score never improves
+                        best, stale, result.best_epoch, result.val = score, 0, epoch, record.val
                         self.save_checkpoint(root / "best", meta={"epoch": epoch})
                     else:
                         stale += 1
@@ -334,8 +340,9 @@ class Trainer:
         val = self.evaluate("val")
         if bar is not None and task is not None:
             bar.update(task, rate=f"{samples / seconds:,.0f} samples/s  val AUC {val['auc']:.4f}")
+        test = self.evaluate("test") if self.config.track_test else None
         return EpochRecord(epoch, float(np.mean(losses)) if losses else float("nan"), val,
-                           samples / seconds if seconds else 0.0, seconds, samples)
+                           samples / seconds if seconds else 0.0, seconds, samples, test)
 
 
 

@@ -14,8 +14,8 @@ from torchrec.datasets.utils import Batch
 
 from autorec.data import DataError, Jagged, TabularData, load_dataset
 from autorec.data.base import SPLITS
+from autorec.data.splits import SplitRule
 from autorec.data.synthetic import ORDER3_FORMS, PRESETS, SyntheticConfig, SyntheticDataset, load_synthetic
-from autorec.data.synthetic.dataset import _split_indices
 
 SMALL = {"preset": "tiny", "num_samples": 4000}
 
@@ -71,8 +71,19 @@ def test_split_is_the_standard_one() -> None:
     schema = SyntheticConfig(num_dense=1, num_tables=1, rows=1).schema()
     numbered = TabularData(schema, torch.arange(n, dtype=torch.float32)[:, None],
                            (Jagged.single(torch.zeros(n, dtype=torch.int64)),), torch.zeros(n))
-    for part, idx in zip(numbered.split((0.8, 0.1, 0.1), seed=7), _split_indices(n, 7), strict=True):
+    for part, idx in zip(numbered.split((0.8, 0.1, 0.1), seed=7), SplitRule().rows(n, 7), strict=True):
         assert torch.equal(part.dense[:, 0].long(), idx)
+
+
+def test_a_sequential_split_is_generation_order_with_the_same_samples() -> None:
+    rows = load_synthetic(seed=0, preset="tiny", num_samples=1000)
+    seq = load_synthetic(seed=0, preset="tiny", num_samples=1000, split="sequential",
+                         fractions=(0.6, 0.2, 0.2))
+    assert [seq.num_rows(s) for s in ("train", "val", "test")] == [600, 200, 200]
+    every = torch.cat([rows.probs[s] for s in ("train", "val", "test")]).sort().values
+    assert torch.equal(torch.cat([seq.probs[s] for s in ("train", "val", "test")]).sort().values, every)
+    with pytest.raises(DataError, match="split: expected one of random, sequential"):
+        load_synthetic(seed=0, preset="tiny", num_samples=1000, split="shuffled")
 
 
 def test_ids_in_range_hot_and_scrambled() -> None:

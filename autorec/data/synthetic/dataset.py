@@ -6,10 +6,9 @@ set beside the Bayes-optimal one (:meth:`SyntheticDataset.bayes_auc`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -17,20 +16,11 @@ import torch
 
 from autorec.data.base import SPLITS, InMemoryDataset
 from autorec.data.schema import DataError
+from autorec.data.splits import SplitRule
 from autorec.data.synthetic.config import SyntheticConfig
 from autorec.data.synthetic.sampling import DENSE, LABELS, rng_for, sample_table, table_groups
 from autorec.data.synthetic.teacher import Readout, Teacher
 from autorec.data.tabular import Jagged, TabularData
-
-
-def _split_indices(n: int, seed: int, fractions: tuple[float, ...] = (0.8, 0.1, 0.1)) -> list[torch.Tensor]:
-    """The sample indices of each part, exactly as ``TabularData.split`` draws them."""
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    bounds = [0]
-    for f in fractions[:-1]:
-        bounds.append(bounds[-1] + round(f * n))
-    bounds.append(n)
-    return [perm[a:b].sort().values for a, b in pairwise(bounds)]
 
 
 def _subset(data: TabularData, idx: torch.Tensor) -> TabularData:
@@ -119,13 +109,14 @@ def _one_torch_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def generate(config: SyntheticConfig, seed: int = 0) -> SyntheticDataset:
-    """Sample ``config.num_samples`` samples, label them by the teacher, split 80/10/10 by ``seed``."""
+def generate(config: SyntheticConfig, seed: int = 0, split: SplitRule | None = None) -> SyntheticDataset:
+    """Sample ``config.num_samples`` samples, label them by the teacher, split them by ``split``
+    (default: at random 80/10/10 by ``seed``)."""
     with _one_torch_thread():
-        return _generate(config, seed)
+        return _generate(config, seed, split or SplitRule())
 
 
-def _generate(config: SyntheticConfig, seed: int) -> SyntheticDataset:
+def _generate(config: SyntheticConfig, seed: int, split: SplitRule) -> SyntheticDataset:
     n = config.num_samples
     schema = config.schema()
     dense = torch.from_numpy(rng_for(seed, DENSE).standard_normal((n, config.num_dense), dtype=np.float32))
@@ -137,13 +128,16 @@ def _generate(config: SyntheticConfig, seed: int) -> SyntheticDataset:
     probs = torch.sigmoid(readout.logits(terms))
     labels = (torch.from_numpy(rng_for(seed, LABELS).random(n, dtype=np.float32)) < probs).float()
     data = replace(unlabelled, labels=labels)
-    parts = dict(zip(SPLITS, _split_indices(n, seed), strict=True))
+    parts = dict(zip(SPLITS, split.rows(n, seed), strict=True))
     return SyntheticDataset(config, seed, {s: _subset(data, idx) for s, idx in parts.items()},
                             {s: probs[idx] for s, idx in parts.items()}, teacher, readout)
 
 
-def load_synthetic(path: str | None = None, seed: int = 0, **options: Any) -> SyntheticDataset:
-    """The ``synthetic`` dataset: ``preset`` (see ``PRESETS``) and/or SyntheticConfig fields.
+def load_synthetic(path: str | None = None, seed: int = 0, *, split: str | None = None,
+                   fractions: Sequence[float] | None = None, **options: Any) -> SyntheticDataset:
+    """The ``synthetic`` dataset: ``preset`` (see ``PRESETS``) and/or SyntheticConfig fields;
+    ``split`` (random or sequential: in generation order) and ``fractions`` as every loader takes
+    them (:mod:`autorec.data.splits`).
 
     Example:
         >>> ds = load_synthetic(seed=0, preset="tiny", num_samples=1000)
@@ -152,4 +146,5 @@ def load_synthetic(path: str | None = None, seed: int = 0, **options: Any) -> Sy
     """
     if path is not None:
         raise DataError(f"synthetic data is generated, not read: got path {path!r}")
-    return generate(SyntheticConfig.from_options(**options), seed)
+    rule = SplitRule.of(split, fractions)
+    return generate(SyntheticConfig.from_options(**options), seed, rule)
