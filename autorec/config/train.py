@@ -41,9 +41,6 @@ class TrainSettings(BaseModel):
     embedding_lr: float = Field(0.05, ge=0, description="row-wise Adagrad learning rate")
     embedding_weight_decay: float = Field(0.0, ge=0, description="row-wise Adagrad weight decay")
     patience: int = Field(2, ge=1, description="epochs without a gain in `monitor` before stopping")
-    monitor: Literal["val_logloss", "val_auc"] = Field(
-        "val_logloss", description="what early stopping and the kept (best) checkpoint watch")
-    track_test: bool = Field(False, description="also evaluate the test split after every epoch")
     max_steps_per_epoch: int | None = Field(None, ge=1, description="cap on training steps per epoch")
     checkpoint_dir: str | None = Field(
         None, description="keep checkpoints here (default: a temporary folder)")
@@ -56,6 +53,10 @@ class TrainSettings(BaseModel):
     resume: bool = Field(False, description="continue from the latest checkpoint in checkpoint_dir")
     pipeline: bool = Field(
         False, description="train through torchrec's TrainPipelineSparseDist (overlaps input_dist)")
+    monitor: Literal["val_logloss", "val_auc"] = Field(
+        "val_logloss", description="what early stopping and the kept (best) checkpoint watch")
+    track_test: bool = Field(False, description="also evaluate the test split after every epoch")
+    evaluate_test: bool = Field(True, description="evaluate the test split with the kept model at the end")
 
     @model_validator(mode="after")
     def _resume_needs_a_folder(self) -> TrainSettings:

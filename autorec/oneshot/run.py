@@ -5,9 +5,11 @@
 2. ``candidates`` trials score derived architectures with inherited weights (stage ``proxy``,
    :mod:`autorec.oneshot.search`); the study's sampler proposes them.
 3. The ``rerank`` best distinct candidates by proxy validation AUC are trained stand-alone on
-   the study's trial budget (stage ``rerank``), and ``calibrate`` more, drawn at random from
-   the candidates, so that Kendall's tau between proxy and trained validation AUC (how far the
-   proxy can be trusted) rests on enough pairs (their seconds are kept apart from the method's).
+   the study's trial budget (stage ``rerank``; or on ``rerank_steps`` steps), and ``calibrate``
+   more, drawn at random from the candidates, so that Kendall's tau between proxy and trained
+   validation AUC (how far the proxy can be trusted) rests on enough pairs, always on the trial
+   budget (with shorter re-ranks the calibration set, stage ``calibrate``, holds the re-ranked
+   ones trained on the trial budget too); their seconds are kept apart from the method's.
 4. The re-ranked candidate of best trained validation AUC is trained in full, ``final_epochs``
    (stage ``final``, resumable from its checkpoints); its test AUC is the study's answer.
 
@@ -98,22 +100,34 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     proxies = proxy_trials(study)
     ranked = distinct_best(proxies, len(proxies))
     chosen, others = ranked[:strategy.rerank], ranked[strategy.rerank:]
-    chosen_numbers = {t.number for t in chosen}
     calibration = random.Random(config.seed).sample(others, min(strategy.calibrate, len(others)))
+    short = strategy.rerank_steps is not None  # re-rank shorter than the trial budget tau is taken on
     trained = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "rerank")}
-    for t in [*chosen, *calibration]:
-        if t.number not in trained:
-            start = time.perf_counter()
-            trained[t.number] = _train_stage(config, study, runner, t, "rerank", runner.train_config(
-                root / "rerank" / str(t.number)), log)
-            # The method's cost is the chosen ones; the calibration set only measures the proxy.
-            key = "rerank_seconds" if t.number in chosen_numbers else "calibration_seconds"
-            record[key] = record.get(key, 0.0) + time.perf_counter() - start
-            study.set_user_attr(ONESHOT_ATTR, record)
+    # The method's cost is the chosen ones' trainings; the calibration set only measures the proxy
+    # (on the trial budget: with short re-ranks, the chosen ones are trained on it once more).
+    jobs = [(t, "rerank", "rerank_seconds") for t in chosen]
+    if short:
+        jobs += [(t, "calibrate", "calibration_seconds") for t in [*chosen, *calibration]]
+    else:
+        jobs += [(t, "rerank", "calibration_seconds") for t in calibration]
+    calibrated = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "calibrate")}
+    for t, stage, key in jobs:
+        done = trained if stage == "rerank" else calibrated
+        if t.number in done:
+            continue
+        train_config = runner.train_config(root / stage / str(t.number))
+        if stage == "rerank" and short:  # a ranking by validation: no test pass
+            train_config = dataclasses.replace(train_config, max_steps_per_epoch=strategy.rerank_steps,
+                                               evaluate_test=False)
+        start = time.perf_counter()
+        done[t.number] = _train_stage(config, study, runner, t, stage, train_config, log)
+        record[key] = record.get(key, 0.0) + time.perf_counter() - start
+        study.set_user_attr(ONESHOT_ATTR, record)
     record["rerank_numbers"] = sorted(t.number for t in chosen)
     record["calibration_numbers"] = sorted(t.number for t in calibration)
-    pairs = [(t.user_attrs[PROXY_ATTR]["val_auc"], trained[t.number].user_attrs["metrics"]["val"]["auc"])
-             for t in proxies if t.number in trained]
+    on_budget = calibrated if short else trained  # the trainings on the trial budget
+    pairs = [(t.user_attrs[PROXY_ATTR]["val_auc"], on_budget[t.number].user_attrs["metrics"]["val"]["auc"])
+             for t in proxies if t.number in on_budget]
     record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
     record["tau_pairs"] = len(pairs)
     study.set_user_attr(ONESHOT_ATTR, record)
@@ -142,7 +156,8 @@ def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTri
         f"{proxy.user_attrs[PROXY_ATTR]['val_auc']:.4f})")
     result = Trainer(spec, runner.dataset, train_config).fit()
     metrics = {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
-               "train_samples_per_s": result.samples_per_s, "seconds": result.seconds}
+               "train_samples_per_s": result.samples_per_s, "train_samples": result.train_samples,
+               "seconds": result.seconds}
     costs = proxy.user_attrs["costs"]
     values = scores_to_values({"val_auc": result.val["auc"], "val_loss": result.val["logloss"]}, costs,
                               config.objectives)

@@ -22,7 +22,7 @@ from autorec.arch import ArchSpec
 from autorec.oneshot.train import SupernetTraining
 from autorec.supernet.search import _value_name
 
-STAGE_ATTR = "stage"  # trial user attr: proxy (inherited weights), rerank (short training), final
+STAGE_ATTR = "stage"  # trial user attr: proxy (inherited weights), rerank, calibrate (tau), final
 PROXY_ATTR = "proxy"  # trial user attr: the inherited-weight scores of the candidate
 # Objectives a candidate has without training; latency needs a trained model and is refused.
 PROXY_OBJECTIVES = ("val_auc", "val_logloss", "flops", "params_bytes", "embedding_bytes",

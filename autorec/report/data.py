@@ -220,10 +220,13 @@ class ProxyData:
 
 
 def proxy_data(study: optuna.Study) -> ProxyData | None:
-    """The re-ranked and calibration trainings of a one-shot study (None for other studies)."""
+    """The trainings of a one-shot study that Kendall's tau is taken on (None for other studies)."""
+    trained = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+               if t.user_attrs.get(STAGE_ATTR) in ("rerank", "calibrate") and "metrics" in t.user_attrs]
+    # Tau's trainings: the calibration stage when re-ranks were shorter than the trial budget.
+    stage = "calibrate" if any(t.user_attrs[STAGE_ATTR] == "calibrate" for t in trained) else "rerank"
     rows = [(t.number, t.user_attrs[PROXY_ATTR]["val_auc"], t.user_attrs["metrics"]["val"]["auc"])
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get(STAGE_ATTR) == "rerank" and "metrics" in t.user_attrs]
+            for t in trained if t.user_attrs[STAGE_ATTR] == stage]
     if not rows:
         return None
     tau = study.user_attrs.get(ONESHOT_ATTR, {}).get("kendall_tau")

@@ -67,6 +67,10 @@ class Strategy(ABC):
                              "schema than the one proposed for")
         return dataset
 
+    # Whether a proposal is itself costly (a supernet or schedule search per trial): then a trial
+    # that reuses an earlier training still uses the budget (autorec.study.reuse).
+    costly_proposals = False
+
     def warm_starts(self, trial: optuna.Trial) -> bool:
         """Whether ``trial``'s training starts from weights the strategy holds (asked after
         :meth:`propose`): such a training is its own, never taken from or given to another trial."""

@@ -161,6 +161,8 @@ class DnasStrategy(Strategy):
             if result.argmax_spec is not None else None})
         return result.spec
 
+    costly_proposals = True  # a supernet (schedule search) per trial
+
     def warm_starts(self, trial: optuna.Trial) -> bool:
         return trial.number in self._searches
 

@@ -137,6 +137,8 @@ class GrowthStrategy(Strategy):
             self._models[trial.number] = run.model
         return spec
 
+    costly_proposals = True  # a supernet (schedule search) per trial
+
     def warm_starts(self, trial: optuna.Trial) -> bool:
         return trial.number in self._models
 

@@ -12,8 +12,9 @@ BENCHMARKS.md), ``checkpoint_every``, ``dim``, ``dense_arch`` and ``over_arch`` 
 supernet's; default: the space's first, the over-arch searched when its choices share a depth)
 for the supernet; ``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or
 random), ``selection_samples`` (validation samples each candidate is scored on), ``rerank``
-(best candidates trained on the trial budget), ``calibrate`` (more, at random, for Kendall's
-tau) and ``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
+(best candidates trained on the trial budget, or for ``rerank_steps`` steps), ``calibrate``
+(more, at random, for Kendall's tau, on the trial budget) and ``final_epochs`` (the winner's
+training; default max(10, the trial budget's epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]
@@ -48,7 +49,7 @@ class OneShotStrategy(Strategy):
                  dim: int | None = None, dense_arch: list[int] | None = None,
                  over_arch: list[int] | None = None, candidates: int = 1000,
                  search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,
-                 final_epochs: int | None = None, **options: Any) -> None:
+                 rerank_steps: int | None = None, final_epochs: int | None = None, **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -63,6 +64,7 @@ class OneShotStrategy(Strategy):
             raise ValueError(f"strategy 'oneshot': {exc}") from None
         for key, value, low in (("candidates", candidates, 1), ("selection_samples", selection_samples, 1),
                                 ("rerank", rerank, 1), ("calibrate", calibrate, 0),
+                                ("rerank_steps", rerank_steps or 1, 1),
                                 ("final_epochs", final_epochs or 1, 1)):
             if value < low:
                 raise ValueError(f"strategy 'oneshot': {key}: expected an integer >= {low}, got {value}")
@@ -71,6 +73,7 @@ class OneShotStrategy(Strategy):
                              f"got {search!r}")
         self.candidates, self.search, self.selection_samples = candidates, search, selection_samples
         self.rerank, self.calibrate, self.final_epochs = rerank, calibrate, final_epochs
+        self.rerank_steps = rerank_steps
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

@@ -32,7 +32,7 @@ from autorec.study.trial import TrialRunner, cost_summary
 
 
 def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
-          runner: TrialRunner | None = None) -> None:
+          runner: TrialRunner | None = None, salt: int = 0) -> None:
     """One worker: run trials until the study's budget is used (shared with other workers).
 
     Workers claim the budget without a lock, so several workers can overshoot it by up to
@@ -41,7 +41,7 @@ def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], N
     (the space is as good as exhausted).
     """
     runner = runner or TrialRunner(config)
-    study = create_study(config)
+    study = create_study(config, salt=salt)  # each worker its own sampler stream
     budget, deadline = config.budget.trials, config.budget.timeout_s
     start = time.monotonic()
     while deadline is None or time.monotonic() - start < deadline:
@@ -52,11 +52,11 @@ def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], N
                        callbacks=[on_trial] if on_trial else None)
 
 
-def _spawned_worker(config: StudyConfig) -> None:
+def _spawned_worker(config: StudyConfig, index: int) -> None:
     import warnings
 
     warnings.filterwarnings("ignore")
-    _work(config)
+    _work(config, salt=index)
 
 
 def train_baselines(config: StudyConfig, study: optuna.Study, log: Callable[[str], None] = print,
@@ -110,7 +110,7 @@ def run_study(config: StudyConfig, workers: int | None = None,
         _work(config, on_trial, runner)
     else:
         context = multiprocessing.get_context("spawn")
-        processes = [context.Process(target=_spawned_worker, args=(config,)) for _ in range(workers)]
+        processes = [context.Process(target=_spawned_worker, args=(config, k)) for k in range(workers)]
         for p in processes:
             p.start()
         for p in processes:

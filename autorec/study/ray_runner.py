@@ -108,7 +108,8 @@ class _Proposer:
                 key = training_key(spec, self.training_settings)
                 twin = trained_twin(real.study, key)
                 if twin is not None:  # the searcher tells it at once and proposes again
-                    return {NUMBER_KEY: real.number, REUSED_KEY: json.dumps(reuse(real, twin))}
+                    values = reuse(real, twin, free=not self.strategy.costly_proposals)
+                    return {NUMBER_KEY: real.number, REUSED_KEY: json.dumps(values)}
                 real.set_user_attr(TRAINED_KEY_ATTR, key)
         return {NUMBER_KEY: real.number, ARCH_KEY: spec.to_json(indent=None)}
 
@@ -143,7 +144,9 @@ def _study_search_class() -> type:
             objectives = list(config.objectives)
             modes = ["max" if d == "maximize" else "min" for d in config.directions]
             self._single = len(objectives) == 1
-            super().__init__(space=proposer, sampler=proposer.strategy.sampler(len(objectives)),
+            # The study's sampler: seeded past the trials it holds (storage.create_study).
+            sampler = create_study(config, storage).sampler
+            super().__init__(space=proposer, sampler=sampler,
                              metric=objectives[0] if self._single else objectives,
                              mode=modes[0] if self._single else modes, study_name=config.name,
                              storage=storage)
@@ -168,7 +171,8 @@ def _study_search_class() -> type:
                 trial = self._ot_trials.pop(trial_id)
                 self._ot_study.tell(trial, json.loads(proposal[REUSED_KEY]))
                 self._log_outcome(self._ot_study.get_trials(deepcopy=False)[trial.number])
-                if reused_count(self._ot_study) >= self._budget:
+                if reused_count(self._ot_study) >= self._budget or _remaining_of(self._ot_study,
+                                                                                  self._budget) <= 0:
                     return Searcher.FINISHED
 
         def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
@@ -307,10 +311,15 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
 
 # ---- running ---------------------------------------------------------------------------
 def _remaining(config: StudyConfig, study: optuna.Study) -> int:
-    running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
     if reused_count(study) >= config.budget.trials:  # the space is as good as exhausted (as locally)
         return 0
-    return config.budget.trials - finished_count(study) - running
+    return _remaining_of(study, config.budget.trials)
+
+
+def _remaining_of(study: optuna.Study, budget: int) -> int:
+    """Trials of ``budget`` not used yet: finished ones and running ones use it."""
+    running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    return budget - finished_count(study) - running
 
 
 def _init_ray(ray: Any, address: str | None, workers: int) -> bool:

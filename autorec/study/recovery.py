@@ -20,7 +20,7 @@ import socket
 import optuna
 from optuna.trial import TrialState
 
-from autorec.study.reuse import REUSED_ATTR
+from autorec.study.reuse import FREE_ATTR
 
 WORKER_ATTR = "worker"  # trial user attr: {host, pid} of the process running it
 INTERRUPTED_ATTR = "interrupted"  # trial user attr: cut short (not its own failure), retried
@@ -79,7 +79,7 @@ def finished_count(study: optuna.Study) -> int:
     (interrupted trials are retried, and reused ones took another's training: neither counts)."""
     count = 0
     for t in study.get_trials(deepcopy=False):
-        if t.user_attrs.get(REUSED_ATTR) is not None:  # took another trial's training
+        if t.user_attrs.get(FREE_ATTR):  # took another trial's training, for free
             continue
         if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             count += 1

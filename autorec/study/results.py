@@ -42,7 +42,7 @@ class StudySummary:
             return {**row, "val_auc": full["val"]["auc"], "test_auc": full["test"]["auc"],
                     "test_logloss": full["test"].get("logloss"), "full_training": True}
         done = [t for t in self.trials if t["state"] == "COMPLETE" and t.get("val_auc") is not None
-                and t.get("reused_from") is None]
+                and t.get("test_auc") is not None and t.get("reused_from") is None]
         return max(done, key=lambda t: t["val_auc"]) if done else None
 
     def verdict(self) -> str:

@@ -8,7 +8,9 @@ with the key of a COMPLETE trial records that trial's number (``REUSED_ATTR``), 
 costs and checkpoint, and ends with its values: Optuna and the dashboard see an ordinary trial,
 and the report can tell it apart. A reused trial does not use the study's budget
 (:func:`autorec.study.recovery.finished_count`), so the budget goes to new architectures; at
-most ``budget`` trials of a study are reused, so a study whose space is exhausted still ends.
+most ``budget`` trials of a study are reused that way, so a study whose space is exhausted still ends.
+Where the proposal itself is the costly part (a DNAS supernet, a growth schedule search: the
+strategy's ``costly_proposals``), a reused trial still uses the budget.
 A warm-started training (DNAS or growth ``retrain: warm``) is never reused nor reuses.
 
 Example:
@@ -35,6 +37,7 @@ from autorec.arch import ArchSpec
 
 TRAINED_KEY_ATTR = "training_key"  # trial user attr: hash of (canonical arch, training settings)
 REUSED_ATTR = "reused_from"  # trial user attr: the number of the trial whose training it took
+FREE_ATTR = "budget_free"  # trial user attr: a reused trial that did not use the budget
 COPIED_ATTRS = ("metrics", "costs", "checkpoint")  # what a reusing trial takes of its twin
 
 
@@ -55,13 +58,16 @@ def trained_twin(study: optuna.Study, key: str) -> FrozenTrial | None:
 
 
 def reused_count(study: optuna.Study) -> int:
-    """Trials of ``study`` that took another trial's result."""
-    return sum(REUSED_ATTR in t.user_attrs for t in study.get_trials(deepcopy=False))
+    """Trials of ``study`` that took another trial's result without using the budget."""
+    return sum(bool(t.user_attrs.get(FREE_ATTR)) for t in study.get_trials(deepcopy=False))
 
 
-def reuse(trial: optuna.Trial, twin: FrozenTrial) -> list[float]:
-    """Record on ``trial`` that it takes ``twin``'s training; returns ``twin``'s values."""
+def reuse(trial: optuna.Trial, twin: FrozenTrial, free: bool = True) -> list[float]:
+    """Record on ``trial`` that it takes ``twin``'s training (without using the budget when
+    ``free``); returns ``twin``'s values."""
     trial.set_user_attr(REUSED_ATTR, twin.number)
+    if free:
+        trial.set_user_attr(FREE_ATTR, True)
     for attr in COPIED_ATTRS:
         if attr in twin.user_attrs:
             trial.set_user_attr(attr, twin.user_attrs[attr])

@@ -87,7 +87,15 @@ def _pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
     return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
 
 
-def create_study(config: StudyConfig, storage: optuna.storages.BaseStorage | None = None) -> optuna.Study:
+SALT_STRIDE = 7919  # seed distance between local workers (a prime: no overlap with trial counts)
+
+
+def create_study(config: StudyConfig, storage: optuna.storages.BaseStorage | None = None,
+                 salt: int = 0) -> optuna.Study:
+    """Create or load the study of ``config``, with the strategy's sampler seeded by the study's
+    seed plus the trials it already holds and ``salt`` (a worker's index): a resumed study, or a
+    second worker, draws new proposals rather than replaying the first run's (which would only be
+    reused: :mod:`autorec.study.reuse`). A fresh study with salt 0 is seeded by the seed alone."""
     from autorec.strategies import make_strategy
 
     strategy = make_strategy(config.strategy.name, config.seed, **config.strategy.options)
@@ -95,6 +103,10 @@ def create_study(config: StudyConfig, storage: optuna.storages.BaseStorage | Non
         study_name=config.name, storage=storage or open_storage(config.storage_url),
         sampler=strategy.sampler(len(config.objectives)), pruner=_pruner(config),
         directions=config.directions, load_if_exists=True)
+    offset = len(study.get_trials(deepcopy=False)) + SALT_STRIDE * salt
+    if offset:
+        resumed = make_strategy(config.strategy.name, config.seed + offset, **config.strategy.options)
+        study.sampler = resumed.sampler(len(config.objectives))
     described = {"data": config.data.model_dump(mode="json"), "monitor": config.budget.monitor}
     for key, value in described.items():  # what the report states (the split, the selection)
         if study.user_attrs.get(key) != value:

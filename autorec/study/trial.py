@@ -92,7 +92,7 @@ class TrialRunner:
             key = training_key(spec, self.training_settings())
             twin = trained_twin(trial.study, key)
             if twin is not None:
-                values = reuse(trial, twin)
+                values = reuse(trial, twin, free=not self.strategy.costly_proposals)
                 return values[0] if single else values
             trial.set_user_attr(TRAINED_KEY_ATTR, key)
 

@@ -70,6 +70,7 @@ class TrainConfig:
     pipeline: bool = False
     monitor: str = "val_logloss"
     track_test: bool = False  # also evaluate the test split after every epoch (selection studies)
+    evaluate_test: bool = True  # evaluate the test split at the end (a re-ranking needs val only)
 
     def __post_init__(self) -> None:
         if self.monitor not in MONITORS:

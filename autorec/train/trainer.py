@@ -287,7 +287,7 @@ class Trainer:
                         self.on_epoch(record)
             if result.best_epoch != len(result.history) - 1:
                 self.load_checkpoint(root / "best", optimizer=False)
-            result.test = self.evaluate("test")
+            result.test = self.evaluate("test") if cfg.evaluate_test else {}
         finally:
             if scratch and self.rank == 0:
                 shutil.rmtree(scratch, ignore_errors=True)

@@ -1,4 +1,5 @@
-"""The quality tier of `make test`: on a small planted order-2 teacher, every block family's preset,
+"""The quality tier of `make test`: on a small planted order-2 teacher (90% of the logit variance in
+the pairwise term, so a linear model misses most of it), every block family's preset,
 trained for real for a few epochs, beats a logistic regression on the same features by a stated
 margin of test AUC, and its selected epoch's test logloss is within 0.005 of its best epoch's.
 (The full-size versions are in the slow tier: tests/test_quality.py.)"""
@@ -15,8 +16,11 @@ from autorec.data import load_dataset
 from autorec.presets import PRESETS, preset
 from autorec.train.trainer import TrainConfig, Trainer
 
-MARGIN = 0.01  # test AUC over the linear model
-DATA = {"preset": "tiny", "num_samples": 30_000, "teacher_dim": 8}
+# Measured at these seeds: linear 0.592; dcnv2 0.664, dlrm 0.681, dhen 0.684, wukong 0.659 (4 epochs;
+# Bayes 0.849). The margin leaves room for platform noise, not for a family that stops learning.
+MARGIN = 0.05  # test AUC over the linear model
+DATA = {"preset": "tiny", "num_samples": 30_000, "teacher_dim": 8, "interaction_share": 0.9,
+        "num_tables": 6, "rows": [50, 100, 200, 300, 500, 1000], "pooling": 1.0}
 CONFIG = TrainConfig(epochs=4, batch_size=256, seed=0, progress=False, patience=4, track_test=True)
 
 

@@ -122,6 +122,32 @@ def test_a_space_of_per_feature_drops_and_hash_sizes_runs_every_stage(tmp_path):
     assert [t.user_attrs["stage"] for t in study.trials][-1] == "final"
 
 
+def test_short_reranks_keep_tau_on_trainings_of_the_trial_budget(tmp_path):
+    options = {**ONESHOT["options"], "steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
+               "rerank_steps": 1}
+    config = StudyConfig.load(write_study(tmp_path, budget=BUDGET,
+                                          strategy={"name": "oneshot", "options": options}))
+    run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    by_stage: dict[str, list] = {}
+    for t in study.trials:
+        by_stage.setdefault(t.user_attrs["stage"], []).append(t)
+    assert [len(by_stage[s]) for s in ("rerank", "calibrate", "final")] == [2, 4, 1]
+    # batch 128: a re-rank trains 1 step, a calibration training the trial budget's 4
+    assert {t.user_attrs["metrics"]["train_samples"] for t in by_stage["rerank"]} == {128}
+    assert {t.user_attrs["metrics"]["train_samples"] for t in by_stage["calibrate"]} == {4 * 128}
+    rerank_proxies = {t.user_attrs["proxy_trial"] for t in by_stage["rerank"]}
+    calibrated = {t.user_attrs["proxy_trial"] for t in by_stage["calibrate"]}
+    assert rerank_proxies < calibrated  # the re-ranked ones trained again on the trial budget
+    record = study.user_attrs["oneshot"]
+    assert record["tau_pairs"] == 4 and record["rerank_seconds"] > 0 and record["calibration_seconds"] > 0
+    data = proxy_data(study)
+    assert sorted(data.trials) == sorted(t.number for t in by_stage["calibrate"])
+    # The winner is the re-ranked candidate of best short-training validation AUC.
+    best = max(by_stage["rerank"], key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
+    assert by_stage["final"][0].user_attrs["proxy_trial"] == best.user_attrs["proxy_trial"]
+
+
 def test_the_ray_backend_refuses_a_oneshot_study(tmp_path):
     from autorec.study import StudyConfigError
     from autorec.study.ray_runner import run_study_ray

@@ -1,5 +1,5 @@
 """Model selection: early stopping and the kept checkpoint watch validation logloss (default) or
-AUC; the restored model is the selected epoch's; its test logloss is near the best epoch's."""
+AUC; the restored model is the selected epoch's."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def test_logloss_selection_keeps_the_epoch_of_lowest_validation_logloss(runs):
     assert result.val == result.history[result.best_epoch].val
     assert result.test == result.history[result.best_epoch].test  # the restored model is that epoch's
     assert {"logloss", "ne", "calibration", "auc"} <= result.test.keys()
-    # The quality claim (issue 22): the selected epoch's test logloss is within 0.005 of the best.
-    assert result.test["logloss"] - min(r.test["logloss"] for r in result.history) <= 0.005
+    # (How close the selected epoch's test logloss comes to the best epoch's is a quality claim,
+    # checked on enough validation data: tests/blocks/test_family_quality.py.)
 
 
 def test_auc_selection_keeps_the_epoch_of_highest_validation_auc(runs):
