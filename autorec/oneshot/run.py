@@ -6,10 +6,11 @@
    :mod:`autorec.oneshot.search`); the study's sampler proposes them.
 3. The ``rerank`` best distinct candidates by proxy validation AUC are trained stand-alone on
    the study's trial budget (stage ``rerank``; or on ``rerank_steps`` steps), and ``calibrate``
-   more, drawn at random from the candidates, so that Kendall's tau between proxy and trained
-   validation AUC (how far the proxy can be trusted) rests on enough pairs, always on the trial
-   budget (with shorter re-ranks the calibration set, stage ``calibrate``, holds the re-ranked
-   ones trained on the trial budget too); their seconds are kept apart from the method's.
+   more, drawn at random from the whole space (stage ``sample``: scored on inherited weights
+   like the candidates), so that Kendall's tau between proxy and trained validation AUC (how
+   far the proxy can be trusted) rests on enough pairs, always on the trial budget (with shorter
+   re-ranks the calibration set, stage ``calibrate``, holds the re-ranked ones trained on the
+   trial budget too); their seconds are kept apart from the method's.
 4. The re-ranked candidate of best trained validation AUC is trained in full, ``final_epochs``
    (stage ``final``, resumable from its checkpoints); its test AUC is the study's answer.
 
@@ -37,6 +38,7 @@ from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, scor
 from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 
 ONESHOT_ATTR = "oneshot"  # study user attr: the run's record (seconds per stage, tau)
+SAMPLE_ATTR = "sample_index"  # trial user attr: which draw from the space a calibration sample is
 
 
 def proxy_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -55,6 +57,29 @@ def rank_correlation(proxy: list[float], trained: list[float]) -> float | None:
         return None
     tau = kendalltau(proxy, trained).statistic
     return None if tau != tau else float(tau)  # NaN when one side is constant
+
+
+def space_samples(study: optuna.Study, search: CandidateSearch, n: int, seed: int,
+                  objectives: tuple[str, ...]) -> list[FrozenTrial]:
+    """``n`` architectures drawn from the whole space (every choice's value uniformly at random,
+    seeded), scored on inherited weights and recorded as trials of stage ``sample``: the
+    calibration set of Kendall's tau. (The search's candidates crowd where the proxy is high, so
+    a sample of them measures the proxy on a narrow band; the space is what it must rank.)"""
+    rng = random.Random(seed)
+    draws = [{name: rng.randrange(len(c.values)) for name, c in search.net.arch.choices.items()}
+             for _ in range(n)]
+    have = {t.user_attrs[SAMPLE_ATTR] for t in stage_trials(study, "sample")}
+    distributions = {name: CategoricalDistribution(names) for name, names in search.names.items()}
+    for i, draw in enumerate(draws):
+        if i in have:
+            continue
+        params = {name: search.names[name][k] for name, k in draw.items()}
+        spec, scores, costs = search.evaluate(search.values_of(params))
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=distributions, values=scores_to_values(scores, costs, objectives),
+            user_attrs={STAGE_ATTR: "sample", SAMPLE_ATTR: i, "arch": spec.to_dict(), "costs": costs,
+                        PROXY_ATTR: scores}))
+    return sorted(stage_trials(study, "sample"), key=lambda t: t.user_attrs[SAMPLE_ATTR])[:n]
 
 
 def distinct_best(trials: list[FrozenTrial], k: int) -> list[FrozenTrial]:
@@ -99,8 +124,10 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
 
     proxies = proxy_trials(study)
     ranked = distinct_best(proxies, len(proxies))
-    chosen, others = ranked[:strategy.rerank], ranked[strategy.rerank:]
-    calibration = random.Random(config.seed).sample(others, min(strategy.calibrate, len(others)))
+    chosen = ranked[:strategy.rerank]
+    start = time.perf_counter()  # scoring the calibration samples is calibration time too
+    calibration = space_samples(study, search, strategy.calibrate, config.seed, config.objectives)
+    record["calibration_seconds"] = record.get("calibration_seconds", 0.0) + time.perf_counter() - start
     short = strategy.rerank_steps is not None  # re-rank shorter than the trial budget tau is taken on
     trained = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "rerank")}
     # The method's cost is the chosen ones' trainings; the calibration set only measures the proxy
@@ -127,7 +154,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     record["calibration_numbers"] = sorted(t.number for t in calibration)
     on_budget = calibrated if short else trained  # the trainings on the trial budget
     pairs = [(t.user_attrs[PROXY_ATTR]["val_auc"], on_budget[t.number].user_attrs["metrics"]["val"]["auc"])
-             for t in proxies if t.number in on_budget]
+             for t in [*chosen, *calibration] if t.number in on_budget]
     record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
     record["tau_pairs"] = len(pairs)
     study.set_user_attr(ONESHOT_ATTR, record)

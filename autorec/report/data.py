@@ -223,11 +223,15 @@ def proxy_data(study: optuna.Study) -> ProxyData | None:
     """The trainings of a one-shot study that Kendall's tau is taken on (None for other studies)."""
     trained = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                if t.user_attrs.get(STAGE_ATTR) in ("rerank", "calibrate") and "metrics" in t.user_attrs]
+    record = study.user_attrs.get(ONESHOT_ATTR, {})
+    wanted = {*record.get("rerank_numbers", []), *record.get("calibration_numbers", [])}
+    if wanted:  # the pairs tau was taken on (a re-measured study keeps older trainings too)
+        trained = [t for t in trained if t.user_attrs.get("proxy_trial") in wanted]
     # Tau's trainings: the calibration stage when re-ranks were shorter than the trial budget.
     stage = "calibrate" if any(t.user_attrs[STAGE_ATTR] == "calibrate" for t in trained) else "rerank"
     rows = [(t.number, t.user_attrs[PROXY_ATTR]["val_auc"], t.user_attrs["metrics"]["val"]["auc"])
             for t in trained if t.user_attrs[STAGE_ATTR] == stage]
     if not rows:
         return None
-    tau = study.user_attrs.get(ONESHOT_ATTR, {}).get("kendall_tau")
+    tau = record.get("kendall_tau")
     return ProxyData([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tau)

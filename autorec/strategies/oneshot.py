@@ -13,8 +13,8 @@ supernet's; default: the space's first, the over-arch searched when its choices 
 for the supernet; ``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or
 random), ``selection_samples`` (validation samples each candidate is scored on), ``rerank``
 (best candidates trained on the trial budget, or for ``rerank_steps`` steps), ``calibrate``
-(more, at random, for Kendall's tau, on the trial budget) and ``final_epochs`` (the winner's
-training; default max(10, the trial budget's epochs)).
+(architectures drawn at random from the space, for Kendall's tau, on the trial budget) and
+``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]

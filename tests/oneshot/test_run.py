@@ -86,7 +86,10 @@ def test_kill_minus_nine_during_the_supernet_then_the_rerun_finishes_every_stage
     assert record["supernet"]["steps"] == 30 and record["supernet"]["resumed_from"]
     trials = study.get_trials(deepcopy=False)
     stages = [t.user_attrs.get("stage") for t in trials if t.state == TrialState.COMPLETE]
-    assert stages == ["proxy"] * 12 + ["rerank"] * 4 + ["final"]
+    assert stages == ["proxy"] * 12 + ["sample"] * 2 + ["rerank"] * 4 + ["final"]
+    samples = [t for t in trials if t.user_attrs.get("stage") == "sample"]
+    assert [t.user_attrs["sample_index"] for t in samples] == [0, 1]
+    assert record["calibration_numbers"] == [t.number for t in samples]  # drawn from the space
     space = SearchSpace.load(config.space)
     for t in trials:
         assert space.contains(trial_arch(t))
@@ -132,7 +135,7 @@ def test_short_reranks_keep_tau_on_trainings_of_the_trial_budget(tmp_path):
     by_stage: dict[str, list] = {}
     for t in study.trials:
         by_stage.setdefault(t.user_attrs["stage"], []).append(t)
-    assert [len(by_stage[s]) for s in ("rerank", "calibrate", "final")] == [2, 4, 1]
+    assert [len(by_stage[s]) for s in ("sample", "rerank", "calibrate", "final")] == [2, 2, 4, 1]
     # batch 128: a re-rank trains 1 step, a calibration training the trial budget's 4
     assert {t.user_attrs["metrics"]["train_samples"] for t in by_stage["rerank"]} == {128}
     assert {t.user_attrs["metrics"]["train_samples"] for t in by_stage["calibrate"]} == {4 * 128}
