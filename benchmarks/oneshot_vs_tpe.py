@@ -23,10 +23,14 @@ and commit. Run the stages in any order, across sessions:
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage report
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage status   # where each stage stands, no training
 
-The defaults are the configuration that met the targets (uniform paths, 3000 supernet steps, 300
-candidates on 10k validation samples; studies ``oneshot_u3k_seed<N>``). The first pilot, strictly
-fair paths for 4000 steps and 1000 candidates on 20k samples, is ``--tag '' --supernet-steps
-4000 --candidates 1000 --selection-samples 20000 --oneshot-options '{"sampling": "fair"}'``.
+The defaults are the configuration measured last (uniform paths, 3000 supernet steps checkpointed
+every 500, 300 candidates on 5120 validation samples, 3 re-ranked by 150-step trainings, tau on
+the trial budget; studies ``oneshot_s3k_seed<N>``). The earlier ones, each recorded in
+BENCHMARKS.md: ``--tag _u3k --checkpoint-every 100 --selection-samples 10000 --rerank 4
+--short-rerank 0`` (re-ranks on the trial budget); ``--tag _u2k --supernet-steps 2000
+--selection-samples 6144 --rerank 3 --rerank-steps 250 --short-rerank 0``; and the first pilot,
+strictly fair paths: ``--tag '' --supernet-steps 4000 --candidates 1000 --selection-samples 20000
+--checkpoint-every 100 --short-rerank 0 --oneshot-options '{"sampling": "fair"}'``.
 """
 
 from __future__ import annotations
@@ -351,18 +355,18 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--supernet-steps", type=int, default=3000)
     parser.add_argument("--candidates", type=int, default=300)
-    parser.add_argument("--rerank", type=int, default=4, help="candidates re-ranked by a short training")
+    parser.add_argument("--rerank", type=int, default=3, help="candidates re-ranked by a short training")
     parser.add_argument("--rerank-steps", type=int, default=400,
                         help="steps of a training on the trial budget (re-ranks, calibration)")
-    parser.add_argument("--short-rerank", type=int, default=0,
+    parser.add_argument("--short-rerank", type=int, default=150,
                         help="re-rank by trainings of this many steps (no test pass); tau stays on the "
                              "trial budget (0: re-rank on the trial budget)")
-    parser.add_argument("--checkpoint-every", type=int, default=100, help="supernet steps per checkpoint")
-    parser.add_argument("--selection-samples", type=int, default=10_000,
+    parser.add_argument("--checkpoint-every", type=int, default=500, help="supernet steps per checkpoint")
+    parser.add_argument("--selection-samples", type=int, default=5120,
                         help="validation samples each candidate is scored on")
-    parser.add_argument("--tag", default="_u3k",
+    parser.add_argument("--tag", default="_s3k",
                         help="one-shot studies are oneshot<TAG>_seed<N>: each variant its own (the default "
-                             "configuration's: _u3k; the fair pilot's: the empty tag)")
+                             "configuration's: _s3k; earlier ones: _u3k, _u2k, the fair pilot's '')")
     parser.add_argument("--oneshot-options", default="{}", help="JSON: more strategy options")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     args = parser.parse_args()
