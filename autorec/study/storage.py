@@ -104,7 +104,9 @@ def create_study(config: StudyConfig, storage: optuna.storages.BaseStorage | Non
         sampler=strategy.sampler(len(config.objectives)), pruner=_pruner(config),
         directions=config.directions, load_if_exists=True)
     offset = len(study.get_trials(deepcopy=False)) + SALT_STRIDE * salt
-    if offset:
+    # A grid sampler's seed orders its grid, and the ids of the points visited so far are stored:
+    # another seed would map them to other points. It never replays a point anyway.
+    if offset and not isinstance(study.sampler, optuna.samplers.GridSampler):
         resumed = make_strategy(config.strategy.name, config.seed + offset, **config.strategy.options)
         study.sampler = resumed.sampler(len(config.objectives))
     described = {"data": config.data.model_dump(mode="json"), "monitor": config.budget.monitor}
