@@ -73,15 +73,25 @@ def _print_summary(summary: Any) -> None:
     table = Table(title=f"study {summary.name}: best trials by validation AUC")
     for column in ("trial", "val AUC", "test AUC", "MFLOPs/sample", "seconds"):
         table.add_column(column, justify="right")
-    done = sorted((t for t in summary.trials if t["val_auc"] is not None), key=lambda t: -t["val_auc"])
+    # Each architecture once: a trial that reused an earlier training repeats its row.
+    done = sorted((t for t in summary.trials if t["val_auc"] is not None and t.get("reused_from") is None),
+                  key=lambda t: -t["val_auc"])
     for t in done[:5]:
         flops = t["costs"].get("flops")
-        table.add_row(str(t["number"]), f"{t['val_auc']:.4f}", f"{t['test_auc']:.4f}",
+        test = f"{t['test_auc']:.4f}" if t["test_auc"] is not None else ""
+        table.add_row(str(t["number"]), f"{t['val_auc']:.4f}", test,
                       f"{flops / 1e6:.2f}" if flops is not None else "", f"{t['seconds'] or 0:.0f}")
+    for number, full in summary.final.items():  # the best trials retrained in full
+        table.add_row(f"{number}, in full", f"{full['val']['auc']:.4f}", f"{full['test']['auc']:.4f}", "",
+                      f"{full.get('seconds', 0):.0f}")
     for name, b in summary.baselines.items():
         flops = b.get("costs", {}).get("flops")
         table.add_row(f"preset {name}", f"{b['val']['auc']:.4f}", f"{b['test']['auc']:.4f}",
                       f"{flops / 1e6:.2f}" if flops is not None else "", "")
     console = Console()
     console.print(table)
+    reused = sum(t.get("reused_from") is not None for t in summary.trials)
+    if reused:
+        console.print(f"{reused} proposals repeated an architecture already trained: its result was "
+                      "reused, not trained again")
     console.print(summary.verdict())
