@@ -13,6 +13,19 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 _EPS = 1e-7
+# What model selection may watch: validation metric -> (key in binary_metrics, +1 higher is better)
+MONITORS = {"val_logloss": ("logloss", -1), "val_auc": ("auc", 1)}
+
+
+def monitored_score(metrics: dict[str, float], monitor: str) -> float:
+    """``metrics``' value of ``monitor``, signed so that higher is better (NaN stays NaN).
+
+    Example:
+        >>> monitored_score({"auc": 0.7, "logloss": 0.5}, "val_logloss")
+        -0.5
+    """
+    key, sign = MONITORS[monitor]
+    return sign * float(metrics[key])
 
 
 def logloss(labels: np.ndarray, probs: np.ndarray) -> float:

@@ -70,9 +70,6 @@ class SplitRule:
             order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
         return [order[lo:hi].sort().values for lo, hi in itertools.pairwise(bounds)]
 
-    def describe(self, seed: int) -> str:
-        shares = "/".join(f"{100 * f:g}" for f in self.fractions)
-        return f"{self.kind} {shares}" + (f", seed {seed}" if self.kind == "random" else "")
 
 
 def file_rows(counts: Sequence[int]) -> list[torch.Tensor]:
@@ -93,22 +90,15 @@ class SplitFiles:
     def files(self) -> tuple[Path, Path, Path]:
         return self.train, self.valid, self.test
 
-    def describe(self) -> str:
-        pairs = zip(SPLIT_NAMES, self.files, strict=True)
-        return "files " + ", ".join(f"{name}={file}" for name, file in pairs)
 
 
-def split_source(kind: str, path: str | None, split: str | None, fractions: Sequence[float] | None,
-                 train: str | None, valid: str | None,
-                 test: str | None) -> tuple[Path | SplitFiles, SplitRule]:
-    """The file (or split files) and the rule a ``kind`` loader's options name, checked: either
-    ``path`` (with ``split``/``fractions``) or all of ``train``, ``valid`` and ``test``."""
+def named_split_files(kind: str, path: str | None, split: str | None, fractions: Sequence[float] | None,
+                      train: str | None, valid: str | None, test: str | None) -> dict[str, str] | None:
+    """The split files a ``kind`` loader's options name (split name -> path), or None when they
+    name none; a DataError when some are missing or they come with ``path``/``split``/``fractions``."""
     named = {n: f for n, f in zip(SPLIT_NAMES, (train, valid, test), strict=True) if f is not None}
     if not named:
-        if path is None:
-            raise DataError(f"{kind} needs path= (one file, split by `split`) or train=, valid= and test= "
-                            "(one file per split)")
-        return _existing(path), SplitRule.of(split, fractions)
+        return None
     missing = [n for n in SPLIT_NAMES if n not in named]
     if missing:
         raise DataError(f"{kind}: split files {', '.join(f'{n}=' for n in named)} given without "
@@ -117,8 +107,21 @@ def split_source(kind: str, path: str | None, split: str | None, fractions: Sequ
         if value is not None:
             raise DataError(f"{kind}: {option}= cannot go with train=, valid= and test= (the files are "
                             "the split)")
-    files = SplitFiles(*(_existing(named[n]) for n in SPLIT_NAMES))
-    return files, SplitRule()
+    return named
+
+
+def split_source(kind: str, path: str | None, split: str | None, fractions: Sequence[float] | None,
+                 train: str | None, valid: str | None,
+                 test: str | None) -> tuple[Path | SplitFiles, SplitRule]:
+    """The file (or split files) and the rule a ``kind`` loader's options name, checked: either
+    ``path`` (with ``split``/``fractions``) or all of ``train``, ``valid`` and ``test``."""
+    named = named_split_files(kind, path, split, fractions, train, valid, test)
+    if named is None:
+        if path is None:
+            raise DataError(f"{kind} needs path= (one file, split by `split`) or train=, valid= and test= "
+                            "(one file per split)")
+        return _existing(path), SplitRule.of(split, fractions)
+    return SplitFiles(*(_existing(named[n]) for n in SPLIT_NAMES)), SplitRule()
 
 
 def _existing(path: str | Path) -> Path:

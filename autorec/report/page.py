@@ -50,14 +50,17 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], css: str = "") 
     return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+TEST_METRICS = ("logloss", "ne", "calibration")  # beside AUC in every quality table
+QUALITY_HEADER = ["val AUC", "test AUC", "test logloss", "test NE", "calibration"]
+
+
 def _best_rows(trials: Sequence[FrozenTrial], front: set[int]) -> list[list[str]]:
     return [[f"trial {t.number}", _number(val_auc(t)), _number(test_auc(t)),
-             *(_number(test_metric(t, m)) for m in ("logloss", "ne", "calibration")),
+             *(_number(test_metric(t, m)) for m in TEST_METRICS),
              _count(trial_cost(t, "flops")), _count(trial_cost(t, "params_bytes")),
              _count(trial_cost(t, "embedding_bytes")), "yes" if t.number in front else ""] for t in trials]
 
 
-QUALITY_HEADER = ["val AUC", "test AUC", "test logloss", "test NE", "calibration"]
 SELECTION = {"val_logloss": "the epoch of lowest validation logloss", "val_auc": "the epoch of highest "
              "validation AUC"}
 
@@ -105,7 +108,7 @@ def report_html(study: optuna.Study, top_k: int = 3) -> str:
     ]
     if summary.baselines:
         rows = [[name, _number(b["val"]["auc"]), _number(b["test"]["auc"]),
-                 *(_number(b["test"].get(m)) for m in ("logloss", "ne", "calibration")),
+                 *(_number(b["test"].get(m)) for m in TEST_METRICS),
                  _count(b.get("costs", {}).get("flops")), _count(b.get("costs", {}).get("params_bytes")),
                  _count(b.get("costs", {}).get("embedding_bytes"))]
                 for name, b in sorted(summary.baselines.items())]
@@ -114,7 +117,7 @@ def report_html(study: optuna.Study, top_k: int = 3) -> str:
                          rows)]
     if summary.final:
         rows = [[f"trial {n}", _number(f["val"]["auc"]), _number(f["test"]["auc"]),
-                 *(_number(f["test"].get(m)) for m in ("logloss", "ne", "calibration")),
+                 *(_number(f["test"].get(m)) for m in TEST_METRICS),
                  str(f.get("epochs", ""))]
                 for n, f in summary.final.items()]
         parts += ["<h2>The best trials retrained in full</h2>",

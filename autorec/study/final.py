@@ -23,12 +23,12 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from autorec.metrics import monitored_score
 from autorec.study.config import StudyConfig, StudyConfigError
 from autorec.study.results import trial_arch
 from autorec.study.reuse import REUSED_ATTR
 
 FINAL_ATTR = "final"  # study user attr: trial number (str) -> its full training's record
-LOWER_IS_BETTER = {"val_logloss": True, "val_auc": False}
 
 
 def check_final(config: StudyConfig) -> None:
@@ -48,9 +48,7 @@ def full_budget(config: StudyConfig, train_config: Any) -> Any:
 
 def validation_key(config: StudyConfig) -> Callable[[dict[str, Any]], float]:
     """Sort key of a metrics record (``{"val": ..}``) by the monitored metric, best first."""
-    metric = "logloss" if config.budget.monitor == "val_logloss" else "auc"
-    sign = 1.0 if LOWER_IS_BETTER[config.budget.monitor] else -1.0
-    return lambda record: sign * float(record["val"][metric])
+    return lambda record: -monitored_score(record["val"], config.budget.monitor)
 
 
 def ranked_trials(study: optuna.Study, config: StudyConfig) -> list[FrozenTrial]:

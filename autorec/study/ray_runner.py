@@ -123,9 +123,12 @@ class _Proposer:
 
 
 def _make_search(config: StudyConfig, proposer: _Proposer, storage: optuna.storages.BaseStorage,
-                 log: Callable[[str], None], deadline: float | None) -> Any:
-    """An OptunaSearch on the study that records outcomes as the local backend does."""
-    return _study_search_class()(config, proposer, storage, log, deadline)
+                 sampler: optuna.samplers.BaseSampler, log: Callable[[str], None],
+                 deadline: float | None) -> Any:
+    """An OptunaSearch on the study in ``storage`` with the study's ``sampler`` (seeded past the
+    trials it holds: :func:`autorec.study.storage.create_study`) that records outcomes as the
+    local backend does."""
+    return _study_search_class()(config, proposer, storage, sampler, log, deadline)
 
 
 @functools.cache
@@ -140,12 +143,11 @@ def _study_search_class() -> type:
         and records, PRUNED when the scheduler stopped it, FAIL with the reason otherwise."""
 
         def __init__(self, config: StudyConfig, proposer: _Proposer, storage: optuna.storages.BaseStorage,
-                     log: Callable[[str], None], deadline: float | None) -> None:
+                     sampler: optuna.samplers.BaseSampler, log: Callable[[str], None],
+                     deadline: float | None) -> None:
             objectives = list(config.objectives)
             modes = ["max" if d == "maximize" else "min" for d in config.directions]
             self._single = len(objectives) == 1
-            # The study's sampler: seeded past the trials it holds (storage.create_study).
-            sampler = create_study(config, storage).sampler
             super().__init__(space=proposer, sampler=sampler,
                              metric=objectives[0] if self._single else objectives,
                              mode=modes[0] if self._single else modes, study_name=config.name,
@@ -362,7 +364,7 @@ def run_study_ray(config: StudyConfig, address: str | None = None, workers: int 
         workers = workers or config.workers
         started = _init_ray(ray, address, workers)
         try:
-            _tune(config, storage, remaining, workers, log)
+            _tune(config, storage, study.sampler, remaining, workers, log)
         finally:
             if started:
                 ray.shutdown()
@@ -371,8 +373,8 @@ def run_study_ray(config: StudyConfig, address: str | None = None, workers: int 
     return summarize(create_study(config, storage), config)
 
 
-def _tune(config: StudyConfig, storage: optuna.storages.BaseStorage, trials: int, workers: int,
-          log: Callable[[str], None]) -> None:
+def _tune(config: StudyConfig, storage: optuna.storages.BaseStorage, sampler: optuna.samplers.BaseSampler,
+          trials: int, workers: int, log: Callable[[str], None]) -> None:
     """Run ``trials`` more trials of the study on the connected Ray cluster."""
     import ray
     from ray import tune
@@ -383,7 +385,7 @@ def _tune(config: StudyConfig, storage: optuna.storages.BaseStorage, trials: int
     proposer = _Proposer(config, runner.space, runner.strategy, runner.dataset.schema, runner.artifact_dir(),
                          runner.training_settings())
     deadline = (time.monotonic() + config.budget.timeout_s) if config.budget.timeout_s else None
-    search = ConcurrencyLimiter(_make_search(config, proposer, storage, log, deadline),
+    search = ConcurrencyLimiter(_make_search(config, proposer, storage, sampler, log, deadline),
                                 max_concurrent=workers)
     # Stop trials early on validation AUC where the study prunes on it.
     prunes = config.objectives == ("val_auc",) and config.pruner != "none"

@@ -12,6 +12,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autorec.arch import ArchSpec
+from autorec.metrics import monitored_score
 from autorec.study.reuse import REUSED_ATTR
 
 if TYPE_CHECKING:
@@ -36,8 +37,7 @@ class StudySummary:
         monitored metric), with its full training's metrics; else the completed trial of highest
         validation AUC (the one that trained it)."""
         if self.final:
-            metric, sign = ("logloss", 1.0) if self.monitor == "val_logloss" else ("auc", -1.0)
-            number, full = min(self.final.items(), key=lambda kv: sign * kv[1]["val"][metric])
+            number, full = max(self.final.items(), key=lambda kv: monitored_score(kv[1]["val"], self.monitor))
             row = next((t for t in self.trials if t["number"] == int(number)), {"number": int(number)})
             return {**row, "val_auc": full["val"]["auc"], "test_auc": full["test"]["auc"],
                     "test_logloss": full["test"].get("logloss"), "full_training": True}

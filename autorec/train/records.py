@@ -21,11 +21,10 @@ import numpy as np
 import torch
 
 from autorec.arch import ArchSpec
+from autorec.metrics import MONITORS
 from autorec.train.distributed import DENSE_PARALLEL
 
 DENSE_OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
-# What early stopping and the kept checkpoint watch: validation metric -> (key, +1 higher is better)
-MONITORS = {"val_logloss": ("logloss", -1), "val_auc": ("auc", 1)}
 
 
 class TrainingDiverged(RuntimeError):

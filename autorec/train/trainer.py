@@ -33,7 +33,7 @@ from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from autorec.arch import ArchSpec
 from autorec.data import RecDataset
-from autorec.metrics import binary_metrics
+from autorec.metrics import binary_metrics, monitored_score
 from autorec.models import build_model
 from autorec.train.checkpoints import META, latest, point_latest, write_json
 from autorec.train.distributed import (
@@ -49,7 +49,6 @@ from autorec.train.pipeline import SparseDistPipeline
 from autorec.train.plan import load_plan
 from autorec.train.records import (
     DENSE_OPTIMIZERS,
-    MONITORS,
     EpochRecord,
     TrainConfig,
     TrainingDiverged,
@@ -233,7 +232,6 @@ class Trainer:
         cfg = self.config
         result = TrainResult(self.spec, cfg)
         root, scratch = self._checkpoint_root()
-        key, sign = MONITORS[cfg.monitor]
         best, stale, t_start = -math.inf, 0, time.perf_counter()  # best: sign * the monitored metric
         progress = {"epoch": 0, "step": 0, "global_step": 0, "losses": [], "samples": 0,
                     "seconds": 0.0}
@@ -274,7 +272,7 @@ class Trainer:
                         break
                     record = self._epoch(epoch, steps, bar, progress, result.step_losses, checkpoint)
                     result.history.append(record)
-                    score = sign * record.val[key]
+                    score = monitored_score(record.val, cfg.monitor)
                     if result.best_epoch < 0 or score > best:  # a NaN score never improves
                         best, stale, result.best_epoch, result.val = score, 0, epoch, record.val
                         self.save_checkpoint(root / "best", meta={"epoch": epoch})

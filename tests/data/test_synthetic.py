@@ -79,9 +79,14 @@ def test_a_sequential_split_is_generation_order_with_the_same_samples() -> None:
     rows = load_synthetic(seed=0, preset="tiny", num_samples=1000)
     seq = load_synthetic(seed=0, preset="tiny", num_samples=1000, split="sequential",
                          fractions=(0.6, 0.2, 0.2))
+    longer = load_synthetic(seed=0, preset="tiny", num_samples=1000, split="sequential")
     assert [seq.num_rows(s) for s in ("train", "val", "test")] == [600, 200, 200]
     every = torch.cat([rows.probs[s] for s in ("train", "val", "test")]).sort().values
     assert torch.equal(torch.cat([seq.probs[s] for s in ("train", "val", "test")]).sort().values, every)
+    # In generation order, cuts nest: 60% train is the first 600 of 80% train, then 20% val the
+    # next 200 (a random split's parts would not line up so).
+    assert torch.equal(seq.probs["train"], longer.probs["train"][:600])
+    assert torch.equal(seq.probs["val"], longer.probs["train"][600:800])
     with pytest.raises(DataError, match="split: expected one of random, sequential"):
         load_synthetic(seed=0, preset="tiny", num_samples=1000, split="shuffled")
 

@@ -19,7 +19,7 @@ from autorec.data.criteo.parse import DENSE_NAMES, N_DENSE, N_SPARSE, SPARSE_NAM
 from autorec.data.criteo.stream import CriteoStream, Reader
 from autorec.data.files import open_binary
 from autorec.data.schema import DataError, Schema, SparseFeature
-from autorec.data.splits import DEFAULT_FRACTIONS, SPLIT_KINDS, SPLIT_NAMES
+from autorec.data.splits import DEFAULT_FRACTIONS, SPLIT_KINDS, SPLIT_NAMES, named_split_files
 
 DEFAULT_HASH_SIZE = 1 << 20
 DEFAULT_BLOCK_BYTES = 1 << 20
@@ -92,18 +92,9 @@ def _check_fractions(fractions: Sequence[float]) -> tuple[float, float, float]:
 
 
 def _line_split(path: str | None, seed: int, split: str | None, fractions: Sequence[float] | None,
-                named: dict[str, str], max_rows: int | None) -> tuple[tuple[DataFile, ...], LineSplit]:
+                named: dict[str, str] | None, max_rows: int | None) -> tuple[tuple[DataFile, ...], LineSplit]:
     """The files (checked, cut at ``max_rows``) and the split of their lines the options name."""
     if named:
-        missing = [n for n in SPLIT_NAMES if n not in named]
-        if missing:
-            raise DataError(f"criteo: split files {', '.join(f'{n}=' for n in named)} given without "
-                            f"{', '.join(f'{n}=' for n in missing)}: name all three (or path= and a "
-                            "split rule)")
-        for option, value in (("path", path), ("split", split), ("fractions", fractions)):
-            if value is not None:
-                raise DataError(f"criteo: {option}= cannot go with train=, valid= and test= (the files "
-                                "are the split)")
         files: list[DataFile] = []
         split_of_file: list[int] = []
         for s, name in enumerate(SPLIT_NAMES):  # max_rows: the first lines of each split's files
@@ -171,7 +162,7 @@ def load_criteo(path: str | None = None, seed: int = 0, *, hash_size: int | None
     if block_bytes < 1:
         raise ValueError(f"block_bytes must be positive, got {block_bytes}")
 
-    named = {n: f for n, f in zip(SPLIT_NAMES, (train, valid, test), strict=True) if f is not None}
+    named = named_split_files("criteo", path, split, fractions, train, valid, test)
     files, assign = _line_split(path, seed, split, fractions, named, max_rows)
     reader = Reader(files, assign, block_bytes, hash_size, None)
     known = dict(zip(SPLITS, assign.rows, strict=True)) if isinstance(assign, SequentialLines) else None
