@@ -19,6 +19,7 @@ import autorec.cli.profile_sharding as profile_sharding
 import autorec.cli.scale as scale
 import autorec.cli.schema as schema
 import autorec.cli.search as search
+import autorec.cli.serve_bench as serve_bench
 import autorec.cli.shard as shard
 import autorec.cli.study_views as study_views
 import autorec.cli.towers as towers
@@ -26,6 +27,7 @@ import autorec.cli.train as train
 from autorec.arch import ArchSpecError
 from autorec.cli.common import UsageError
 from autorec.data.schema import DataError
+from autorec.export.layout import ExportError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     profile_sharding.add_parser(profile)
     profile_latency.add_parser(profile)
     shard.add_parser(commands)
+    serve_bench.add_parser(commands)
     towers.add_parser(commands)
     schema.add_parser(commands)
     return parser
@@ -58,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what torchrun's workers re-run
     try:
         return int(args.func(args))
-    except (ArchSpecError, DataError, UsageError, KeyError, ValueError, ImportError) as exc:
+    except (ArchSpecError, DataError, ExportError, UsageError, KeyError, ValueError, ImportError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"autorec: error: {message}", file=sys.stderr)
         return 2

@@ -16,6 +16,9 @@ def add_parsers(commands: Any) -> None:
     export.add_argument("--trial", type=int, help="this trial number")
     export.add_argument("--best", type=int, help="the K best trials by validation AUC (default 1)")
     export.add_argument("-o", "--output", required=True, help="output folder")
+    export.add_argument("--compile", action="store_true",
+                        help="also compile each model ahead of time with AOTInductor (model.aoti.pt2, "
+                             "for serving; needs a C++ compiler)")
     export.set_defaults(func=cmd_export)
 
     report = commands.add_parser("report", help="write a self-contained HTML report of a study")
@@ -38,7 +41,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.trial is not None and args.best is not None:
         raise UsageError("--trial and --best exclude each other")
     export_trials(config, Path(args.output), trial=args.trial, best=args.best or 1,
-                  log=lambda m: print(m, file=sys.stderr))
+                  log=lambda m: print(m, file=sys.stderr), compile=args.compile)
     return 0
 
 

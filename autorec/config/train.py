@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 # may not import torch (tests/config/test_train.py checks they agree).
 DenseOptimizer = Literal["adam", "adagrad"]
 DenseParallel = Literal["ddp", "fsdp"]
+LrSchedule = Literal["constant", "cosine"]  # the trainer's LR_SCHEDULES
 
 
 class TrainSettings(BaseModel):
@@ -40,6 +41,9 @@ class TrainSettings(BaseModel):
     dense_weight_decay: float = Field(0.0, ge=0, description="dense weight decay")
     embedding_lr: float = Field(0.05, ge=0, description="row-wise Adagrad learning rate")
     embedding_weight_decay: float = Field(0.0, ge=0, description="row-wise Adagrad weight decay")
+    lr_schedule: LrSchedule = Field(
+        "constant", description="every learning rate's schedule over the planned steps (cosine ends at 0.1x)")
+    warmup_steps: int = Field(0, ge=0, description="linear learning-rate warm-up over these first steps")
     patience: int = Field(2, ge=1, description="epochs without a gain in `monitor` before stopping")
     max_steps_per_epoch: int | None = Field(None, ge=1, description="cap on training steps per epoch")
     checkpoint_dir: str | None = Field(

@@ -6,6 +6,7 @@ An export directory holds::
     schedule.json         the growth schedule that trained it, for a growth study's trial only
     weights.safetensors   every parameter as a plain tensor, keyed like build_model(arch).state_dict()
     model.pt2             a torch.export program of the model with those weights (see below)
+    model.aoti.pt2        that program compiled by AOTInductor (``compile=True`` only; serving)
     predictions.json      a sample batch's inputs and the logits recorded at export time
     export.json           metrics, costs, versions, the retrain command, sha256 of every file
     MODEL_CARD.md         the same for people, with the architecture layer by layer
@@ -28,6 +29,7 @@ and so on, as in :class:`~autorec.models.RecModel`.
 The parts: :mod:`~autorec.export.layout` (the file names and ExportError),
 :mod:`~autorec.export.plain` (a trainer's sharded model -> a plain RecModel),
 :mod:`~autorec.export.program` (the torch.export program and its tensor inputs),
+:mod:`~autorec.export.compiled` (the AOTInductor package),
 :mod:`~autorec.export.write` (writing a directory and checking it on the way),
 :mod:`~autorec.export.card` (MODEL_CARD.md) and :mod:`~autorec.export.read` (loading it back).
 
@@ -46,9 +48,11 @@ Example:
 """
 
 from autorec.export.card import model_card
+from autorec.export.compiled import compile_package, load_compiled
 from autorec.export.layout import (
     ARCH,
     CARD,
+    COMPILED,
     FILES,
     FORMAT_VERSION,
     MANIFEST,
@@ -64,8 +68,8 @@ from autorec.export.program import TensorInputs, export_program, program_inputs
 from autorec.export.read import RecordedSample, load_arch, load_model, load_predictions, load_program
 from autorec.export.write import export_model, export_trained
 
-__all__ = ["ARCH", "CARD", "FILES", "FORMAT_VERSION", "MANIFEST", "PREDICTIONS", "PROGRAM",
+__all__ = ["ARCH", "CARD", "COMPILED", "FILES", "FORMAT_VERSION", "MANIFEST", "PREDICTIONS", "PROGRAM",
            "PROGRAM_TOLERANCE", "TRAINED_TOLERANCE", "WEIGHTS", "ExportError", "RecordedSample",
-           "TensorInputs", "export_model", "export_program", "export_trained", "gather_state_dict",
-           "load_arch", "load_model", "load_predictions", "load_program", "model_card", "plain_model",
-           "program_inputs"]
+           "TensorInputs", "compile_package", "export_model", "export_program", "export_trained",
+           "gather_state_dict", "load_arch", "load_compiled", "load_model", "load_predictions",
+           "load_program", "model_card", "plain_model", "program_inputs"]

@@ -22,9 +22,12 @@ from torchrec.datasets.utils import Batch
 
 from autorec.costs import arch_cost
 from autorec.export.card import model_card
+from autorec.export.compiled import compile_package, load_compiled
 from autorec.export.layout import (
     ARCH,
     CARD,
+    COMPILED,
+    COMPILED_TOLERANCE,
     FORMAT_VERSION,
     MANIFEST,
     PREDICTIONS,
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
 
 def export_trained(trainer: Trainer, out_dir: str | Path, *, metrics: Mapping[str, Any],
                    retrain_command: str, costs: Mapping[str, Any] | None = None,
-                   sample_batch: Batch | None = None) -> Path:
+                   sample_batch: Batch | None = None, compile: bool = False) -> Path:
     """Export a :class:`~autorec.train.trainer.Trainer`'s model into ``out_dir``.
 
     Checks on the way that the exported weights give the trained model's logits on
@@ -58,6 +61,7 @@ def export_trained(trainer: Trainer, out_dir: str | Path, *, metrics: Mapping[st
         retrain_command: the command line that retrains this model.
         costs: cost figures to record; default ``arch_cost(trainer.spec).to_dict()``.
         sample_batch: the batch recorded in predictions.json; default the first 16 test rows.
+        compile: also write the AOTInductor package (:mod:`~autorec.export.compiled`).
     """
     if sample_batch is None:
         sample_batch = next(iter(trainer.dataset.batches("test", 16, shuffle=False)))
@@ -73,18 +77,20 @@ def export_trained(trainer: Trainer, out_dir: str | Path, *, metrics: Mapping[st
     if dist.is_initialized() and dist.get_rank() != 0:
         return Path(out_dir)
     return export_model(model, out_dir, metrics=metrics, costs=costs, retrain_command=retrain_command,
-                        sample_batch=sample_batch, trained_logits=trained)
+                        sample_batch=sample_batch, trained_logits=trained, compile=compile)
 
 
 def export_model(model: RecModel, out_dir: str | Path, *, sample_batch: Batch,
                  metrics: Mapping[str, Any] | None = None, retrain_command: str = "",
                  costs: Mapping[str, Any] | None = None,
-                 trained_logits: torch.Tensor | None = None) -> Path:
+                 trained_logits: torch.Tensor | None = None, compile: bool = False) -> Path:
     """Export a plain :class:`RecModel` into ``out_dir`` (see :func:`export_trained`).
 
     ``trained_logits``, when given, are the logits the trained model gave on
     ``sample_batch``; the export fails unless its own agree within ``TRAINED_TOLERANCE``.
-    ``model`` is moved to the CPU and left in eval mode.
+    ``model`` is moved to the CPU and left in eval mode. With ``compile``, the program is also
+    compiled by AOTInductor into ``model.aoti.pt2``, whose logits must agree within
+    ``COMPILED_TOLERANCE``.
     """
     spec = model.spec
     model = model.cpu().eval()
@@ -110,6 +116,14 @@ def export_model(model: RecModel, out_dir: str | Path, *, sample_batch: Batch,
             program.module()(dense, values, lengths), logits, PROGRAM_TOLERANCE,
             "the exported program's logits differ from the model's")
     torch.export.save(program, str(out / PROGRAM))
+    files = [ARCH, WEIGHTS, PROGRAM, PREDICTIONS]
+    if compile:
+        compile_package(program, out / COMPILED)
+        with torch.no_grad():
+            checks["compiled_max_abs_diff"] = _max_diff(
+                load_compiled(out)(dense, values, lengths), logits, COMPILED_TOLERANCE,
+                "the compiled package's logits differ from the model's")
+        files.append(COMPILED)
     (out / PREDICTIONS).write_text(json.dumps({
         "format": FORMAT_VERSION,
         "features": list(spec.feature_names),
@@ -130,7 +144,7 @@ def export_model(model: RecModel, out_dir: str | Path, *, sample_batch: Batch,
         "retrain_command": retrain_command,
         "program": {"inputs": ["dense [B, n_dense] float32", "values [N] int64", "lengths [F, B] int64"],
                     "features": list(spec.feature_names), "output": "logits [B]"},
-        "files": {name: _sha256(out / name) for name in (ARCH, WEIGHTS, PROGRAM, PREDICTIONS)},
+        "files": {name: _sha256(out / name) for name in files},
     }
     (out / CARD).write_text(model_card(spec, cost, manifest))
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")

@@ -31,10 +31,11 @@ def retrain_command(config: StudyConfig, arch_path: Path, epochs: int | None = N
 
 
 def export_trials(config: StudyConfig, out_dir: Path, trial: int | None = None, best: int = 1,
-                  log: Callable[[str], None] = print) -> list[Path]:
+                  log: Callable[[str], None] = print, compile: bool = False) -> list[Path]:
     """Export trials of the study (weights from their best checkpoint) into ``out_dir``.
 
-    One trial goes to ``out_dir`` itself; several go to ``out_dir/trial-<N>``.
+    One trial goes to ``out_dir`` itself; several go to ``out_dir/trial-<N>``. ``compile`` also
+    writes each program compiled by AOTInductor (``model.aoti.pt2``), for serving.
     """
     from autorec.export import export_trained
     from autorec.train.trainer import Trainer
@@ -59,7 +60,7 @@ def export_trials(config: StudyConfig, out_dir: Path, trial: int | None = None, 
         trainer.load_checkpoint(checkpoint, optimizer=False)
         metrics = {**full, "full_training": True} if full else t.user_attrs["metrics"]
         export_trained(trainer, target, metrics=metrics, costs=t.user_attrs.get("costs"),
-                       retrain_command=retrain_command(config, target / "arch.json"))
+                       retrain_command=retrain_command(config, target / "arch.json"), compile=compile)
         growth = t.user_attrs.get("growth")
         if isinstance(growth, dict) and growth.get("best"):  # the schedule lives beside arch.json
             from autorec.growth.schedule import GrowthSchedule

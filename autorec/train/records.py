@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,31 @@ from autorec.metrics import MONITORS
 from autorec.train.distributed import DENSE_PARALLEL
 
 DENSE_OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
+LR_SCHEDULES = ("constant", "cosine")
+
+
+def lr_factor(schedule: str, step: int, total: int | None, warmup_steps: int = 0) -> float:
+    """The multiplier of every learning rate (dense and embedding) at global step ``step``.
+
+    A linear warm-up from ``1 / warmup_steps`` to 1 over the first ``warmup_steps`` steps, then
+    ``constant`` (1) or ``cosine`` (half a cosine from 1 down to 0.1 at step ``total``, the planned
+    steps of every epoch; without a known total the factor stays 1).
+
+    Example:
+        >>> [round(lr_factor("cosine", s, 100), 3) for s in (0, 50, 100)]
+        [1.0, 0.55, 0.1]
+        >>> lr_factor("constant", 4, 100, warmup_steps=10)
+        0.5
+    """
+    if warmup_steps and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant" or not total:
+        return 1.0
+    progress = min(1.0, max(0.0, (step - warmup_steps) / max(1, total - warmup_steps)))
+    return COSINE_FLOOR + (1.0 - COSINE_FLOOR) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+COSINE_FLOOR = 0.1  # the cosine schedule ends at a tenth of the base rate, not at 0
 
 
 class TrainingDiverged(RuntimeError):
@@ -57,6 +83,8 @@ class TrainConfig:
     dense_weight_decay: float = 0.0
     embedding_lr: float = 0.05
     embedding_weight_decay: float = 0.0
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
     patience: int = 2
     max_steps_per_epoch: int | None = None
     checkpoint_dir: str | None = None
@@ -77,6 +105,11 @@ class TrainConfig:
         if self.dense_optimizer not in DENSE_OPTIMIZERS:
             raise ValueError(f"dense_optimizer: expected one of {', '.join(DENSE_OPTIMIZERS)}, "
                              f"got {self.dense_optimizer!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule: expected one of {', '.join(LR_SCHEDULES)}, "
+                             f"got {self.lr_schedule!r}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps: expected 0 or more, got {self.warmup_steps}")
         if self.dense_parallel not in DENSE_PARALLEL:
             raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
                              f"got {self.dense_parallel!r}")

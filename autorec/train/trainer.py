@@ -53,6 +53,7 @@ from autorec.train.records import (
     TrainConfig,
     TrainingDiverged,
     TrainResult,
+    lr_factor,
     seed_everything,
 )
 from autorec.train.resharding import load_resharded
@@ -109,16 +110,29 @@ class Trainer:
             {"lr": self.config.embedding_lr, "weight_decay": self.config.embedding_weight_decay})
         self.model = shard(model, self.device, plan=plan, dense_parallel=self.config.dense_parallel)
         init_embeddings(self.model, self.config.seed)  # the same start at any world size and plan
-        dense_cls = DENSE_OPTIMIZERS[self.config.dense_optimizer]
-        dense = KeyedOptimizerWrapper(
-            dict(in_backward_optimizer_filter(self.model.named_parameters())),
-            lambda params: dense_cls(params, lr=self.config.dense_lr,
-                                     weight_decay=self.config.dense_weight_decay))
-        self.optimizer = CombinedOptimizer([self.model.fused_optimizer, dense])
-        self._dense_optimizer = dense
+        self.optimizer = CombinedOptimizer([self.model.fused_optimizer, *self._unfused_optimizers()])
+        self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pipeline = None
         if self.config.pipeline:
             self._pipeline = SparseDistPipeline(self.model, self.optimizer, self.device, self._step_loss)
+
+    def _unfused_optimizers(self) -> list[KeyedOptimizerWrapper]:
+        """The optimizers stepped after backward: ``dense_optimizer`` on the dense parts, and
+        row-wise Adagrad (``embedding_lr``, as the fused kernels apply) on the tables the planner
+        replicated (data_parallel), whose weights torchrec leaves as plain parameters; without it
+        those tables would fall to the dense optimizer and ``embedding_lr`` would depend on the plan."""
+        cfg = self.config
+        dense: dict[str, torch.nn.Parameter] = {}
+        tables: dict[str, torch.nn.Parameter] = {}
+        for name, param in in_backward_optimizer_filter(self.model.named_parameters()):
+            (tables if name.startswith("sparse_arch.") else dense)[name] = param
+        dense_cls = DENSE_OPTIMIZERS[cfg.dense_optimizer]
+        self._unfused = [KeyedOptimizerWrapper(dense, lambda params: dense_cls(
+            params, lr=cfg.dense_lr, weight_decay=cfg.dense_weight_decay))]
+        if tables:
+            self._unfused.append(KeyedOptimizerWrapper(tables, lambda params: RowWiseAdagrad(
+                params, lr=cfg.embedding_lr, weight_decay=cfg.embedding_weight_decay)))
+        return self._unfused
 
     # ---- steps ------------------------------------------------------------------------
     def _batches(self, split: str, batch_size: int, shuffle: bool, epoch: int = 0) -> Iterable[Batch]:
@@ -203,9 +217,10 @@ class Trainer:
         meta_file = path / META
         layout = json.loads(meta_file.read_text()).get("layout") if meta_file.exists() else None
         if optimizer:
-            # Adam's state is created by its first step and a load fills only entries that
+            # Adam's (and Adagrad's) state is created by its first step and a load fills only entries that
             # exist: a dummy step (zero gradients) creates them; the load then overwrites all.
-            self._dense_optimizer.init_state()
+            for unfused in self._unfused:
+                unfused.init_state()
         state: dict[str, Any] = {"model": self.model.state_dict()}
         if optimizer:
             state["optim"] = self.optimizer.state_dict()
@@ -304,10 +319,20 @@ class Trainer:
             dist.broadcast_object_list(holder, src=0)
         return Path(holder[0]), holder[0]
 
+    def _set_lr(self, global_step: int, total_steps: int | None) -> None:
+        """Every optimizer's rate for the next step: its base rate times the schedule's factor.
+        (The fused embedding kernels take a new rate at the optimizer's step, so theirs follows
+        one step behind the dense one's.)"""
+        cfg = self.config
+        factor = lr_factor(cfg.lr_schedule, global_step, total_steps, cfg.warmup_steps)
+        for group, base in zip(self.optimizer.param_groups, self._base_lrs, strict=True):
+            group["lr"] = base * factor
+
     def _epoch(self, epoch: int, steps: int | None, bar: Progress | None, progress: dict[str, Any],
                step_losses: list[float], checkpoint: Callable[[dict[str, Any]], None]) -> EpochRecord:
         """One epoch from ``progress["step"]`` on (a resumed epoch skips the steps it had done)."""
         cfg = self.config
+        total_steps = steps * cfg.epochs if steps else None
         task = bar.add_task(f"epoch {epoch}", total=steps, rate="") if bar else None
         losses: list[float] = list(progress["losses"])
         samples, start = progress["samples"], progress["step"]
@@ -319,6 +344,7 @@ class Trainer:
         steps = (self._pipeline.run(batches) if self._pipeline is not None
                  else (self.train_step(b) for b in batches))
         global_step = progress["global_step"]
+        self._set_lr(global_step, total_steps)
         for step, (loss, n) in enumerate(steps, start):
             if not math.isfinite(loss):
                 raise TrainingDiverged(f"loss is {loss} at epoch {epoch} step {step}")
@@ -326,6 +352,7 @@ class Trainer:
             step_losses.append(loss)
             samples += n
             global_step += 1
+            self._set_lr(global_step, total_steps)
             if bar is not None and task is not None:
                 rate = samples / max(time.perf_counter() - t0, 1e-9)
                 bar.update(task, advance=1, rate=f"{rate:,.0f} samples/s  loss {loss:.4f}")

@@ -5,8 +5,9 @@ import dataclasses
 import pytest
 from pydantic import ValidationError
 
-from autorec.config.train import DenseOptimizer, DenseParallel, TrainSettings
+from autorec.config.train import DenseOptimizer, DenseParallel, LrSchedule, TrainSettings
 from autorec.train.distributed import DENSE_PARALLEL
+from autorec.train.records import LR_SCHEDULES
 from autorec.train.trainer import DENSE_OPTIMIZERS, TrainConfig
 from tests.doctests import assert_examples_run
 
@@ -20,6 +21,7 @@ def test_the_settings_have_the_trainers_fields_and_defaults():
 def test_the_choices_are_the_trainers():
     assert set(DenseOptimizer.__args__) == set(DENSE_OPTIMIZERS)
     assert set(DenseParallel.__args__) == set(DENSE_PARALLEL)
+    assert set(LrSchedule.__args__) == set(LR_SCHEDULES)
 
 
 def test_every_setting_reaches_the_trainer():
@@ -38,6 +40,8 @@ def test_every_setting_reaches_the_trainer():
     ({"dense_optimizer": "sgd"}, "dense_optimizer"),
     ({"checkpoint_every": 0}, "checkpoint_every"),
     ({"embedding_lr": -0.1}, "embedding_lr"),
+    ({"lr_schedule": "step"}, "lr_schedule"),
+    ({"warmup_steps": -1}, "warmup_steps"),
     ({"epoch": 3}, "epoch"),  # a misspelt key is refused, not ignored
 ])
 def test_a_bad_value_is_refused_at_its_key(values, key):

@@ -6,7 +6,7 @@ import pytest
 
 from tests.doctests import assert_examples_run
 
-MODULES = ["", ".layout", ".card"]
+MODULES = ["", ".layout", ".card", ".compiled"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -96,3 +96,38 @@ def test_sharded_model_places_features_like_the_plain_model():
     with torch.no_grad():
         torch.testing.assert_close(trainer.model(batch.dense_features, batch.sparse_features),
                                    plain(batch.dense_features, batch.sparse_features), rtol=0, atol=1e-6)
+
+
+def _tables_and_dense(trainer):
+    named = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    return ({n: p for n, p in named.items() if n.startswith("sparse_arch.")},
+            {n: p for n, p in named.items() if not n.startswith("sparse_arch.")})
+
+
+@pytest.mark.parametrize("dense_lr, embedding_lr", [(0.0, 0.1), (1e-2, 0.0)])
+def test_every_table_follows_embedding_lr_whatever_the_plan(planted_data, dense_lr, embedding_lr):
+    """The planner replicates these small tables (data_parallel): they still take row-wise
+    Adagrad at embedding_lr, never the dense optimizer's rate."""
+    trainer = Trainer(preset("dlrm", planted_data.schema, dim=8), planted_data,
+                      dataclasses.replace(FAST, dense_lr=dense_lr, embedding_lr=embedding_lr))
+    tables, dense = _tables_and_dense(trainer)
+    assert tables and dense
+    trainer.train_step(next(iter(trainer._batches("train", 256, True))))
+    tables_after, dense_after = _tables_and_dense(trainer)
+    tables_moved = any(not torch.equal(tables[n], tables_after[n]) for n in tables)
+    dense_moved = any(not torch.equal(dense[n], dense_after[n]) for n in dense)
+    assert (tables_moved, dense_moved) == (embedding_lr > 0, dense_lr > 0)
+
+
+@pytest.mark.parametrize("schedule, factor", [("constant", 1.0), ("cosine", 0.1)])
+def test_the_schedule_reaches_every_optimizer(planted_data, schedule, factor):
+    from autorec.train.records import lr_factor
+
+    config = dataclasses.replace(FAST, epochs=2, patience=5, lr_schedule=schedule, warmup_steps=4)
+    trainer = Trainer(preset("dlrm", planted_data.schema, dim=8), planted_data, config)
+    bases = [g["lr"] for g in trainer.optimizer.param_groups]
+    assert sorted(bases) == sorted([config.dense_lr, config.embedding_lr])
+    trainer.fit()
+    # After the last planned step every rate is its base times the schedule's end value.
+    assert [g["lr"] for g in trainer.optimizer.param_groups] == pytest.approx([b * factor for b in bases])
+    assert lr_factor(schedule, 0, 100, warmup_steps=4) == 0.25
