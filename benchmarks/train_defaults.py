@@ -52,6 +52,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "emb_lr_0.1": {"embedding_lr": 0.1},
     "dense_wd_1e-5": {"dense_weight_decay": 1e-5},
     "emb_wd_1e-6": {"embedding_weight_decay": 1e-6},
+    "emb_lr_0.2": {"embedding_lr": 0.2},
 }
 DATASETS: dict[str, dict[str, Any]] = {
     "ml100k": {"name": "movielens100k", "seed": 0},
@@ -87,7 +88,8 @@ def cell(data: RecDataset, name: str, settings: dict[str, Any]) -> dict[str, Any
             "seconds": round(time.perf_counter() - start, 1)}
 
 
-def run(datasets: list[str], recipes: list[str], out: Path) -> dict[str, dict[str, dict[str, Any]]]:
+def run(datasets: list[str], recipes: list[str], out: Path,
+        presets: list[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """Every (dataset, preset, recipe) training, cached in ``out/<dataset>.json``."""
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, dict[str, dict[str, Any]]] = {}
@@ -95,7 +97,7 @@ def run(datasets: list[str], recipes: list[str], out: Path) -> dict[str, dict[st
         cache = out / f"{key}.json"
         done: dict[str, dict[str, Any]] = json.loads(cache.read_text()) if cache.exists() else {}
         data = None
-        for name in PRESETS:
+        for name in presets or PRESETS:
             for rec in recipes:
                 tag = f"{name}/{rec}"
                 if tag in done:
@@ -143,6 +145,8 @@ def main() -> None:
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--configs", default=",".join(RECIPES),
                         help="recipes to train (names from RECIPES, a+b for a combination)")
+    parser.add_argument("--presets", default=",".join(PRESETS), help="presets to train (a cell needs all "
+                        "recipes of one preset; the summary takes whatever cells are complete)")
     parser.add_argument("--out", type=Path,
                         default=Path.home() / ".cache" / "autorec-bench" / "train_defaults")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "train_defaults.json")
@@ -154,7 +158,7 @@ def main() -> None:
             raise SystemExit(f"--datasets: unknown dataset {key!r}; expected one of {', '.join(DATASETS)}")
     for r in recipes:
         recipe(r)
-    row = summarise(run(datasets, recipes, args.out), recipes)
+    row = summarise(run(datasets, recipes, args.out, args.presets.split(",")), recipes)
     row.update(datasets=",".join(datasets), machine=machine(), commit=_commit())
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(row, indent=1, sort_keys=True) + "\n")
