@@ -1,13 +1,16 @@
-"""``autorec shard``: plan an architecture's embedding tables with the RL planner.
+"""``autorec shard``: plan an architecture's embedding tables.
 
     autorec shard --arch arch.json --world-size 4 --memory-per-device 80GB [--json] [--out plan.json]
-        [--no-polish] [--polish-steps 50]
+        [--planner greedy-polish|rl] [--no-polish] [--polish-steps 50]
 
-The RL plan is polished by local search (``--polish-steps`` moves/swaps at most; ``--no-polish``
-keeps the policy's plan). Prints the plan (each table's sharding and ranks), its predicted
-per-device costs (forward, backward, communication, by the learned cost model) and the
-baselines (torchrec's planner, size-greedy, lookup-greedy, random) side by side. ``--out``
-writes the plan file that ``autorec train --plan`` takes.
+The default planner is greedy + polish (:mod:`autorec.sharding.polished`: lookup-greedy, then
+local search on the learned cost model); ``--planner rl`` takes the RL planner's plan instead
+(the two step equally fast on the clock: BENCHMARKS.md). Either plan is polished by local search
+(``--polish-steps`` moves/swaps at most; ``--no-polish`` keeps it as planned). Prints the plan
+(each table's sharding and ranks), its predicted per-device costs (forward, backward,
+communication, by the learned cost model) and the other planners (the other of the two,
+torchrec's planner, size-greedy, lookup-greedy, random) side by side. ``--out`` writes the plan
+file that ``autorec train --plan`` takes.
 
 Example:
     >>> parse_bytes("80GB"), parse_bytes("1.5GiB"), parse_bytes("4096")
@@ -26,6 +29,7 @@ from typing import Any
 
 from autorec.cli.common import UsageError, add_device_arg, require_counts
 
+PLANNERS = ("greedy-polish", "rl")
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
@@ -42,7 +46,7 @@ def parse_bytes(text: str, flag: str = "--memory-per-device") -> int:
 
 def add_parser(commands: Any) -> None:
     """Register ``shard`` on the CLI's subcommands."""
-    parser = commands.add_parser("shard", help="plan embedding sharding with the RL planner")
+    parser = commands.add_parser("shard", help="plan embedding sharding (greedy + polish, or RL)")
     parser.add_argument("--arch", required=True, help="an arch.json (ArchSpec)")
     parser.add_argument("--world-size", type=int, required=True, metavar="N", help="devices (ranks)")
     parser.add_argument("--memory-per-device", required=True, metavar="SIZE",
@@ -50,15 +54,17 @@ def add_parser(commands: Any) -> None:
     add_device_arg(parser, "--device-kind", "the cost model and policy to use, and the plan's device type")
     parser.add_argument("--pooling", action="append", default=[], metavar="FEATURE=IDS",
                         help="mean ids per sample of a feature or table (default 1; repeatable)")
+    parser.add_argument("--planner", choices=PLANNERS, default="greedy-polish",
+                        help="greedy-polish (default) or rl, the learned policy")
     parser.add_argument("--samples", type=int, default=7,
-                        help="sampled plans tried besides the greedy one (best kept)")
+                        help="rl: sampled plans tried besides the greedy one (best kept)")
     parser.add_argument("--no-polish", action="store_true",
-                        help="keep the policy's plan as it is (default: polish it by local search)")
+                        help="keep the planner's plan as it is (default: polish it by local search)")
     parser.add_argument("--polish-steps", type=int, default=50, metavar="N",
                         help="at most N local-search steps of the polish (moves and swaps; each "
                              "~30 ms for 500 tables on 16 devices)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-baselines", action="store_true", help="plan with the RL planner only")
+    parser.add_argument("--no-baselines", action="store_true", help="plan with the chosen planner only")
     parser.add_argument("--out", metavar="FILE", help="write the plan file for `autorec train --plan`")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.set_defaults(func=cmd_shard)
@@ -78,16 +84,24 @@ def _pooling(pairs: list[str]) -> dict[str, float]:
     return out
 
 
+def _planner(name: str, device_kind: str, samples: int, polish: bool, polish_steps: int) -> Any:
+    from autorec.sharding.planner import RLPlanner
+    from autorec.sharding.polished import GreedyPolish
+
+    if name == "rl":
+        return RLPlanner(samples=samples, device_kind=device_kind, polish=polish, polish_steps=polish_steps)
+    return GreedyPolish(device_kind=device_kind, polish_steps=polish_steps if polish else 0)
+
+
 def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = "cpu",
                  pooling: dict[str, float] | None = None, samples: int = 7, seed: int = 0,
-                 baselines: bool = True, polish: bool = True,
-                 polish_steps: int = 50) -> dict[str, Any]:
-    """The RL plan of ``spec``'s tables (polished by local search unless ``polish`` is off),
-    its per-device costs and the baselines' (a dict)."""
+                 baselines: bool = True, polish: bool = True, polish_steps: int = 50,
+                 planner: str = "greedy-polish") -> dict[str, Any]:
+    """The plan of ``spec``'s tables by ``planner`` (polished by local search unless ``polish``
+    is off), its per-device costs and the other planners' (a dict)."""
     from autorec.sharding.baselines import BASELINES, TorchrecPlanner
     from autorec.sharding.cost_model import HEADS
     from autorec.sharding.objectives import max_device_cost
-    from autorec.sharding.planner import RLPlanner
     from autorec.sharding.plans import PlanningError, plan_json
     from autorec.sharding.tables import TableSet, TableSetError
 
@@ -95,36 +109,37 @@ def shard_report(spec: Any, world_size: int, memory: int, *, device_kind: str = 
         tables = TableSet.from_arch(spec, pooling)
     except TableSetError as exc:
         raise ValueError(f"--pooling: {exc}") from None
-    planner = RLPlanner(samples=samples, device_kind=device_kind, polish=polish,
-                        polish_steps=polish_steps)
-    model = planner.cost_model
+    chosen = _planner(planner, device_kind, samples, polish, polish_steps)
+    model = chosen.cost_model
     start = time.perf_counter()
-    assignment = planner.plan(tables, world_size, memory, seed=seed)
+    assignment = chosen.plan(tables, world_size, memory, seed=seed)
     seconds = time.perf_counter() - start
     shards, devices = assignment.shards(tables)
     heads = model.device_head_costs(TableSet(tuple(shards)), devices, world_size)
     used = assignment.memory(tables)
-    rl_cost = float(heads.sum(-1).max())
+    cost = float(heads.sum(-1).max())
     report: dict[str, Any] = {
-        "arch": spec.name, "world_size": world_size, "memory_per_device": memory,
+        "planner": planner, "arch": spec.name, "world_size": world_size, "memory_per_device": memory,
         "device_kind": device_kind, "plan": plan_json(assignment, tables, device_type=device_kind),
         "devices": [{"rank": d, **{f"{h}_ms": round(float(heads[d, i]), 4) for i, h in enumerate(HEADS)},
                      "total_ms": round(float(heads[d].sum()), 4), "bytes": used[d]}
                     for d in range(world_size)],
-        "max_device_cost_ms": round(rl_cost, 4), "seconds": round(seconds, 3),
+        "max_device_cost_ms": round(cost, 4), "seconds": round(seconds, 3),
         "polish_steps": polish_steps if polish else 0, "baselines": {}}
     if baselines:
-        for name, make in BASELINES.items():
-            other = TorchrecPlanner(device_kind) if name == "torchrec" else make()
+        others = {name: (lambda name=name: _planner(name, device_kind, samples, polish, polish_steps))
+                  for name in PLANNERS if name != planner}
+        others.update({name: (lambda: TorchrecPlanner(device_kind)) if name == "torchrec" else make
+                       for name, make in BASELINES.items()})
+        for name, make in others.items():
             start = time.perf_counter()
             try:
-                cost = max_device_cost(model, tables, other.plan(tables, world_size, memory,
-                                                                 seed=seed))
+                other = max_device_cost(model, tables, make().plan(tables, world_size, memory, seed=seed))
             except PlanningError as exc:
                 report["baselines"][name] = {"error": str(exc)}
                 continue
             report["baselines"][name] = {
-                "max_device_cost_ms": round(cost, 4), "rl_saving": round(1 - rl_cost / cost, 4),
+                "max_device_cost_ms": round(other, 4), "saving": round(1 - cost / other, 4),
                 "seconds": round(time.perf_counter() - start, 3)}
     return report
 
@@ -141,7 +156,7 @@ def cmd_shard(args: argparse.Namespace) -> int:
     report = shard_report(spec, args.world_size, memory, device_kind=args.device_kind,
                           pooling=_pooling(args.pooling), samples=args.samples, seed=args.seed,
                           baselines=not args.no_baselines, polish=not args.no_polish,
-                          polish_steps=args.polish_steps)
+                          polish_steps=args.polish_steps, planner=args.planner)
     if args.out:
         Path(args.out).write_text(json.dumps(report["plan"], indent=2) + "\n")
         print(f"plan written to {args.out}", file=sys.stderr)
@@ -181,13 +196,14 @@ def _print_report(report: dict[str, Any], spec: Any) -> None:
                         f"{d['comm_ms']:.3f}", f"{d['total_ms']:.3f}", _size(d["bytes"]))
     console.print(devices)
     side = Table(title="planners side by side (max-device cost; lower is better)")
-    for column in ("planner", "max-device ms", "RL saves", "seconds"):
+    for column in ("planner", "max-device ms", f"{report['planner']} saves", "seconds"):
         side.add_column(column, justify="left" if column == "planner" else "right")
-    side.add_row("rl", f"{report['max_device_cost_ms']:.3f}", "", f"{report['seconds']:.2f}")
+    side.add_row(f"{report['planner']} (chosen)", f"{report['max_device_cost_ms']:.3f}", "",
+                 f"{report['seconds']:.2f}")
     for name, b in report["baselines"].items():
         if "error" in b:
             side.add_row(name, "no plan", "", b["error"][:60])
         else:
-            side.add_row(name, f"{b['max_device_cost_ms']:.3f}", f"{100 * b['rl_saving']:.1f}%",
+            side.add_row(name, f"{b['max_device_cost_ms']:.3f}", f"{100 * b['saving']:.1f}%",
                          f"{b['seconds']:.2f}")
     console.print(side)

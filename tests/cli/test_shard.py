@@ -30,14 +30,15 @@ def test_json_report_with_baselines_and_a_plan_file(arch, tmp_path, capsys):
                  "--pooling", "f0=4", "--json", "--out", str(out)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["world_size"] == 3 and len(report["devices"]) == 3
-    assert set(report["baselines"]) == {"torchrec", "size-greedy", "lookup-greedy", "random"}
+    assert report["planner"] == "greedy-polish"
+    assert set(report["baselines"]) == {"rl", "torchrec", "size-greedy", "lookup-greedy", "random"}
     costs = [d["total_ms"] for d in report["devices"]]
     assert report["max_device_cost_ms"] == pytest.approx(max(costs), abs=1e-3)
     for d in report["devices"]:
         assert d["total_ms"] == pytest.approx(d["forward_ms"] + d["backward_ms"] + d["comm_ms"], abs=1e-3)
         assert d["bytes"] <= 40_000_000
     for b in report["baselines"].values():
-        assert "error" in b or b["rl_saving"] == pytest.approx(
+        assert "error" in b or b["saving"] == pytest.approx(
             1 - report["max_device_cost_ms"] / b["max_device_cost_ms"], abs=1e-3)
     assert json.loads(out.read_text()) == report["plan"]
     plan = load_plan(out, SPEC, world_size=3, device_type="cpu").plan["sparse_arch"]
@@ -48,18 +49,22 @@ def _phase_cost(report):
     return sum(max(d[f"{h}_ms"] for d in report["devices"]) for h in ("forward", "backward", "comm"))
 
 
-def test_polish_flags(arch, capsys):
-    """The RL plan is polished by default (no worse by the committed policy's phase objective
-    than the unpolished plan); --no-polish and --polish-steps reach the planner."""
+@pytest.mark.parametrize("planner", ["greedy-polish", "rl"])
+def test_polish_flags(arch, capsys, planner):
+    """Either planner's plan is polished by default (no worse by its objective than the
+    unpolished plan: greedy + polish the max device cost, the committed RL policy its phase
+    objective); --no-polish and --polish-steps reach the planner."""
     common = ["shard", "--arch", arch, "--world-size", "3", "--memory-per-device", "40MB",
-              "--pooling", "f0=4", "--json", "--no-baselines"]
+              "--pooling", "f0=4", "--json", "--no-baselines", "--planner", planner]
     reports = {}
     for name, extra in (("default", []), ("off", ["--no-polish"]), ("zero", ["--polish-steps", "0"])):
         assert main([*common, *extra]) == 0
         reports[name] = json.loads(capsys.readouterr().out)
     assert reports["default"]["polish_steps"] == 50 and reports["off"]["polish_steps"] == 0
     assert reports["zero"]["plan"] == reports["off"]["plan"]
-    assert _phase_cost(reports["default"]) <= _phase_cost(reports["off"]) + 1e-3
+    cost = _phase_cost if planner == "rl" else (lambda r: r["max_device_cost_ms"])
+    assert cost(reports["default"]) <= cost(reports["off"]) + 1e-3
+    assert reports["default"]["planner"] == planner
     assert main([*common, "--polish-steps", "-1"]) == 2
     assert "--polish-steps: expected 0 or more" in capsys.readouterr().err
 
@@ -67,7 +72,7 @@ def test_polish_flags(arch, capsys):
 def test_rich_output_names_tables_devices_and_planners(arch, capsys):
     assert main(["shard", "--arch", arch, "--world-size", "2", "--memory-per-device", "1GiB"]) == 0
     out = capsys.readouterr().out
-    for word in ("t_f0", "t_f4", "forward", "comm", "lookup-greedy", "torchrec", "rl"):
+    for word in ("t_f0", "t_f4", "forward", "comm", "greedy-polish (chosen)", "lookup-greedy", "torchrec", "rl"):
         assert word in out
 
 

@@ -15,6 +15,7 @@ from autorec.sharding.cost_model import ShardCostModel
 from autorec.sharding.planner import RLPlanner
 from autorec.sharding.plans import PlanningError
 from autorec.sharding.policy import ShardingPolicy
+from autorec.sharding.polished import GreedyPolish
 from autorec.sharding.tables import TableSet
 from autorec.sharding.training import memory_for
 
@@ -33,8 +34,13 @@ def _rl_shard_mlp() -> Planner:
     return RLPlanner(model, ShardingPolicy(hidden=16), samples=3)
 
 
-PLANNERS = {"rl": _rl, "rl-shard-mlp": _rl_shard_mlp, "torchrec": TorchrecPlanner, "size-greedy": SizeGreedy,
-            "lookup-greedy": LookupGreedy, "random": RandomPlanner}
+def _greedy_polish() -> GreedyPolish:
+    return GreedyPolish(ShardCostModel(hidden=16), polish_steps=10)
+
+
+PLANNERS = {"greedy-polish": _greedy_polish, "rl": _rl, "rl-shard-mlp": _rl_shard_mlp,
+            "torchrec": TorchrecPlanner, "size-greedy": SizeGreedy, "lookup-greedy": LookupGreedy,
+            "random": RandomPlanner}
 
 
 @pytest.fixture(params=sorted(PLANNERS))

@@ -7,7 +7,7 @@ import pytest
 from tests.doctests import assert_examples_run
 
 MODULES = ["tables", "cost_model", "profiler", "base", "policy", "episodes", "objectives", "planner",
-           "training", "plans", "baselines", "topology"]
+           "training", "plans", "baselines", "topology", "polished"]
 
 
 @pytest.mark.parametrize("name", MODULES)
