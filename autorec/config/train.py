@@ -37,9 +37,9 @@ class TrainSettings(BaseModel):
     eval_batch_size: int = Field(8192, ge=1, description="global evaluation batch size")
     seed: int = Field(0, description="seed for the split, init and shuffling")
     dense_optimizer: DenseOptimizer = Field("adam", description="dense optimizer")
-    dense_lr: float = Field(1e-3, ge=0, description="dense learning rate")
+    dense_lr: float = Field(3e-3, ge=0, description="dense learning rate")
     dense_weight_decay: float = Field(0.0, ge=0, description="dense weight decay")
-    embedding_lr: float = Field(0.05, ge=0, description="row-wise Adagrad learning rate")
+    embedding_lr: float = Field(0.2, ge=0, description="row-wise Adagrad learning rate of every table")
     embedding_weight_decay: float = Field(0.0, ge=0, description="row-wise Adagrad weight decay")
     lr_schedule: LrSchedule = Field(
         "constant", description="every learning rate's schedule over the planned steps (cosine ends at 0.1x)")

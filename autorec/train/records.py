@@ -79,9 +79,9 @@ class TrainConfig:
     eval_batch_size: int = 8192
     seed: int = 0
     dense_optimizer: str = "adam"
-    dense_lr: float = 1e-3
+    dense_lr: float = 3e-3  # dense_lr, embedding_lr: benchmarks/train_defaults.py (BENCHMARKS.md)
     dense_weight_decay: float = 0.0
-    embedding_lr: float = 0.05
+    embedding_lr: float = 0.2
     embedding_weight_decay: float = 0.0
     lr_schedule: str = "constant"
     warmup_steps: int = 0
