@@ -72,7 +72,8 @@ def test_polish_flags(arch, capsys, planner):
 def test_rich_output_names_tables_devices_and_planners(arch, capsys):
     assert main(["shard", "--arch", arch, "--world-size", "2", "--memory-per-device", "1GiB"]) == 0
     out = capsys.readouterr().out
-    for word in ("t_f0", "t_f4", "forward", "comm", "greedy-polish (chosen)", "lookup-greedy", "torchrec", "rl"):
+    for word in ("t_f0", "t_f4", "forward", "comm", "greedy-polish (chosen)", "lookup-greedy", "torchrec",
+                 "rl"):
         assert word in out
 
 
