@@ -85,7 +85,8 @@ def main() -> None:
         row["compiled_p99_ms"] = row["dlrm_compiled_b64_p99_ms"]
     record: dict[str, Any] = json.loads(args.json.read_text()) if args.json.exists() else {}
     record.update(row, serving_samples=args.samples, serving_presets=",".join(presets),
-                  serving_machine=machine(), serving_commit=_commit())
+                  serving_machine=machine(), serving_commit=_commit(),
+                  machine=machine(), commit=_commit())
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     print(json.dumps({k: v for k, v in row.items() if "_b" not in k}, indent=1, sort_keys=True))

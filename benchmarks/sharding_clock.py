@@ -205,7 +205,8 @@ def main() -> None:
         print(f"{name:>22}: measured {row['sharding_step_ms'][name]:8.2f} ms, predicted "
               f"{row['sharding_predicted_ms'][name]:8.3f} ms")
     record: dict[str, Any] = json.loads(args.json.read_text()) if args.json.exists() else {}
-    record.update(row, sharding_nproc=args.nproc, sharding_machine=machine(), sharding_commit=_commit())
+    record.update(row, sharding_nproc=args.nproc, sharding_machine=machine(),
+                  sharding_commit=_commit(), machine=machine(), commit=_commit())
     args.json.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     print(json.dumps({k: v for k, v in row.items() if not isinstance(v, dict)}, indent=1))
 
