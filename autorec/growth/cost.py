@@ -1,14 +1,14 @@
 """Training-cost model of a growth schedule: FLOPs and step time of each phase's architecture.
 
 A schedule's training cost is the sum over its phases of (steps x batch) samples at the phase
-architecture's training FLOPs per sample (:func:`autorec.costs.arch_cost`: forward + backward of
-the dense part, matrix products only; embedding lookups are the same in every phase and are
-left out), and of steps x the phase architecture's step time. Step times are measured (one
-forward, backward and optimizer step on a real batch, minimum of ``repeats``) for each phase
-architecture the model is asked about, at most once per architecture, or, with
-``measure=False``, predicted by a line ``seconds = a + b * FLOPs`` fitted to the architectures
-measured so far. Scoring a schedule needs no training, so a search ranks schedules by cost
-before (and instead of) training them.
+architecture's total training FLOPs per sample (:func:`autorec.costs.training.training_flops`:
+forward + backward of the dense part, the embedding lookups, and both optimizers' updates, the
+per-step ones shared by the batch), and of steps x the phase architecture's step time. Step
+times are measured (one forward, backward and optimizer step on a real batch, minimum of
+``repeats``) for each phase architecture the model is asked about, at most once per
+architecture, or, with ``measure=False``, predicted by a line ``seconds = a + b * FLOPs``
+fitted to the architectures measured so far. Scoring a schedule needs no training, so a search
+ranks schedules by cost before (and instead of) training them.
 
 Example:
     >>> from autorec.arch import ArchSpec, TableSpec
@@ -17,7 +17,7 @@ Example:
     ...                 over_arch=(64, 32))
     >>> model = TrainingCostModel(spec, batch_size=256, measure=False)
     >>> dense = model.cost(GrowthSchedule.full_size(100))
-    >>> dense.flops == 100 * 256 * arch_cost(spec).train_flops
+    >>> dense.flops == 100 * 256 * round(training_flops(spec, 256).total)
     True
     >>> half = model.cost(GrowthSchedule((Phase(50, {"over_arch": 0.5}), Phase(50))))
     >>> 0.5 < half.flops / dense.flops < 1.0
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from autorec.costs import arch_cost
+from autorec.costs.training import training_flops
 
 if TYPE_CHECKING:
     from torchrec.datasets.utils import Batch
@@ -142,8 +142,9 @@ class TrainingCostModel:
         self.step_seconds: dict[ArchSpec, float] = {}  # measured, per phase architecture
 
     def train_flops(self, spec: ArchSpec) -> int:
-        """Training FLOPs per sample of one architecture."""
-        return arch_cost(spec).train_flops
+        """Total training FLOPs per sample of one architecture: dense, lookups and optimizers
+        (:func:`autorec.costs.training.training_flops` at this batch size)."""
+        return round(training_flops(spec, self.batch_size).total)
 
     def fit(self) -> tuple[float, float]:
         """``(a, b)`` of ``seconds = a + b * train FLOPs per sample`` over the measured

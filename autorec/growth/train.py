@@ -48,7 +48,7 @@ from torch import nn
 from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from autorec.arch import ArchSpec
-from autorec.costs import arch_cost
+from autorec.costs.training import training_flops
 from autorec.metrics import binary_metrics
 from autorec.models import build_model
 from autorec.train.embedding_init import init_embeddings
@@ -107,7 +107,7 @@ class PhaseRecord:
     start: int
     steps: int
     spec: ArchSpec
-    train_flops: int  # the phase's training FLOPs (dense part), steps x batch x per-sample
+    train_flops: int  # the phase's total training FLOPs (autorec.costs.training), steps x batch x per-sample
     seconds: float  # wall-clock of its training steps
     cpu_seconds: float  # process CPU time of its training steps
     train_loss: float
@@ -206,6 +206,11 @@ def _batches(dataset: RecDataset, batch_size: int, seed: int) -> Iterator[Batch]
         yield from dataset.batches("train", batch_size, shuffle=True, seed=seed, epoch=epoch)
 
 
+def _sample_flops(spec: ArchSpec, config: GrowthTrainConfig) -> int:
+    """Total training FLOPs per sample (dense, lookups, both optimizers) at the config's batch."""
+    return round(training_flops(spec, config.batch_size, dense_optimizer=config.dense_optimizer).total)
+
+
 def _optimizers(model: nn.Module, config: GrowthTrainConfig) -> list[torch.optim.Optimizer]:
     tables = [p for n, p in model.named_parameters() if n.startswith("sparse_arch.")]
     dense = [p for n, p in model.named_parameters() if not n.startswith("sparse_arch.")]
@@ -275,7 +280,7 @@ def train_schedule(spec: ArchSpec, schedule: GrowthSchedule, dataset: RecDataset
     specs = schedule.phase_specs(full)
     total = schedule.total_steps
     result = GrowthResult(full, schedule,
-                          dense_train_flops=total * config.batch_size * arch_cost(full).train_flops)
+                          dense_train_flops=total * config.batch_size * _sample_flops(full, config))
     seed_everything(config.seed)
     model = build_model(specs[0], device=device)
     init_embeddings(model, config.seed)
@@ -336,7 +341,7 @@ def train_schedule(spec: ArchSpec, schedule: GrowthSchedule, dataset: RecDataset
                 if stopper is not None and stopper.should_stop(step, auc, total, full_since):
                     result.stopped_at = step
                     break
-        flops = len(losses) * config.batch_size * arch_cost(phase_spec).train_flops
+        flops = len(losses) * config.batch_size * _sample_flops(phase_spec, config)
         result.train_flops += flops
         result.phases.append(PhaseRecord(index, schedule.starts[index], len(losses), phase_spec, flops,
                                          wall, cpu, float(np.mean(losses)) if losses else math.nan,

@@ -1,10 +1,11 @@
-"""The training-cost model: FLOPs per phase from arch_cost, step times measured or fitted."""
+"""The training-cost model: total FLOPs per phase (autorec.costs.training), step times measured or fitted."""
 
 import math
 
 import pytest
 
 from autorec.costs import arch_cost
+from autorec.costs.training import training_flops
 from autorec.data import load_dataset
 from autorec.growth.cost import TrainingCostModel, measure_train_step
 from autorec.growth.schedule import GrowthSchedule, Phase
@@ -26,10 +27,12 @@ def test_flops_are_the_sum_over_phases_of_steps_batch_and_per_sample_flops():
     widths = {"over_arch": 0.5, "layers.0": 0.25}
     s = GrowthSchedule((Phase(30, widths), Phase(10)))
     cost = model.cost(s)
-    small = arch_cost(shrink(SPEC, widths)).train_flops
-    assert cost.flops == 30 * 128 * small + 10 * 128 * arch_cost(SPEC).train_flops
-    assert [p.train_flops_per_sample for p in cost.phases] == [small, arch_cost(SPEC).train_flops]
-    assert model.flops_ratio(s) == pytest.approx(cost.flops / (40 * 128 * arch_cost(SPEC).train_flops))
+    small = round(training_flops(shrink(SPEC, widths), 128).total)  # dense, lookups, optimizers
+    full = round(training_flops(SPEC, 128).total)
+    assert small < full and full > arch_cost(SPEC).train_flops
+    assert cost.flops == 30 * 128 * small + 10 * 128 * full
+    assert [p.train_flops_per_sample for p in cost.phases] == [small, full]
+    assert model.flops_ratio(s) == pytest.approx(cost.flops / (40 * 128 * full))
     assert model.flops_ratio(GrowthSchedule.full_size(40)) == 1.0
     # nothing measured yet: no step times to predict from
     assert all(math.isnan(p.step_seconds) and not p.measured for p in cost.phases)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from autorec.costs import arch_cost
+from autorec.costs.training import training_flops
 from autorec.data import load_dataset
 from autorec.growth.schedule import GrowthSchedule, Phase
 from autorec.growth.train import CurveStopper, GrowthTrainConfig, train_schedule
@@ -35,9 +35,9 @@ def test_phases_prune_and_grow_at_their_boundaries_and_end_full_size():
     sizes = {n: p.shape for n, p in result.model.named_parameters()}
     assert sizes["over_arch.0._mlp.0._linear.weight"][0] == 256
     # FLOPs: per phase, steps x batch x the phase architecture's training FLOPs per sample
-    expected = sum(6 * 64 * arch_cost(p.spec).train_flops for p in result.phases)
+    expected = sum(6 * 64 * round(training_flops(p.spec, 64).total) for p in result.phases)
     assert result.train_flops == expected
-    assert result.flops_ratio == pytest.approx(expected / (24 * 64 * arch_cost(SPEC).train_flops))
+    assert result.flops_ratio == pytest.approx(expected / (24 * 64 * round(training_flops(SPEC, 64).total)))
     assert result.flops_ratio < 1
     assert 0 <= result.val["auc"] <= 1 and 0 <= result.test["auc"] <= 1
     assert result.stopped_at is None and result.curve[-1] == (24, result.val["auc"])

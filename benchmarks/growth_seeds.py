@@ -1,0 +1,176 @@
+"""Growth-and-pruning savings over seeds, in total training FLOPs and on the clock (issue 23).
+
+For each seed (the data split or synthetic draw, the model init, the data order and the search's
+sampler all follow it):
+
+1. the dense baseline: the full-size preset trained for ``--steps`` steps;
+2. the schedule search (``--search``: TPE or RL over the schedule space) with ``--budget`` trained
+   schedules, each scored on validation AUC and its total training FLOPs
+   (:func:`autorec.costs.training.training_flops`: dense forward and backward, embedding lookups,
+   Adam and row-wise Adagrad updates);
+3. the pick: the cheapest finished schedule whose validation AUC is within ``--tol`` of the dense
+   baseline's (test AUC is never used to choose); "equal AUC" is then checked on test: the pick's
+   test AUC >= the dense test AUC - ``--tol``;
+4. the wall-clock saving: the pick and the dense baseline retrained ``--rounds`` times each,
+   alternating, in this process; the training-step seconds of each (min over rounds) compared.
+
+A seed's FLOPs saving at equal AUC is ``1 - FLOPs ratio`` of its pick when the test check holds,
+and 0 when it does not (no saving was found at equal AUC). Each seed's outcome is cached in
+``--cache`` (a killed run continues at the next seed); ``--claims`` merges ``growth_*`` keys into
+``benchmarks/results/claims.json``.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.growth_seeds --data movielens100k --arch dcnv2 \
+        --steps 240 --budget 12 --seeds 0 1 2 --claims
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+
+from autorec.data import load_dataset
+from autorec.growth.cost import TrainingCostModel
+from autorec.growth.schedule import GrowthSchedule
+from autorec.growth.search import (
+    Evaluation,
+    ScheduleEvaluator,
+    ScheduleSpace,
+    baseline_evaluation,
+    prunable_parts,
+    rl_search,
+    tpe_search,
+)
+from autorec.growth.train import CurveStopper, GrowthTrainConfig, train_schedule
+from autorec.presets import preset
+from benchmarks.criteo_read import machine
+from benchmarks.oneshot_vs_tpe import _commit
+
+CACHE = Path.home() / ".cache" / "autorec-bench" / "growth"
+CLAIMS = Path(__file__).parent / "results" / "claims.json"
+
+
+def pick_at_equal_auc(evaluations: list[Evaluation], dense_val_auc: float, tol: float) -> Evaluation | None:
+    """The cheapest finished, reduced schedule whose validation AUC is within ``tol`` of the dense
+    baseline's (ties: the higher validation AUC); None when no schedule qualifies.
+
+    Example:
+        >>> from autorec.growth.cost import TrainingCostModel
+from autorec.growth.schedule import GrowthSchedule
+        >>> s = GrowthSchedule.full_size(10)
+        >>> e = [Evaluation(s, 0.6, 0.790, 0.8, 0.0, None, 1.0, True),
+        ...      Evaluation(s, 0.5, 0.780, 0.8, 0.0, None, 1.0, True)]
+        >>> pick_at_equal_auc(e, 0.7905, 0.001).flops_ratio
+        0.6
+    """
+    ok = [e for e in evaluations if e.stopped_at is None and e.flops_ratio < 1.0
+          and e.val_auc >= dense_val_auc - tol]
+    return min(ok, key=lambda e: (e.flops_ratio, -e.val_auc)) if ok else None
+
+
+def step_seconds(spec: Any, schedule: GrowthSchedule, dataset: Any, config: GrowthTrainConfig) -> float:
+    """Wall seconds of the training steps of one run (evaluation excluded)."""
+    result = train_schedule(spec, schedule, dataset, dataclasses.replace(config, eval_every=None))
+    return sum(p.seconds for p in result.phases)
+
+
+def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """Search, pick and time at one seed (the module docstring's steps 1-4)."""
+    options: dict[str, Any] = {}
+    if args.preset:
+        options["preset"] = args.preset
+    if args.num_samples:
+        options["num_samples"] = args.num_samples
+    dataset = load_dataset(args.data, seed=seed, **options)
+    spec = preset(args.arch, dataset.schema)
+    config = GrowthTrainConfig(batch_size=args.batch_size, seed=seed,
+                               eval_every=max(1, args.steps // 8))
+    space = ScheduleSpace(prunable_parts(spec), args.steps)
+    t0 = time.perf_counter()
+    baseline = baseline_evaluation(spec, dataset, args.steps, config, lam=args.lam)
+    stopper = CurveStopper()
+    stopper.offer(baseline.result.curve, baseline.val_auc)
+    evaluator = ScheduleEvaluator(spec, dataset, space, config,
+                                  TrainingCostModel(spec, args.batch_size, measure=False), lam=args.lam,
+                                  budget=args.budget, stopper=stopper, baseline=baseline)
+    found = (tpe_search(evaluator, seed=seed) if args.search == "tpe"
+             else rl_search(evaluator, batch_size=4, seed=seed))
+    search_seconds = time.perf_counter() - t0
+    pick = pick_at_equal_auc(found.evaluations, baseline.val_auc, args.tol)
+    out: dict[str, Any] = {"seed": seed, "dense_val_auc": baseline.val_auc,
+                           "dense_test_auc": baseline.test_auc, "trained": len(found.evaluations),
+                           "search_seconds": search_seconds, "pick": pick.to_dict() if pick else None}
+    if pick is None:
+        return {**out, "equal_auc": False, "flops_saving": 0.0, "wall_saving": 0.0}
+    dense_s, pick_s = math.inf, math.inf
+    for _ in range(args.rounds):
+        dense_s = min(dense_s, step_seconds(spec, baseline.schedule, dataset, config))
+        pick_s = min(pick_s, step_seconds(spec, pick.schedule, dataset, config))
+    equal = pick.test_auc >= baseline.test_auc - args.tol
+    return {**out, "equal_auc": equal, "test_minus_dense": pick.test_auc - baseline.test_auc,
+            "flops_ratio": pick.flops_ratio, "flops_saving": (1 - pick.flops_ratio) if equal else 0.0,
+            "dense_step_seconds": dense_s, "pick_step_seconds": pick_s,
+            "wall_saving": (1 - pick_s / dense_s) if equal else 0.0,
+            "raw_wall_saving": 1 - pick_s / dense_s}
+
+
+def summarise(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """The flat claims: the worst seed's savings, and what they were measured on."""
+    return {"growth_flops_saving_min": min(r["flops_saving"] for r in rows),
+            "growth_wall_saving_min": min(r["wall_saving"] for r in rows),
+            "growth_seeds": len(rows), "growth_equal_auc_seeds": sum(bool(r["equal_auc"]) for r in rows),
+            "growth_auc_tolerance": args.tol,
+            "growth_workload": f"{args.data}{'/' + args.preset if args.preset else ''} {args.arch} "
+                               f"{args.steps} steps x {args.batch_size}, {args.search} budget {args.budget}",
+            "growth_machine": machine(), "growth_commit": _commit()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="movielens100k")
+    parser.add_argument("--preset", default=None, help="synthetic preset (order2, ...)")
+    parser.add_argument("--num-samples", type=int, default=None)
+    parser.add_argument("--arch", default="dcnv2")
+    parser.add_argument("--steps", type=int, default=240)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--budget", type=int, default=12)
+    parser.add_argument("--search", choices=("tpe", "rl"), default="rl")
+    parser.add_argument("--lam", type=float, default=0.01)
+    parser.add_argument("--tol", type=float, default=0.001, help="equal AUC: within this of dense")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timed retrainings")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--cache", type=Path, default=CACHE)
+    parser.add_argument("--claims", action="store_true", help="merge growth_* keys into claims.json")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    tag = f"{args.data}-{args.preset or ''}-{args.num_samples or ''}-{args.arch}-{args.steps}-{args.search}"
+    rows = []
+    for seed in args.seeds:
+        path = args.cache / f"{tag}-b{args.budget}-tol{args.tol:g}-seed{seed}.json"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(run_seed(args, seed), indent=1, default=str))
+        rows.append(json.loads(path.read_text()))
+        r = rows[-1]
+        print(f"seed {seed}: pick {r.get('flops_ratio', '-')} FLOPs, test - dense "
+              f"{r.get('test_minus_dense', math.nan):+.4f}, equal {r['equal_auc']}, FLOPs saving "
+              f"{r['flops_saving']:.3f}, wall saving {r['wall_saving']:.3f}", flush=True)
+    summary = summarise(rows, args)
+    print(json.dumps(summary, indent=1))
+    if args.claims:
+        claims = json.loads(CLAIMS.read_text()) if CLAIMS.exists() else {}
+        claims.update(summary)
+        claims.update(machine=summary["growth_machine"], commit=summary["growth_commit"])
+        CLAIMS.write_text(json.dumps(claims, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
