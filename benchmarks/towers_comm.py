@@ -67,17 +67,25 @@ def _summed(meter: CommMeter, steps: int) -> dict[str, float]:
     return {k: float(v) / steps for k, v in zip(keys, sent.tolist(), strict=True)}
 
 
-def run(steps: int, batch_size: int, n_out: int, dim: int, num_samples: int, seed: int) -> dict[str, Any]:
-    torch.set_num_threads(1)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    ds = load_synthetic(seed=seed, preset="groups4", num_samples=num_samples)
+def build_trainers(ds: Any, dim: int, n_out: int, seed: int) -> dict[str, TowerTrainer]:
+    """The flat dlrm preset and its tower twin (the planted groups, a dot module compressed to
+    ``n_out`` vectors), both placed by the towers, each in a :class:`TowerTrainer`."""
     flat = preset("dlrm", ds.schema, dim=dim)
     towers = TowerSpec(groups=ds.feature_groups(), module=DotConfig(n_passthrough=0), n_out=n_out)
     towered = flat.replace(towers=towers)
     towered = towered.replace(layers=(DotConfig(n_passthrough=towered.num_inputs),))
     torch.manual_seed(seed)
-    trainers = {"flat": TowerTrainer(TowerParallel(RecModel(flat), towers)),
-                "towers": TowerTrainer(TowerParallel(RecModel(towered)))}
+    return {"flat": TowerTrainer(TowerParallel(RecModel(flat), towers)),
+            "towers": TowerTrainer(TowerParallel(RecModel(towered)))}
+
+
+def run(steps: int, batch_size: int, n_out: int, dim: int, num_samples: int, seed: int) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    ds = load_synthetic(seed=seed, preset="groups4", num_samples=num_samples)
+    trainers = build_trainers(ds, dim, n_out, seed)
+    flat, towered = trainers["flat"].model.spec, trainers["towers"].model.spec
+    towers = towered.towers
     batches = list(rank_batches(ds, "train", batch_size, shuffle=True, seed=seed, epoch=0, rank=rank,
                                 world_size=world))
     meters = {m: CommMeter() for m in trainers}

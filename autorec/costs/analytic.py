@@ -154,7 +154,7 @@ class ArchCost:
                 "params_bytes": self.dense_bytes, "embedding_bytes": self.embedding_bytes,
                 "dense_params": self.dense_params, "embedding_params": self.embedding_params,
                 "embedding_lookup_bytes": self.embedding_lookup_bytes,
-                "compute_time_h100": self.compute_time("h100")}
+                "compute_time_h100": self.compute_time("h100"), "exchange_bytes": self.exchange_bytes}
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict: every field, the totals, and ``parts`` as a list of dicts."""

@@ -26,7 +26,7 @@ STAGE_ATTR = "stage"  # trial user attr: proxy (inherited weights), rerank, cali
 PROXY_ATTR = "proxy"  # trial user attr: the inherited-weight scores of the candidate
 # Objectives a candidate has without training; latency needs a trained model and is refused.
 PROXY_OBJECTIVES = ("val_auc", "val_logloss", "flops", "params_bytes", "embedding_bytes",
-                    "compute_time_h100")
+                    "compute_time_h100", "exchange_bytes")
 
 
 def scores_to_values(scores: Mapping[str, float], costs: Mapping[str, float],

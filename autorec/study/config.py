@@ -42,11 +42,12 @@ OBJECTIVES: dict[str, str] = {
     "params_bytes": "minimize",
     "embedding_bytes": "minimize",
     "compute_time_h100": "minimize",  # seconds of dense forward compute per sample at H100 peaks
+    "exchange_bytes": "minimize",  # bytes per sample leaving the table ranks (towers cut them)
     "latency_ms": "minimize",
 }
 PRUNERS = ("median", "hyperband", "none")
 Objective = Literal["val_auc", "val_logloss", "flops", "params_bytes", "embedding_bytes",
-                    "compute_time_h100", "latency_ms"]
+                    "compute_time_h100", "exchange_bytes", "latency_ms"]
 Pruner = Literal["median", "hyperband", "none"]
 
 

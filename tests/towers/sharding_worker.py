@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -14,6 +15,7 @@ from autorec.arch import DotConfig, TowerSpec
 from autorec.data.synthetic import load_synthetic
 from autorec.models import RecModel
 from autorec.presets import preset
+from autorec.towers.link import ThrottledLink
 from autorec.towers.sharding import CommMeter, TowerParallel, TowerTrainer, predicted_bytes_per_sample
 from autorec.train.partition import rank_batches
 
@@ -114,6 +116,15 @@ def main(out_path: str) -> None:
         report[name] = _check(model, placement, batch_global, batch_local, start)
         report[name]["predicted_float_all_to_all"] = 2 * GLOBAL_BATCH * predicted_bytes_per_sample(
             towered if name == "towers" else flat.replace(towers=towers), world, name)
+    # One step of the flat model on a link throttled to 0.01 GB/s (autorec.towers.link).
+    link = ThrottledLink(gbps=0.01)
+    torch.manual_seed(0)
+    trainer = TowerTrainer(TowerParallel(RecModel(flat), towers))
+    dist.barrier()
+    t0 = time.perf_counter()
+    with link.active():
+        trainer.step(batch_local.dense_features, batch_local.sparse_features, batch_local.labels)
+    report["throttled"] = {"bytes": link.total(), "waited": link.waited, "wall": time.perf_counter() - t0}
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump(report, f)

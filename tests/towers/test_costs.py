@@ -34,3 +34,21 @@ def test_exchanged_bytes_shrink_by_the_compression() -> None:
     assert towered.exchange_bytes == 2 * 1 * 8 * 4
     assert flat.to_dict()["exchange_bytes"] == flat.exchange_bytes
     assert not any(p.name == "towers" for p in flat.parts)
+
+
+def test_exchanged_bytes_are_a_study_objective(tmp_path) -> None:
+    """Where the link is slow towers pay (benchmarks/towers_crossing.py): a study can minimise
+    the exchange beside AUC, and each trial records it from the cost model."""
+    from pathlib import Path
+
+    from autorec.study import OBJECTIVES, StudyConfig, cost_summary
+
+    towers = TowerSpec(groups=(("f0", "f1", "f2"), ("f3", "f4", "f5")), module=DotConfig(n_passthrough=0),
+                       n_out=1)
+    assert OBJECTIVES["exchange_bytes"] == "minimize"
+    towered, flat = cost_summary(_spec(towers)), cost_summary(_spec(None))
+    assert towered["exchange_bytes"] == 2 * 1 * 8 * 4 < flat["exchange_bytes"]
+    space = Path(__file__).parents[2] / "search_spaces" / "towers.yaml"
+    config = StudyConfig.from_dict({"name": "s", "data": {"name": "movielens100k"}, "space": str(space),
+                                    "objectives": ["val_auc", "exchange_bytes"]}, tmp_path / "s.yaml")
+    assert config.directions == ["maximize", "minimize"]

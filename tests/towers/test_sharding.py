@@ -51,6 +51,11 @@ def _assert_report(report: dict, world: int) -> None:
     # Same ids travel either way; the pooled side shrinks by F / (K * n_out) = 16 / (4 * 2).
     assert report["towers"]["int_all_to_all"] == report["flat"]["int_all_to_all"] > 0
     assert report["flat"]["float_all_to_all"] == 2 * report["towers"]["float_all_to_all"]
+    # The throttled link waited exactly its bytes over 0.01 GB/s, inside the step's wall time.
+    throttled = report["throttled"]
+    assert throttled["bytes"] > 0
+    assert throttled["waited"] == pytest.approx(throttled["bytes"] / 1e7, rel=1e-9)
+    assert throttled["wall"] >= throttled["waited"]
 
 
 def test_two_processes_match_one_and_send_what_is_predicted(tmp_path: Path) -> None:
