@@ -110,7 +110,8 @@ class Budget(_Section):
     monitor: Literal["val_logloss", "val_auc"] = Field(
         "val_logloss", description="what early stopping and the kept checkpoint of a training watch")
     final_top: int = Field(0, ge=0, description=(
-        "after the search, the best trials (by the monitored validation metric) retrained in full; "
+        "after the search, the best trials (by the study's validation objective, else the monitored "
+        "metric) retrained in full; "
         "the presets are then trained in full too"))
     final_epochs: int = Field(10, ge=1, description="epochs of a full training (final_top > 0)")
 
@@ -225,6 +226,16 @@ class StudyConfig(_Section):
     @property
     def directions(self) -> list[str]:
         return [OBJECTIVES[o] for o in self.objectives]
+
+    @property
+    def answer_by(self) -> str:
+        """The validation metric that ranks trials for the full trainings and picks the study's
+        answer among them: the study's objective when it is one validation metric alone (what
+        the search optimised), else ``budget.monitor``. Inside each training the kept checkpoint
+        follows ``budget.monitor`` whatever this is."""
+        if len(self.objectives) == 1 and self.objectives[0] in ("val_auc", "val_logloss"):
+            return self.objectives[0]
+        return self.budget.monitor
 
     @classmethod
     def load(cls, path: str | Path) -> StudyConfig:

@@ -47,8 +47,8 @@ def full_budget(config: StudyConfig, train_config: Any) -> Any:
 
 
 def validation_key(config: StudyConfig) -> Callable[[dict[str, Any]], float]:
-    """Sort key of a metrics record (``{"val": ..}``) by the monitored metric, best first."""
-    return lambda record: -monitored_score(record["val"], config.budget.monitor)
+    """Sort key of a metrics record (``{"val": ..}``) by :attr:`StudyConfig.answer_by`, best first."""
+    return lambda record: -monitored_score(record["val"], config.answer_by)
 
 
 def ranked_trials(study: optuna.Study, config: StudyConfig) -> list[FrozenTrial]:

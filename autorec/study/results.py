@@ -29,12 +29,12 @@ class StudySummary:
     pareto: list[int]
     baselines: dict[str, dict[str, Any]]
     final: dict[str, dict[str, Any]] = field(default_factory=dict)  # autorec.study.final
-    monitor: str = "val_auc"  # what the trainings kept; ranks the full trainings
+    monitor: str = "val_auc"  # ranks the full trainings (StudyConfig.answer_by)
 
     @property
     def best(self) -> dict[str, Any] | None:
-        """The study's answer: of the trials retrained in full, the one of best validation (the
-        monitored metric), with its full training's metrics; else the completed trial of highest
+        """The study's answer: of the trials retrained in full, the one of best validation (by
+        :attr:`StudyConfig.answer_by`), with its full training's metrics; else the completed trial of highest
         validation AUC (the one that trained it)."""
         if self.final:
             number, full = max(self.final.items(), key=lambda kv: monitored_score(kv[1]["val"], self.monitor))
@@ -91,7 +91,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> StudySu
     pareto = [t.number for t in study.best_trials if REUSED_ATTR not in t.user_attrs] if complete else []
     return StudySummary(study.study_name, objectives, trials, pareto,
                         dict(study.user_attrs.get("baselines", {})), dict(study.user_attrs.get("final", {})),
-                        study.user_attrs.get("monitor", "val_auc"))
+                        study.user_attrs.get("answer_by", study.user_attrs.get("monitor", "val_auc")))
 
 
 def select_trials(study: optuna.Study, trial: int | None = None, best: int = 1) -> list[FrozenTrial]:

@@ -109,7 +109,8 @@ def create_study(config: StudyConfig, storage: optuna.storages.BaseStorage | Non
     if offset and not isinstance(study.sampler, optuna.samplers.GridSampler):
         resumed = make_strategy(config.strategy.name, config.seed + offset, **config.strategy.options)
         study.sampler = resumed.sampler(len(config.objectives))
-    described = {"data": config.data.model_dump(mode="json"), "monitor": config.budget.monitor}
+    described = {"data": config.data.model_dump(mode="json"), "monitor": config.budget.monitor,
+                 "answer_by": config.answer_by}
     for key, value in described.items():  # what the report states (the split, the selection)
         if study.user_attrs.get(key) != value:
             study.set_user_attr(key, value)

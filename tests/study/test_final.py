@@ -43,15 +43,17 @@ def test_the_best_trials_and_the_presets_are_trained_in_full_and_answer(tmp_path
     assert fits == [2, 1, 1, 1, 2, 2]  # the preset in full, 3 trials, the 2 best in full
     study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
     final = study.user_attrs[FINAL_ATTR]
-    ranked = [t.number for t in ranked_trials(study, config)]  # by validation logloss (the monitor)
+    assert config.answer_by == "val_auc"  # the study's one objective, not the monitor (logloss)
+    ranked = [t.number for t in ranked_trials(study, config)]
     assert sorted(final) == sorted(str(n) for n in ranked[:2])
-    losses = {t.number: t.user_attrs["metrics"]["val"]["logloss"] for t in study.trials}
-    assert max(losses[n] for n in ranked[:2]) <= min(losses[n] for n in ranked[2:])
+    aucs = {t.number: t.user_attrs["metrics"]["val"]["auc"] for t in study.trials}
+    assert min(aucs[n] for n in ranked[:2]) >= max(aucs[n] for n in ranked[2:])
     for record in final.values():
         assert record["epochs"] == 2 and Path(record["checkpoint"]).is_dir()
     assert study.user_attrs["baselines"]["dlrm"]["budget"] == "full"
     best = summary.best
     assert best["full_training"] and str(best["number"]) in final
+    assert best["val_auc"] == max(record["val"]["auc"] for record in final.values())
     assert best["test_auc"] == final[str(best["number"])]["test"]["auc"]
     assert "retrained in full" in summary.verdict() and "the same full budget" in summary.verdict()
 
@@ -76,3 +78,15 @@ def test_a_oneshot_study_refuses_a_final_stage_before_writing_anything(tmp_path:
     with pytest.raises(StudyConfigError, match=r"budget\.final_top: a oneshot study trains what it answers"):
         run_study(config, log=quiet)
     assert not (config.directory / "study.db").exists()
+
+
+@pytest.mark.parametrize(("objectives", "monitor", "expected"), [
+    (["val_auc"], "val_logloss", "val_auc"),
+    (["val_logloss"], "val_auc", "val_logloss"),
+    (["val_auc", "flops"], "val_logloss", "val_logloss"),  # several: the monitor decides
+    (["flops"], "val_auc", "val_auc"),
+])
+def test_the_answer_follows_the_one_validation_objective_else_the_monitor(
+        tmp_path: Path, objectives: list[str], monitor: str, expected: str) -> None:
+    path = studyfiles.write_study(tmp_path, budget={**BUDGET, "monitor": monitor}, objectives=objectives)
+    assert StudyConfig.load(path).answer_by == expected
