@@ -18,10 +18,20 @@ def test_movielens_presets_reach_their_targets():
     assert max(aucs.values()) >= 0.790, aucs
 
 
-def test_wukong_and_dhen_close_half_of_dlrms_gap_on_a_third_order_teacher():
-    """The order3 preset (BENCHMARKS.md): gap closed = (AUC - AUC_dlrm) / (Bayes - AUC_dlrm)."""
+@pytest.fixture(scope="module")
+def order3_gaps() -> dict:
     from benchmarks.synthetic_teacher import run
 
-    out = run("order3", seed=0, presets=["dlrm", "wukong", "dhen"], epochs=15)
-    for name in ("wukong", "dhen"):
-        assert out["models"][name]["gap_closed"] >= 0.5, out
+    return run("order3", seed=0, presets=["dlrm", "wukong", "dhen"], epochs=15)
+
+
+def test_dhen_closes_half_of_dlrms_gap_on_a_third_order_teacher(order3_gaps):
+    """The order3 preset (BENCHMARKS.md): gap closed = (AUC - AUC_dlrm) / (Bayes - AUC_dlrm)."""
+    assert order3_gaps["models"]["dhen"]["gap_closed"] >= 0.5, order3_gaps
+
+
+@pytest.mark.xfail(strict=True, reason="under the tuned recipe (dense lr 3e-3, tables 0.2) DLRM gained "
+                   "more than Wukong: gap closed 0.487 at commit 1978760 (0.52 under the old recipe); "
+                   "BENCHMARKS.md, 'Wukong and DHEN against DLRM on a planted 3rd-order teacher'")
+def test_wukong_closes_half_of_dlrms_gap_on_a_third_order_teacher(order3_gaps):
+    assert order3_gaps["models"]["wukong"]["gap_closed"] >= 0.5, order3_gaps
