@@ -47,3 +47,28 @@ def test_the_searched_schedule_matches_the_dense_baseline_on_1m_synthetic_rows_w
     dense, grown = compare(data, ORDER2)
     assert grown.flops_ratio <= 0.7
     assert grown.test["auc"] >= dense.test["auc"] - 0.001, (grown.test["auc"], dense.test["auc"])
+
+
+@pytest.mark.slow
+def test_on_a_seed_drawn_at_run_time_the_search_saves_30_percent_of_total_flops_at_equal_auc():
+    """Issue 23: the property, not a remembered schedule. The seed (data split, init, data order,
+    sampler) is drawn when the test runs, never one of the benchmark's 0-2; the search's pick (its
+    best validation AUC at <= 0.7 of the dense total FLOPs) must land within 0.001 of the dense
+    test AUC (benchmarks/growth_seeds.py, BENCHMARKS.md "Growth savings over seeds")."""
+    import argparse
+    import random
+
+    from benchmarks.growth_seeds import run_seed
+
+    seed = random.SystemRandom().randrange(3, 10_000)
+    args = argparse.Namespace(data="movielens100k", preset=None, num_samples=None, arch="dcnv2", steps=240,
+                              batch_size=1024, budget=12, search="rl", lam=0.01, max_ratio=0.7, tol=0.001,
+                              rounds=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        row = run_seed(args, seed)
+    finally:
+        torch.set_num_threads(threads)
+    assert row["pick"] is not None, (seed, row["evaluations"])
+    assert row["flops_ratio"] <= 0.7 and row["equal_auc"], (seed, row["test_minus_dense"], row["pick"])
