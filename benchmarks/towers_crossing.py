@@ -9,8 +9,8 @@ a DLRM dot block compressed to ``--n-out`` vectors). For each embedding dim and 
 bandwidth (GB/s per rank, emulated by :class:`autorec.towers.link.ThrottledLink`: each rank waits
 its bytes over the bandwidth before every collective, so the step is the real compute plus a
 real wait), flat and tower steps alternate (``--steps`` each, between barriers, median kept).
-The measured crossing is the bandwidth where the towers/flat step ratio crosses 1
-(log-interpolated between the two bracketing bandwidths); the predicted one is
+The measured crossing is the bandwidth where the towers/flat step ratio crosses 1, from the
+slowest link up (log-interpolated between the two bracketing bandwidths); the predicted one is
 :func:`autorec.towers.link.crossing_gbps` from the fastest link's times and the metered bytes.
 Rank 0 prints one JSON line; ``--claims`` merges ``towers_*`` keys into claims.json.
 """
@@ -61,19 +61,27 @@ def paired_steps(trainers: dict[str, Any], batches: list[Any], steps: int, gbps:
 
 
 def measured_crossing(rows: list[dict[str, Any]]) -> float:
-    """The bandwidth where the towers/flat ratio crosses 1, log-interpolated; inf when towers win
-    on every link measured, 0 when they never do."""
-    rows = sorted(rows, key=lambda r: -r["gbps"])  # fastest link first
-    if rows[0]["ratio"] <= 1:
-        return math.inf
-    for fast, slow in itertools.pairwise(rows):
-        if slow["ratio"] <= 1 < fast["ratio"]:
+    """The bandwidth where the towers/flat ratio crosses 1, scanning from the slowest link up to
+    the first link where towers lose (a step ratio noisy around 1 on the faster links does not
+    move it), log-interpolated with the slower neighbour; inf when towers win on every link
+    measured, 0 when they lose on the slowest.
+
+    Example:
+        >>> rows = [{"gbps": g, "ratio": r} for g, r in [(math.inf, 1.1), (3, 0.99), (1, 1.08), (0.3, 0.92)]]
+        >>> round(measured_crossing(rows), 2)
+        0.55
+    """
+    rows = sorted(rows, key=lambda r: r["gbps"])  # slowest link first
+    if rows[0]["ratio"] > 1:
+        return 0.0
+    for slow, fast in itertools.pairwise(rows):
+        if fast["ratio"] > 1 >= slow["ratio"]:
             if not math.isfinite(fast["gbps"]):
                 return slow["gbps"]
-            x0, x1 = math.log(fast["gbps"]), math.log(slow["gbps"])
-            f = (fast["ratio"] - 1) / (fast["ratio"] - slow["ratio"])
+            x0, x1 = math.log(slow["gbps"]), math.log(fast["gbps"])
+            f = (1 - slow["ratio"]) / (fast["ratio"] - slow["ratio"])
             return math.exp(x0 + f * (x1 - x0))
-    return 0.0
+    return math.inf
 
 
 def main() -> None:
@@ -112,9 +120,11 @@ def main() -> None:
             from benchmarks.oneshot_vs_tpe import _commit
 
             claims = json.loads(CLAIMS.read_text()) if CLAIMS.exists() else {}
-            for dim, r in out["dims"].items():
-                claims[f"towers_d{dim}_crossing_gbps"] = r["measured_crossing_gbps"]
-                claims[f"towers_d{dim}_predicted_crossing_gbps"] = r["predicted_crossing_gbps"]
+            for dim, r in out["dims"].items():  # inf (towers win on every link): null, and a flag
+                for key, value in (("crossing_gbps", r["measured_crossing_gbps"]),
+                                   ("predicted_crossing_gbps", r["predicted_crossing_gbps"])):
+                    claims[f"towers_d{dim}_{key}"] = value if math.isfinite(value) else None
+                claims[f"towers_d{dim}_wins_on_every_link"] = int(r["measured_crossing_gbps"] == math.inf)
                 claims[f"towers_d{dim}_fast_link_step_ratio"] = r["fast_link_ratio"]
             claims.update(towers_world_size=world, towers_machine=machine(), towers_commit=_commit(),
                           machine=machine(), commit=_commit())
