@@ -1,8 +1,11 @@
 """Reading the files a user edits (arch.json, search spaces, study files) with errors that name
-the file, and the line and column where YAML goes wrong."""
+the file, and the line and column where YAML goes wrong; writing output files whole or not at all."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,35 @@ def read_text(path: str | Path, error: type[Exception]) -> str:
         return Path(path).read_text()
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def partial_path(path: Path) -> Path:
+    """A fresh hidden name beside ``path`` to write it under before it is renamed into place."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all: into a partial file beside it, renamed over
+    it when complete. A failed write (disk full, read-only folder) removes the partial file,
+    leaves ``path`` as it was and raises OSError naming ``path``.
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp()) / "page.html"
+        >>> write_atomic(out, "<p>hi</p>").read_text(), [p.name for p in out.parent.iterdir()]
+        ('<p>hi</p>', ['page.html'])
+    """
+    path = Path(path)
+    partial = partial_path(path)
+    try:
+        with open(partial, "x", encoding="utf-8") as f:  # "x": a new file, with the umask's mode
+            f.write(text)
+        os.replace(partial, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # a read-only folder refuses even this unlink
+            partial.unlink(missing_ok=True)
+        raise OSError(exc.errno, f"cannot write: {exc.strerror}", str(path)) from None
+    return path
 
 
 class StrictLoader(yaml.SafeLoader):

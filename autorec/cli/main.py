@@ -1,7 +1,8 @@
 """The ``autorec`` command line: one subcommand per module of ``autorec.cli``.
 
 ``main`` builds the parser from each command module's ``add_parser`` and turns the errors a user
-can cause (a bad flag, arch.json, data file or study file) into one line and exit status 2.
+can cause (a bad flag, arch.json, data file or study file, a file that cannot be written) into one
+line and exit status 2.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ArchSpecError, DataError, ExportError, UsageError, KeyError, ValueError, ImportError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"autorec: error: {message}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file that cannot be read or written: disk full, read-only, missing
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"autorec: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

@@ -90,6 +90,10 @@ def _print_summary(summary: Any) -> None:
                       f"{flops / 1e6:.2f}" if flops is not None else "", "")
     console = Console()
     console.print(table)
+    for t in summary.trials:  # a failed trial says why (diverged, out of memory, over its time limit)
+        if t["state"] == "FAIL" and t.get("fail_reason"):
+            console.print(f"trial {t['number']} failed ({t.get('fail_kind') or 'error'}): {t['fail_reason']}",
+                          markup=False)
     reused = sum(t.get("reused_from") is not None for t in summary.trials)
     if reused:
         console.print(f"{reused} proposals repeated an architecture already trained: its result was "

@@ -61,6 +61,8 @@ class TrainSettings(BaseModel):
         "val_logloss", description="what early stopping and the kept (best) checkpoint watch")
     track_test: bool = Field(False, description="also evaluate the test split after every epoch")
     evaluate_test: bool = Field(True, description="evaluate the test split with the kept model at the end")
+    time_limit_s: float | None = Field(
+        None, gt=0, description="stop the training (as failed) after this many seconds")
 
     @model_validator(mode="after")
     def _resume_needs_a_folder(self) -> TrainSettings:

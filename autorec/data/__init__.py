@@ -7,6 +7,7 @@ We reuse torchrec's own ``Batch`` rather than defining another, so torchrec's tr
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from torchrec.datasets.utils import Batch
@@ -36,8 +37,22 @@ def load_dataset(name: str, path: str | None = None, seed: int = 0, **options: A
     """
     if name not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; expected one of {', '.join(DATASETS)}")
-    module, factory = DATASETS[name].split(":")
-    return getattr(importlib.import_module(module), factory)(path=path, seed=seed, **options)
+    module, attr = DATASETS[name].split(":")
+    factory = getattr(importlib.import_module(module), attr)
+    _check_options(name, factory, options)
+    return factory(path=path, seed=seed, **options)
+
+
+def _check_options(name: str, factory: Any, options: dict[str, Any]) -> None:
+    """An option the factory does not take is refused by name, with the ones it does take."""
+    params = inspect.signature(factory).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return  # the factory checks its own options
+    taken = [n for n in params if n not in ("path", "seed")]
+    unknown = sorted(set(options) - set(taken))
+    if unknown:
+        raise DataError(f"dataset {name!r}: unknown option {unknown[0]!r}; expected one of "
+                        f"{', '.join(taken)}")
 
 
 __all__ = ["DATASETS", "SPLITS", "Batch", "DataError", "InMemoryDataset", "Jagged", "RecDataset",

@@ -7,16 +7,21 @@ export fails; export.json records metrics, costs, versions and a sha256 of every
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import errno
 import hashlib
 import importlib.metadata
 import json
-from collections.abc import Mapping
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
+from safetensors import SafetensorError
 from safetensors.torch import save_file
 from torchrec.datasets.utils import Batch
 
@@ -40,6 +45,7 @@ from autorec.export.layout import (
 from autorec.export.plain import plain_model
 from autorec.export.program import TensorInputs, export_program, program_inputs
 from autorec.models import RecModel
+from autorec.textfiles import partial_path
 
 if TYPE_CHECKING:
     from autorec.train.trainer import Trainer
@@ -56,7 +62,8 @@ def export_trained(trainer: Trainer, out_dir: str | Path, *, metrics: Mapping[st
 
     Args:
         trainer: the trainer (its ``model``, ``spec``, ``dataset`` and ``device`` are used).
-        out_dir: created if missing; the export's files in it are overwritten.
+        out_dir: created if missing; the export's files in it are replaced, all of them or (when
+            the export fails, e.g. on a full disk) none.
         metrics: shown in the model card and export.json (e.g. ``TrainResult.to_dict()``).
         retrain_command: the command line that retrains this model.
         costs: cost figures to record; default ``arch_cost(trainer.spec).to_dict()``.
@@ -104,51 +111,79 @@ def export_model(model: RecModel, out_dir: str | Path, *, sample_batch: Batch,
             logits, trained_logits, TRAINED_TOLERANCE,
             "the exported weights' logits differ from the trained model's")
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    spec.save(out / ARCH)
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(out / WEIGHTS),
-              metadata={"format": f"autorec-weights/{FORMAT_VERSION}", "arch": spec.to_json(indent=None)})
-    program = export_program(model)
-    with torch.no_grad():
-        checks["program_max_abs_diff"] = _max_diff(
-            program.module()(dense, values, lengths), logits, PROGRAM_TOLERANCE,
-            "the exported program's logits differ from the model's")
-    torch.export.save(program, str(out / PROGRAM))
-    files = [ARCH, WEIGHTS, PROGRAM, PREDICTIONS]
-    if compile:
-        compile_package(program, out / COMPILED)
+    with _staged(Path(out_dir)) as out:
+        spec.save(out / ARCH)
+        state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        metadata = {"format": f"autorec-weights/{FORMAT_VERSION}", "arch": spec.to_json(indent=None)}
+        _save(lambda: save_file(state, str(out / WEIGHTS), metadata=metadata), out / WEIGHTS)
+        program = export_program(model)
         with torch.no_grad():
-            checks["compiled_max_abs_diff"] = _max_diff(
-                load_compiled(out)(dense, values, lengths), logits, COMPILED_TOLERANCE,
-                "the compiled package's logits differ from the model's")
-        files.append(COMPILED)
-    (out / PREDICTIONS).write_text(json.dumps({
-        "format": FORMAT_VERSION,
-        "features": list(spec.feature_names),
-        "inputs": {"dense": dense.tolist(), "values": values.tolist(), "lengths": lengths.tolist()},
-        "logits": logits.tolist(),
-        "checks": checks,
-    }) + "\n")
+            checks["program_max_abs_diff"] = _max_diff(
+                program.module()(dense, values, lengths), logits, PROGRAM_TOLERANCE,
+                "the exported program's logits differ from the model's")
+        _save(lambda: torch.export.save(program, str(out / PROGRAM)), out / PROGRAM)
+        files = [ARCH, WEIGHTS, PROGRAM, PREDICTIONS]
+        if compile:
+            compile_package(program, out / COMPILED)
+            with torch.no_grad():
+                checks["compiled_max_abs_diff"] = _max_diff(
+                    load_compiled(out)(dense, values, lengths), logits, COMPILED_TOLERANCE,
+                    "the compiled package's logits differ from the model's")
+            files.append(COMPILED)
+        (out / PREDICTIONS).write_text(json.dumps({
+            "format": FORMAT_VERSION,
+            "features": list(spec.feature_names),
+            "inputs": {"dense": dense.tolist(), "values": values.tolist(), "lengths": lengths.tolist()},
+            "logits": logits.tolist(),
+            "checks": checks,
+        }) + "\n")
 
-    cost = arch_cost(spec)
-    costs = dict(costs) if costs is not None else cost.to_dict()
-    manifest = {
-        "format": FORMAT_VERSION,
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "arch": spec.name,
-        "versions": _versions(),
-        "metrics": _jsonable(dict(metrics or {})),
-        "costs": _jsonable(costs),
-        "retrain_command": retrain_command,
-        "program": {"inputs": ["dense [B, n_dense] float32", "values [N] int64", "lengths [F, B] int64"],
-                    "features": list(spec.feature_names), "output": "logits [B]"},
-        "files": {name: _sha256(out / name) for name in files},
-    }
-    (out / CARD).write_text(model_card(spec, cost, manifest))
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    return out
+        cost = arch_cost(spec)
+        costs = dict(costs) if costs is not None else cost.to_dict()
+        manifest = {
+            "format": FORMAT_VERSION,
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "arch": spec.name,
+            "versions": _versions(),
+            "metrics": _jsonable(dict(metrics or {})),
+            "costs": _jsonable(costs),
+            "retrain_command": retrain_command,
+            "program": {"inputs": ["dense [B, n_dense] float32", "values [N] int64", "lengths [F, B] int64"],
+                        "features": list(spec.feature_names), "output": "logits [B]"},
+            "files": {name: _sha256(out / name) for name in files},
+        }
+        (out / CARD).write_text(model_card(spec, cost, manifest))
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return Path(out_dir)
+
+
+@contextlib.contextmanager
+def _staged(out: Path) -> Iterator[Path]:
+    """A fresh folder beside ``out`` to write the export into; on success its files replace
+    those of ``out`` (renamed, so each is whole), on failure it is removed and ``out`` is left as
+    it was. An OSError (disk full, read-only folder) becomes an ExportError naming ``out``."""
+    staged = partial_path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staged.mkdir()
+        yield staged
+        if not out.exists():
+            os.rename(staged, out)
+        for item in staged.iterdir() if staged.exists() else ():
+            os.replace(item, out / item.name)
+    except OSError as exc:
+        raise ExportError(f"{out}: cannot write the export: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _save(write: Callable[[], None], path: Path) -> None:
+    """Run a binary writer (safetensors, torch.export); its failure to write ``path`` (raised as
+    its own error type, e.g. on a full disk) becomes an OSError, as Python's own writes raise."""
+    try:
+        write()
+    except (SafetensorError, RuntimeError) as exc:
+        raise OSError(errno.EIO, str(exc).strip().splitlines()[0], str(path)) from exc
 
 
 def _max_diff(a: torch.Tensor, b: torch.Tensor, tolerance: float, what: str) -> float:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,7 +43,8 @@ from autorec.data import RecDataset
 from autorec.oneshot.fair import fair_paths
 from autorec.space import SearchSpace
 from autorec.supernet import SupernetConfig, SupernetSearch
-from autorec.train.checkpoints import META, latest, point_latest, write_json
+from autorec.train.checkpoint_reader import load_state, read_meta, saved_keys
+from autorec.train.checkpoints import META, latest, point_latest, publish, staging, write_json
 
 SAMPLINGS = ("fair", "uniform")
 
@@ -158,11 +160,13 @@ class SupernetTraining:
 
     def save(self, state: TrainState) -> None:
         name = f"step-{state.step:09d}"
-        path = self.directory / name
+        staged = staging(self.directory / name)  # renamed into place when whole (checkpoints.py)
+        shutil.rmtree(staged, ignore_errors=True)
         states = {"model": self.search.model.state_dict(), "optim": self.search.weight_optimizer.state_dict()}
-        dcp.save(states, storage_writer=dcp.FileSystemWriter(str(path), overwrite=True))
-        torch.save(self.generator.get_state(), path / "generator.pt")
-        write_json(path / META, {**asdict(state), "config": _jsonable(asdict(self.config))})
+        dcp.save(states, storage_writer=dcp.FileSystemWriter(str(staged), overwrite=True))
+        torch.save(self.generator.get_state(), staged / "generator.pt")
+        write_json(staged / META, {**asdict(state), "config": _jsonable(asdict(self.config))})
+        publish(staged, self.directory / name)
         point_latest(self.directory, name)
 
     def resume(self) -> TrainState:
@@ -170,7 +174,7 @@ class SupernetTraining:
         newest = latest(self.directory)
         if newest is None:
             return TrainState()
-        meta = json.loads((newest / META).read_text())
+        meta = read_meta(newest)
         if meta["config"] != _jsonable(asdict(self.config)):
             raise ValueError(f"{newest}: written with another configuration {meta['config']}; this "
                              f"run has {_jsonable(asdict(self.config))} (use another directory)")
@@ -178,22 +182,22 @@ class SupernetTraining:
         optim = self.search.weight_optimizer
         states = {"model": self.search.model.state_dict(), "optim": optim.state_dict()}
         # A weight no sampled path has reached yet (uniform paths, early in a run) has no Adam state
-        # in the checkpoint: it keeps the zero state init_state gave it. Every other key must load.
-        dcp.load(states, checkpoint_id=str(newest), planner=dcp.DefaultLoadPlanner(allow_partial_load=True))
-        saved = _saved_keys(newest)
+        # in the checkpoint: it keeps the zero moments init_state gave it, with the step count
+        # of a weight never stepped (init_state's dummy step counted one, which would skew Adam's
+        # bias correction at its first real step). Every other key must load.
+        load_state(states, newest, allow_partial_load=True)
+        saved = saved_keys(newest)
+        for key, state in states["optim"]["state"].items():
+            if torch.is_tensor(state.get("step")) and f"optim.state.{key}.step" not in saved:
+                state["step"] = torch.zeros_like(state["step"])
         missing = [k for k in self.search.model.state_dict() if f"model.{k}" not in saved]
         if missing:
             raise ValueError(f"{newest}: no model weights {missing[:3]} in the checkpoint: another supernet?")
         self.search.model.load_state_dict(states["model"])
         self.search.weight_optimizer.load_state_dict(states["optim"])
-        self.generator.set_state(torch.load(newest / "generator.pt"))
+        self.generator.set_state(torch.load(newest / "generator.pt", weights_only=True))
         return TrainState(step=meta["step"], losses=list(meta["losses"]), seconds=meta["seconds"],
                           resumed_from=[*meta["resumed_from"], meta["step"]])
-
-
-def _saved_keys(folder: Path) -> set[str]:
-    """The flattened state keys a torch.distributed.checkpoint folder holds."""
-    return set(dcp.FileSystemReader(str(folder)).read_metadata().state_dict_metadata)
 
 
 def _jsonable(value: Any) -> Any:

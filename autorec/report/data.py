@@ -178,7 +178,12 @@ def importance_data(study: optuna.Study, seed: int = 0) -> dict[str, float]:
         index = objectives.index(QUALITY) if QUALITY in objectives else 0
         target = lambda t: t.values[index]  # noqa: E731
     evaluator = optuna.importance.FanovaImportanceEvaluator(seed=seed)
-    importances = optuna.importance.get_param_importances(study, evaluator=evaluator, target=target)
+    try:
+        importances = optuna.importance.get_param_importances(study, evaluator=evaluator, target=target)
+    except RuntimeError as exc:  # every scored trial the same value or the same parameters
+        if "zero total variance" not in str(exc):
+            raise
+        return {}
     return {name: float(value) for name, value in importances.items()}
 
 

@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autorec.report.data import data_text, pareto_data, test_auc, test_metric, top_trials, trial_cost, val_auc
 from autorec.report.figures import arch_figure, study_figures
 from autorec.study import summarize, trial_arch
+from autorec.textfiles import write_atomic
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -145,8 +146,8 @@ def report_html(study: optuna.Study, top_k: int = 3) -> str:
 def write_report(study: optuna.Study, out_path: str | Path, top_k: int = 3) -> Path:
     """Write one self-contained HTML report (plotly.js inlined, no network fetches): title,
     best trials with test AUC and FLOPs, baselines, the verdict, the figures and a drawing of
-    the ``top_k`` architectures. Returns the path written."""
+    the ``top_k`` architectures. Returns the path written. The page is written whole or not at
+    all (:func:`~autorec.textfiles.write_atomic`): a failed write leaves an earlier report as it was."""
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report_html(study, top_k), encoding="utf-8")
-    return out
+    return write_atomic(out, report_html(study, top_k))

@@ -6,9 +6,10 @@ short budget, reports validation AUC per epoch (single-objective studies prune o
 stores its ArchSpec (as an Optuna artifact and a user attribute), metrics and costs in the study.
 
 The package, by responsibility: ``config`` (the study file's pydantic models), ``storage``
-(Optuna storages and the study in one), ``recovery`` (trials of dead workers retried, the
-budget count), ``reuse`` (an architecture already trained is not trained again), ``trial`` (one
-trial: propose, cost, train, record), ``local`` (worker processes on this machine),
+(Optuna storages and the study in one), ``seeding`` (the sampler seeded per trial, so a rerun
+after a kill draws what the uncut run drew), ``recovery`` (trials of dead workers retried, the
+budget count and claim), ``reuse`` (an architecture already trained is not trained again),
+``trial`` (one trial: propose, cost, train, record), ``local`` (worker processes on this machine),
 ``ray_runner`` (Ray Tune scheduling the trials on a cluster), ``results`` (summary, Pareto
 front, verdict), ``handoff`` (export of trials and their retrain command).
 

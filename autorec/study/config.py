@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from autorec.config.errors import describe
+from autorec.config.train import DenseOptimizer, LrSchedule
 from autorec.textfiles import parse_yaml, read_text
 
 # objective name -> direction; quality from validation, cost from the analytic model or a probe.
@@ -114,6 +115,28 @@ class Budget(_Section):
         "metric) retrained in full; "
         "the presets are then trained in full too"))
     final_epochs: int = Field(10, ge=1, description="epochs of a full training (final_top > 0)")
+    trial_time_limit_s: float | None = Field(None, gt=0, strict=False, description=(
+        "a trial still training after this many seconds is stopped and recorded as failed"))
+    memory_gb: float | None = Field(None, gt=0, strict=False, description=(
+        "cap on a local worker process's memory (address space, RLIMIT_AS): a trial that allocates "
+        "beyond it fails as out of memory instead of exhausting the machine"))
+
+
+class TrialTraining(_Section):
+    """How every trial and baseline trains; a setting left out keeps the trainer's default
+    (the same settings as ``autorec train``'s flags)."""
+
+    dense_optimizer: DenseOptimizer | None = Field(None, description="adam or adagrad")
+    dense_lr: float | None = Field(None, ge=0, strict=False, description="dense learning rate")
+    embedding_lr: float | None = Field(None, ge=0, strict=False, description="tables' Adagrad rate")
+    dense_weight_decay: float | None = Field(None, ge=0, strict=False, description="dense weight decay")
+    embedding_weight_decay: float | None = Field(None, ge=0, strict=False, description="tables' weight decay")
+    lr_schedule: LrSchedule | None = Field(None, description="constant or cosine")
+    warmup_steps: int | None = Field(None, ge=0, description="linear learning-rate warm-up steps")
+
+    def overrides(self) -> dict[str, Any]:
+        """The settings given, as the trainer's TrainConfig keyword arguments."""
+        return self.model_dump(exclude_none=True)
 
 
 class StrategyConfig(_Section):
@@ -153,6 +176,7 @@ class StudyConfig(_Section):
     objectives: Annotated[tuple[Objective, ...], BeforeValidator(_listed)] = Field(
         ("val_auc",), min_length=1, strict=False, description="what trials are scored on (several: Pareto)")
     budget: Budget = Budget()
+    train: TrialTraining = Field(TrialTraining(), description="training settings of trials and baselines")
     pruner: Pruner = Field("median", description="early stopping of single-objective trials")
     storage: str | None = Field(None, description="sqlite (default), journal, or a database URL")
     workers: int = Field(1, ge=1, description="local worker processes")

@@ -14,9 +14,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -24,7 +26,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autorec.study.config import StudyConfig, StudyConfigError
 from autorec.study.final import check_final, full_budget, train_finals
-from autorec.study.recovery import WORKER_ATTR, finished_count, recover_interrupted, worker_mark
+from autorec.study.recovery import (
+    WORKER_ATTR,
+    BudgetClaim,
+    finished_count,
+    recover_interrupted,
+    worker_mark,
+)
 from autorec.study.results import StudySummary, summarize
 from autorec.study.reuse import reused_count
 from autorec.study.storage import create_study, open_storage
@@ -35,21 +43,66 @@ def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], N
           runner: TrialRunner | None = None, salt: int = 0) -> None:
     """One worker: run trials until the study's budget is used (shared with other workers).
 
-    Workers claim the budget without a lock, so several workers can overshoot it by up to
-    (workers - 1) trials; no trial is ever recorded twice. Reused trials
-    (:mod:`autorec.study.reuse`) do not use the budget; after ``budget`` of them the worker stops
-    (the space is as good as exhausted).
+    Local workers count the budget and start their trial under one lock file
+    (:class:`~autorec.study.recovery.BudgetClaim`), so together they run it exactly; workers on
+    other hosts can overshoot it by up to (workers - 1) trials. No trial is ever recorded twice.
+    Reused trials (:mod:`autorec.study.reuse`) do not use the budget; after ``budget`` of them
+    the worker stops (the space is as good as exhausted).
     """
-    runner = runner or TrialRunner(config)
-    study = create_study(config, salt=salt)  # each worker its own sampler stream
-    budget, deadline = config.budget.trials, config.budget.timeout_s
-    start = time.monotonic()
-    while deadline is None or time.monotonic() - start < deadline:
-        running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
-        if finished_count(study) + running >= budget or reused_count(study) >= budget:
-            break
-        study.optimize(runner, n_trials=1, catch=(Exception,),
-                       callbacks=[on_trial] if on_trial else None)
+    with memory_cap(config.budget.memory_gb):
+        runner = runner or TrialRunner(config)
+        study = create_study(config, salt=salt)  # each worker its own sampler stream
+        budget, deadline = config.budget.trials, config.budget.timeout_s
+        claim = BudgetClaim(config.directory / "budget.lock")
+
+        def claimed(trial: optuna.Trial) -> float | list[float]:
+            claim.release()  # the trial exists and counts as running: the next worker may count
+            return runner(trial)
+
+        start = time.monotonic()
+        while deadline is None or time.monotonic() - start < deadline:
+            claim.acquire()
+            try:
+                running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+                if finished_count(study) + running >= budget or reused_count(study) >= budget:
+                    break
+                study.optimize(claimed, n_trials=1, catch=(Exception,),
+                               callbacks=[on_trial] if on_trial else None)
+            finally:
+                claim.release()
+
+
+@contextlib.contextmanager
+def memory_cap(gib: float | None) -> Iterator[None]:
+    """Cap this process's address space at ``gib`` GiB (the soft RLIMIT_AS) while inside, so an
+    allocation beyond it fails (MemoryError, or torch's "can't allocate memory") and fails its
+    trial instead of exhausting the machine; the previous limit is restored on leaving."""
+    if gib is None:
+        yield
+        return
+    import resource
+
+    cap = int(gib * 2**30)
+    in_use = _address_space()
+    if in_use is not None and in_use >= cap:
+        raise StudyConfigError(f"budget.memory_gb: {gib:g} GiB is below what this worker process already "
+                               f"maps ({in_use / 2**30:.1f} GiB of address space); give more")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _address_space() -> int | None:
+    """Bytes of address space this process maps (Linux), or None where /proc cannot tell."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    sizes = [int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmSize:")]
+    return sizes[0] if sizes else None
 
 
 def _spawned_worker(config: StudyConfig, index: int) -> None:
@@ -90,6 +143,10 @@ def run_study(config: StudyConfig, workers: int | None = None,
     """Run (or resume) the study to its budget with ``workers`` local processes."""
     check_final(config)
     workers = workers or config.workers
+    if config.space is not None:  # a malformed space is refused before the storage is touched
+        from autorec.space import SearchSpace
+
+        SearchSpace.load(config.space)
     storage = open_storage(config.storage_url)
     study = create_study(config, storage)
     recovered = recover_interrupted(study, storage)

@@ -125,8 +125,8 @@ class _Proposer:
 def _make_search(config: StudyConfig, proposer: _Proposer, storage: optuna.storages.BaseStorage,
                  sampler: optuna.samplers.BaseSampler, log: Callable[[str], None],
                  deadline: float | None) -> Any:
-    """An OptunaSearch on the study in ``storage`` with the study's ``sampler`` (seeded past the
-    trials it holds: :func:`autorec.study.storage.create_study`) that records outcomes as the
+    """An OptunaSearch on the study in ``storage`` with the study's ``sampler`` (seeded per
+    trial: :func:`autorec.study.storage.create_study`) that records outcomes as the
     local backend does."""
     return _study_search_class()(config, proposer, storage, sampler, log, deadline)
 

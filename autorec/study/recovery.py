@@ -9,13 +9,17 @@ same for trials whose heartbeat stopped.
 
 The budget loop counts trials with :func:`finished_count` rather than Optuna's
 ``MaxTrialsCallback``: that callback counts by state alone, and an interrupted trial is FAIL like
-a trial that failed on its own, yet must not use the budget since its retry runs again.
+a trial that failed on its own, yet must not use the budget since its retry runs again. Local
+workers count and claim under a :class:`BudgetClaim`, so together they run the budget exactly.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+from pathlib import Path
+from typing import IO
 
 import optuna
 from optuna.trial import TrialState
@@ -88,3 +92,32 @@ def finished_count(study: optuna.Study) -> int:
     return count
 
 
+
+
+class BudgetClaim:
+    """A lock file that makes a local worker's budget check and the creation of its trial one
+    step: while one worker holds it, the others wait to count (without it, two workers can both
+    see one trial left and both start one). The worker releases it as soon as its trial exists
+    (the objective's first line), not when the trial ends; the kernel releases it when the
+    process dies. Workers on other hosts do not share the file and can overshoot the budget.
+
+    Example:
+        >>> import tempfile
+        >>> claim = BudgetClaim(Path(tempfile.mkdtemp()) / "budget.lock")
+        >>> claim.acquire(); claim.release(); claim.release()  # releasing twice is harmless
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.held: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.held = self.path.open("a")
+        fcntl.flock(self.held, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if self.held is not None:
+            fcntl.flock(self.held, fcntl.LOCK_UN)
+            self.held.close()
+            self.held = None

@@ -78,6 +78,7 @@ def trial_row(t: FrozenTrial) -> dict[str, Any]:
         "val_auc": metrics.get("val", {}).get("auc"), "test_auc": metrics.get("test", {}).get("auc"),
         "test_logloss": metrics.get("test", {}).get("logloss"),
         "values": t.values, "costs": costs, "fail_reason": t.user_attrs.get("fail_reason"),
+        "fail_kind": t.user_attrs.get("fail_kind"),
         "seconds": (t.duration.total_seconds() if t.duration else None),
         "reused_from": t.user_attrs.get(REUSED_ATTR),
     }

@@ -19,6 +19,7 @@ from typing import Any
 import optuna
 
 from autorec.study.config import StudyConfig, StudyConfigError
+from autorec.study.seeding import TrialSeededSampler
 
 
 def open_storage(url: str) -> optuna.storages.BaseStorage:
@@ -30,16 +31,22 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         path.parent.mkdir(parents=True, exist_ok=True)
         backend = optuna.storages.journal.JournalFileBackend(str(path))
         return optuna.storages.JournalStorage(backend)
-    _check_driver(url)
+    shown = _check_driver(url)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine_kwargs = {"connect_args": {"timeout": 60}}
     else:
         engine_kwargs = {"pool_pre_ping": True}
-    return optuna.storages.RDBStorage(
-        url, engine_kwargs=engine_kwargs, heartbeat_interval=10, grace_period=60,
-        heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2))
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        return optuna.storages.RDBStorage(
+            url, engine_kwargs=engine_kwargs, heartbeat_interval=10, grace_period=60,
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=2))
+    except OperationalError as exc:  # the server is down or unknown, the login refused
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc).splitlines()[0]
+        raise StudyConfigError(f"storage: {shown}: cannot connect to the database ({reason})") from None
 
 
 # What to install for a storage URL's driver (SQLAlchemy 2.1's default PostgreSQL driver is psycopg 3).
@@ -54,9 +61,10 @@ _DRIVER_HINTS = {
 }
 
 
-def _check_driver(url: str) -> None:
+def _check_driver(url: str) -> str:
     """A clear error for a URL that is not one, names an unknown database, or whose driver is not
-    installed (Optuna would say only "Failed to import DB access module")."""
+    installed (Optuna would say only "Failed to import DB access module"); returns the URL as
+    errors show it (without its password)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
@@ -77,6 +85,7 @@ def _check_driver(url: str) -> None:
         how = _DRIVER_HINTS.get(parsed.drivername, f"install the Python driver {parsed.drivername!r} names")
         raise StudyConfigError(f"storage: {shown}: the database driver is not installed ({exc}); "
                                f"{how}") from None
+    return shown
 
 
 def _pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
@@ -92,23 +101,24 @@ SALT_STRIDE = 7919  # seed distance between local workers (a prime: no overlap w
 
 def create_study(config: StudyConfig, storage: optuna.storages.BaseStorage | None = None,
                  salt: int = 0) -> optuna.Study:
-    """Create or load the study of ``config``, with the strategy's sampler seeded by the study's
-    seed plus the trials it already holds and ``salt`` (a worker's index): a resumed study, or a
-    second worker, draws new proposals rather than replaying the first run's (which would only be
-    reused: :mod:`autorec.study.reuse`). A fresh study with salt 0 is seeded by the seed alone."""
+    """Create or load the study of ``config``, with the strategy's sampler seeded per trial by the
+    study's seed, the trial's index and ``salt`` (a worker's index): a study resumed after a kill
+    draws what the uncut run drew, and a second worker draws new proposals rather than replaying
+    the first's (which would only be reused: :mod:`autorec.study.reuse`)."""
     from autorec.strategies import make_strategy
 
-    strategy = make_strategy(config.strategy.name, config.seed, **config.strategy.options)
-    study = optuna.create_study(
-        study_name=config.name, storage=storage or open_storage(config.storage_url),
-        sampler=strategy.sampler(len(config.objectives)), pruner=_pruner(config),
-        directions=config.directions, load_if_exists=True)
-    offset = len(study.get_trials(deepcopy=False)) + SALT_STRIDE * salt
+    def sampler(seed: int) -> optuna.samplers.BaseSampler:
+        options = config.strategy.options
+        return make_strategy(config.strategy.name, seed, **options).sampler(len(config.objectives))
+
+    chosen = sampler(config.seed)
     # A grid sampler's seed orders its grid, and the ids of the points visited so far are stored:
     # another seed would map them to other points. It never replays a point anyway.
-    if offset and not isinstance(study.sampler, optuna.samplers.GridSampler):
-        resumed = make_strategy(config.strategy.name, config.seed + offset, **config.strategy.options)
-        study.sampler = resumed.sampler(len(config.objectives))
+    if not isinstance(chosen, optuna.samplers.GridSampler):
+        chosen = TrialSeededSampler(sampler, config.seed + SALT_STRIDE * salt)
+    study = optuna.create_study(
+        study_name=config.name, storage=storage or open_storage(config.storage_url),
+        sampler=chosen, pruner=_pruner(config), directions=config.directions, load_if_exists=True)
     described = {"data": config.data.model_dump(mode="json"), "monitor": config.budget.monitor,
                  "answer_by": config.answer_by}
     for key, value in described.items():  # what the report states (the split, the selection)

@@ -8,6 +8,7 @@ costs, its metrics and its best checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,23 @@ from autorec.arch import ArchSpec
 from autorec.study.config import StudyConfig
 from autorec.study.recovery import WORKER_ATTR, mark_interrupted, worker_mark
 from autorec.study.reuse import TRAINED_KEY_ATTR, reuse, trained_twin, training_key
+
+FAIL_KIND_ATTR = "fail_kind"  # trial user attr: what kind of failure ended it (failure_kind)
+
+
+def failure_kind(exc: BaseException) -> str:
+    """What ended a failed trial: ``diverged`` (NaN or infinite loss), ``time_limit`` (past
+    ``budget.trial_time_limit_s``), ``out_of_memory`` (an allocation failed) or ``error``."""
+    from autorec.train.records import TrainingDiverged, TrainingTimeLimit
+
+    if isinstance(exc, TrainingDiverged):
+        return "diverged"
+    if isinstance(exc, TrainingTimeLimit):
+        return "time_limit"
+    text = str(exc).lower()
+    if isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text:
+        return "out_of_memory"  # torch's CPU allocator raises a RuntimeError; CUDA's OutOfMemoryError
+    return "error"
 
 
 def cost_summary(spec: ArchSpec) -> dict[str, float]:
@@ -62,7 +80,7 @@ class TrialRunner:
         return TrainConfig(epochs=b.epochs, batch_size=b.batch_size, seed=self.config.seed,
                            patience=b.patience, max_steps_per_epoch=b.max_steps_per_epoch, monitor=b.monitor,
                            checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
-                           progress=False)
+                           progress=False, **self.config.train.overrides())
 
     def training_settings(self) -> dict[str, Any]:
         """What decides a trial's training besides its architecture (the reuse key's part)."""
@@ -106,7 +124,9 @@ class TrialRunner:
 
         checkpoint = self.config.directory / "trials" / str(trial.number)
         try:
-            trainer = Trainer(spec, self.dataset, self.train_config(checkpoint), on_epoch=report)
+            limited = dataclasses.replace(self.train_config(checkpoint),
+                                          time_limit_s=self.config.budget.trial_time_limit_s)
+            trainer = Trainer(spec, self.dataset, limited, on_epoch=report)
             self.strategy.prepare_trainer(trial, trainer)
             result = trainer.fit()
             if "latency_ms" in self.config.objectives:
@@ -119,6 +139,7 @@ class TrialRunner:
             raise
         except Exception as exc:
             trial.set_user_attr("fail_reason", f"{type(exc).__name__}: {exc}")
+            trial.set_user_attr(FAIL_KIND_ATTR, failure_kind(exc))
             raise
         trial.set_user_attr("metrics", {"val": result.val, "test": result.test,
                                         "best_epoch": result.best_epoch,

@@ -1,14 +1,18 @@
 """The folder of a resumable run's checkpoints: metadata, the LATEST pointer, atomic writes.
 
 Every checkpoint is a torch.distributed.checkpoint folder with ``autorec.json`` (its metadata
-and sharding layout) beside the shards; ``LATEST`` names the newest resumable one and is
-replaced atomically, so a run killed mid-save resumes from the previous one.
+and sharding layout) beside the shards. A checkpoint is never written where it is read: it is
+written into ``.NAME.partial`` (:func:`staging`), ``autorec.json`` last, and only then renamed to
+``NAME`` (:func:`publish`); ``LATEST`` names the newest resumable one and is replaced atomically.
+So a run killed mid-save leaves at most a ``.partial`` folder that nothing loads, and resumes
+from the previous checkpoint.
 
 Example:
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())
-    >>> (root / "step-1").mkdir(); write_json(root / "step-1" / META, {"epoch": 0})
-    >>> point_latest(root, "step-1"); latest(root).name
+    >>> staged = staging(root / "step-1"); staged.mkdir()
+    >>> _ = (staged / ".metadata").write_bytes(b""); write_json(staged / META, {"epoch": 0})
+    >>> publish(staged, root / "step-1"); point_latest(root, "step-1"); latest(root).name
     'step-1'
 """
 
@@ -23,13 +27,92 @@ from typing import Any
 META, LATEST = "autorec.json", "LATEST"
 
 
+class IncompleteCheckpoint(FileNotFoundError):
+    """A checkpoint that should be complete lacks its metadata (it was damaged after it was written)."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """Another rank failed to write its part of a checkpoint."""
+
+
+def save_failure(exc: BaseException, path: Path, rank: int) -> Exception:
+    """The error to raise for torch.distributed.checkpoint's ``CheckpointException`` ``exc``
+    from a save.
+
+    That exception derives from BaseException and so slips past ``except Exception`` (a
+    search's trial, Optuna's ``catch``) and would end a whole search: this rank's own error is
+    raised instead (an OSError keeps its errno), else a :class:`CheckpointWriteError` naming
+    the ranks that failed.
+    """
+    failures = {r: f[0] if isinstance(f, tuple) else f  # (exception, traceback) per rank
+                for r, f in getattr(exc, "failures", {}).items()}
+    own = failures.get(rank)
+    if isinstance(own, Exception):
+        return own
+    named = "; ".join(f"rank {r}: {type(e).__name__}: {e}" for r, e in sorted(failures.items()))
+    return CheckpointWriteError(f"{path}: writing the checkpoint failed on another rank ({named or exc})")
+
+
+def staging(path: Path) -> Path:
+    """Where the checkpoint that becomes ``path`` is written: ``.NAME.partial`` beside it."""
+    return path.with_name(f".{path.name}.partial")
+
+
+def _aside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.old")
+
+
+def is_complete(path: Path) -> bool:
+    """True when ``path`` holds a whole checkpoint: the shards' index and ``autorec.json``, the
+    two files written last."""
+    return (path / ".metadata").is_file() and (path / META).is_file()
+
+
+def publish(staged: Path, path: Path) -> None:
+    """Make the complete checkpoint ``staged`` the one at ``path`` by renaming it there.
+
+    A checkpoint already at ``path`` is first renamed aside (``.NAME.old``) and deleted after;
+    a kill between the two renames leaves both whole, and :func:`restore` puts the old one back.
+    """
+    if not is_complete(staged):
+        raise IncompleteCheckpoint(f"{staged}: not a complete checkpoint (no .metadata or {META})")
+    old = _aside(path)
+    if path.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(path, old)
+    os.rename(staged, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def restore(path: Path) -> Path:
+    """``path``, after putting back the checkpoint a kill between :func:`publish`'s two renames
+    left aside (or the whole staged one, if the old one is gone too)."""
+    if not path.exists():
+        for candidate in (_aside(path), staging(path)):
+            if is_complete(candidate):
+                try:
+                    os.rename(candidate, path)
+                except OSError:  # another rank restored it first
+                    if not path.exists():
+                        raise
+                break
+    return path
+
+
 def latest(root: Path) -> Path | None:
-    """The checkpoint ``root/LATEST`` points to, or None."""
+    """The checkpoint ``root/LATEST`` points to, or None when there is no pointer.
+
+    Raises :class:`IncompleteCheckpoint` when the one it names is not whole (it was complete
+    when the pointer was written, so something removed part of it since).
+    """
     pointer = root / LATEST
     if not pointer.exists():
         return None
-    path = root / pointer.read_text().strip()
-    return path if (path / META).exists() else None
+    path = restore(root / pointer.read_text().strip())
+    if not is_complete(path):
+        raise IncompleteCheckpoint(f"{path}: {pointer} names this checkpoint, but it is incomplete "
+                                   f"(no .metadata or {META}); delete {pointer} to start afresh")
+    return path
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -41,9 +124,10 @@ def write_json(path: Path, obj: Any) -> None:
 def point_latest(root: Path, name: str) -> None:
     """Point ``root/LATEST`` at the checkpoint ``root/name`` (replaced atomically), then delete
     the checkpoint it pointed to before."""
-    previous = latest(root)
+    pointer = root / LATEST
+    previous = root / pointer.read_text().strip() if pointer.exists() else None
     tmp = root / f"{LATEST}.tmp"
     tmp.write_text(name + "\n")
-    os.replace(tmp, root / LATEST)
+    os.replace(tmp, pointer)
     if previous is not None and previous.name != name:
         shutil.rmtree(previous, ignore_errors=True)

@@ -57,6 +57,10 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite."""
 
 
+class TrainingTimeLimit(RuntimeError):
+    """A training ran past its ``time_limit_s``."""
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """How to train. Embeddings use torchrec's fused row-wise Adagrad applied in backward;
@@ -98,6 +102,7 @@ class TrainConfig:
     monitor: str = "val_logloss"
     track_test: bool = False  # also evaluate the test split after every epoch (selection studies)
     evaluate_test: bool = True  # evaluate the test split at the end (a re-ranking needs val only)
+    time_limit_s: float | None = None  # stop (TrainingTimeLimit) after this long; a search's per-trial limit
 
     def __post_init__(self) -> None:
         if self.monitor not in MONITORS:
@@ -113,6 +118,8 @@ class TrainConfig:
         if self.dense_parallel not in DENSE_PARALLEL:
             raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
                              f"got {self.dense_parallel!r}")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise ValueError(f"time_limit_s: expected a positive number of seconds, got {self.time_limit_s}")
         if self.checkpoint_every is not None and self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every: expected a positive integer, got {self.checkpoint_every}")
         if self.resume and not self.checkpoint_dir:

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch.distributed._shard.sharded_tensor import ShardedTensor
+
+from autorec.train.checkpoint_reader import load_state
 
 
 def _map(tree: Any, leaf: Any) -> Any:
@@ -61,7 +62,7 @@ def load_resharded(state: dict[str, Any], path: str | Path) -> None:
     """Fill ``state`` (a model/optimizer state_dict tree of this rank) from the checkpoint at
     ``path``, whatever sharding wrote it. Collective: every rank calls it."""
     full = full_like_sharded(state)
-    dcp.load(full, checkpoint_id=str(path))
+    load_state(full, path)
     _copy_shards(state, full)
 
     def take(target: Any, source: Any) -> Any:  # non-sharded leaves: DCP loaded them into `full`

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 import os
 import shutil
@@ -25,6 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from torch.distributed.checkpoint.api import CheckpointException
 from torchrec.datasets.utils import Batch
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
@@ -35,7 +35,17 @@ from autorec.arch import ArchSpec
 from autorec.data import RecDataset
 from autorec.metrics import binary_metrics, monitored_score
 from autorec.models import build_model
-from autorec.train.checkpoints import META, latest, point_latest, write_json
+from autorec.train.checkpoint_reader import load_state, read_meta
+from autorec.train.checkpoints import (
+    META,
+    latest,
+    point_latest,
+    publish,
+    restore,
+    save_failure,
+    staging,
+    write_json,
+)
 from autorec.train.distributed import (
     default_device,
     ensure_process_group,
@@ -52,6 +62,7 @@ from autorec.train.records import (
     EpochRecord,
     TrainConfig,
     TrainingDiverged,
+    TrainingTimeLimit,
     TrainResult,
     lr_factor,
     seed_everything,
@@ -59,7 +70,7 @@ from autorec.train.records import (
 from autorec.train.resharding import load_resharded
 
 __all__ = ["DENSE_OPTIMIZERS", "EpochRecord", "TrainConfig", "TrainResult", "Trainer", "TrainingDiverged",
-           "seed_everything", "train"]
+           "TrainingTimeLimit", "seed_everything", "train"]
 
 
 class Trainer:
@@ -113,6 +124,7 @@ class Trainer:
         self.optimizer = CombinedOptimizer([self.model.fused_optimizer, *self._unfused_optimizers()])
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pipeline = None
+        self._deadline: float | None = None  # set by fit() from time_limit_s
         if self.config.pipeline:
             self._pipeline = SparseDistPipeline(self.model, self.optimizer, self.device, self._step_loss)
 
@@ -199,23 +211,33 @@ class Trainer:
     def save_checkpoint(self, path: str | Path, meta: dict[str, Any] | None = None) -> None:
         """A torch.distributed.checkpoint (sharded: each rank writes its own shards) of the
         model and optimizer states, with ``meta`` and the sharding layout in ``autorec.json``.
-        Collective; ``path`` must be on storage every rank sees."""
-        dcp.save({"model": self.model.state_dict(), "optim": self.optimizer.state_dict()},
-                 storage_writer=dcp.FileSystemWriter(str(path), overwrite=True))
+        Collective; ``path`` must be on storage every rank sees. Written beside ``path`` and
+        renamed there when whole (:func:`~autorec.train.checkpoints.publish`), so a kill mid-save
+        never leaves a half-written checkpoint at ``path``."""
+        path, staged = Path(path), staging(Path(path))
         if self.rank == 0:
-            write_json(Path(path) / META, {**(meta or {}), "layout": self._layout(),
-                                            "arch": self.spec.name})
+            shutil.rmtree(staged, ignore_errors=True)  # what a save cut short left
+        if self.world_size > 1:
+            dist.barrier()
+        try:
+            dcp.save({"model": self.model.state_dict(), "optim": self.optimizer.state_dict()},
+                     storage_writer=dcp.FileSystemWriter(str(staged), overwrite=True))
+        except CheckpointException as exc:
+            raise save_failure(exc, path, self.rank) from None
+        if self.rank == 0:
+            write_json(staged / META, {**(meta or {}), "layout": self._layout(), "arch": self.spec.name})
+            publish(staged, path)
         if self.world_size > 1:
             dist.barrier()
 
     def load_checkpoint(self, path: str | Path, optimizer: bool = True) -> None:
         """Load a checkpoint written by :meth:`save_checkpoint` at this or another world size
         or plan (then through :func:`~autorec.train.resharding.load_resharded`)."""
-        path = Path(path)
+        path = restore(Path(path))
         if not (path / ".metadata").exists():
             raise FileNotFoundError(f"{path}: not a checkpoint (no .metadata file)")
         meta_file = path / META
-        layout = json.loads(meta_file.read_text()).get("layout") if meta_file.exists() else None
+        layout = read_meta(path).get("layout") if meta_file.exists() else None
         if optimizer:
             # Adam's (and Adagrad's) state is created by its first step and a load fills only entries that
             # exist: a dummy step (zero gradients) creates them; the load then overwrites all.
@@ -225,7 +247,7 @@ class Trainer:
         if optimizer:
             state["optim"] = self.optimizer.state_dict()
         if layout == self._layout():
-            dcp.load(state, checkpoint_id=str(path))
+            load_state(state, path)
         else:  # dcp.load at another layout raises nothing yet restores nothing (DESIGN.md)
             load_resharded(state, path)
         self.model.load_state_dict(state["model"])
@@ -248,11 +270,12 @@ class Trainer:
         result = TrainResult(self.spec, cfg)
         root, scratch = self._checkpoint_root()
         best, stale, t_start = -math.inf, 0, time.perf_counter()  # best: sign * the monitored metric
+        self._deadline = t_start + cfg.time_limit_s if cfg.time_limit_s else None
         progress = {"epoch": 0, "step": 0, "global_step": 0, "losses": [], "samples": 0,
                     "seconds": 0.0}
         newest = latest(root) if cfg.resume else None
         if newest is not None:
-            meta = json.loads((newest / META).read_text())
+            meta = read_meta(newest)
             if meta.get("arch") != self.spec.name:
                 raise ValueError(f"{newest}: checkpoint of architecture {meta.get('arch')!r}, not "
                                  f"{self.spec.name!r}; use another checkpoint_dir or do not resume")
@@ -298,6 +321,7 @@ class Trainer:
                     checkpoint(progress)
                     if self.on_epoch is not None:
                         self.on_epoch(record)
+                    self._check_time(f"after epoch {epoch}")
             if result.best_epoch != len(result.history) - 1:
                 self.load_checkpoint(root / "best", optimizer=False)
             result.test = self.evaluate("test") if cfg.evaluate_test else {}
@@ -318,6 +342,18 @@ class Trainer:
         if self.world_size > 1:
             dist.broadcast_object_list(holder, src=0)
         return Path(holder[0]), holder[0]
+
+    def _check_time(self, where: str) -> None:
+        """Raise :class:`TrainingTimeLimit` once ``time_limit_s`` has passed since :meth:`fit`
+        began. Under several ranks they decide together (all stop at the same step)."""
+        if self._deadline is None:
+            return
+        over = torch.tensor([float(time.perf_counter() > self._deadline)])
+        if self.world_size > 1:
+            dist.all_reduce(over, op=dist.ReduceOp.MAX)
+        if over.item():
+            raise TrainingTimeLimit(f"training exceeded its time limit of {self.config.time_limit_s:g} s "
+                                    f"({where})")
 
     def _set_lr(self, global_step: int, total_steps: int | None) -> None:
         """Every optimizer's rate for the next step: its base rate times the schedule's factor.
@@ -348,6 +384,7 @@ class Trainer:
         for step, (loss, n) in enumerate(steps, start):
             if not math.isfinite(loss):
                 raise TrainingDiverged(f"loss is {loss} at epoch {epoch} step {step}")
+            self._check_time(f"at epoch {epoch} step {step}")
             losses.append(loss)
             step_losses.append(loss)
             samples += n

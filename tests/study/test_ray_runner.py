@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 from autorec.study import (
     StudyConfig,
     TrialRunner,
+    create_study,
     finished_count,
     open_storage,
     summarize,
@@ -39,7 +40,7 @@ def quiet(*_: object) -> None:
 def local_proposals(config: StudyConfig, n: int) -> list[dict]:
     """The parameters the local backend's first ``n`` trials get (same sampler and seed)."""
     runner = TrialRunner(config)
-    study = optuna.create_study(sampler=runner.strategy.sampler(1), direction="maximize")
+    study = create_study(config, optuna.storages.InMemoryStorage())  # the study's sampler, seeded per trial
     params = []
     for _ in range(n):
         trial = study.ask()

@@ -22,6 +22,7 @@ from autorec.study import (
     summarize,
     trial_arch,
 )
+from tests.postgres import server_url
 from tests.studyfiles import write_study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,13 +186,8 @@ def test_two_workers_share_one_journal_storage(tmp_path):
 
 
 @pytest.fixture
-def postgres_url():
-    url = os.environ.get("AUTOREC_TEST_POSTGRES_URL")
-    if not url:
-        if os.environ.get("AUTOREC_REQUIRE_POSTGRES"):
-            pytest.fail("AUTOREC_REQUIRE_POSTGRES is set but no server URL was given")
-        pytest.skip("no PostgreSQL server (tools/start_postgres.sh starts one)")
-    return url
+def postgres_url() -> str:
+    return server_url()
 
 
 def test_postgresql_storage(tmp_path, postgres_url):

@@ -1,0 +1,114 @@
+"""Reading a checkpoint folder back without unpickling arbitrary objects, with errors that name it.
+
+torch.distributed.checkpoint reads a checkpoint's index (``.metadata``) with ``pickle.load`` and
+its non-tensor entries (optimizer settings, step counts) with ``torch.load(weights_only=False)``,
+so a hand-made checkpoint could run code when it is loaded. Here the index is unpickled against
+an allowlist (DCP's own metadata dataclasses, ``torch.Size``, dtypes and layouts) and every entry
+through ``torch.load(weights_only=True)`` (the shards' tensors already are). A damaged or foreign
+checkpoint raises :class:`CheckpointError` naming the folder or file, never a stack of DCP frames.
+
+Example:
+    >>> import tempfile, torch
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = dcp.save({"w": torch.ones(2), "lr": 0.1}, storage_writer=dcp.FileSystemWriter(str(folder)))
+    >>> state = {"w": torch.zeros(2), "lr": 0.0}
+    >>> load_state(state, folder); state["w"].tolist(), state["lr"]
+    ([1.0, 1.0], 0.1)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+
+from autorec.train.checkpoints import META
+
+# What a DCP index may name besides the classes of torch.distributed.checkpoint.metadata.
+_INDEX_MODULES = ("torch.distributed.checkpoint.metadata",)
+_INDEX_NAMES = {("torch", "Size"), ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"),
+                ("pathlib", "WindowsPath"), ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+                ("collections", "OrderedDict")}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be read: damaged, foreign, or holding objects other than tensors and
+    plain values; the message names the folder or file."""
+
+
+class _IndexUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        dtype = module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
+        if module in _INDEX_MODULES or (module, name) in _INDEX_NAMES or dtype:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} has no place in a checkpoint index")
+
+
+class SafeReader(dcp.FileSystemReader):
+    """FileSystemReader whose index is unpickled against the allowlist of this module."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        path = self._get_metadata_path(kwargs.get("rank"))
+        with self.fs.create_stream(path, "rb") as metadata_file:
+            metadata = _IndexUnpickler(metadata_file).load()
+        if not isinstance(metadata, Metadata):
+            raise pickle.UnpicklingError(f"expected a checkpoint index, got {type(metadata).__name__}")
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+class SafePlanner(dcp.DefaultLoadPlanner):
+    """DefaultLoadPlanner that reads non-tensor entries with ``torch.load(weights_only=True)``."""
+
+    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
+        safe = io.BytesIO()
+        torch.save(torch.load(value, weights_only=True), safe)  # only plain values get this far
+        safe.seek(0)
+        super().load_bytes(read_item, safe)
+
+
+def load_state(state: dict[str, Any], path: str | Path, *, allow_partial_load: bool = False) -> None:
+    """``dcp.load(state)`` from the checkpoint folder ``path`` through :class:`SafeReader` and
+    :class:`SafePlanner`; raises :class:`CheckpointError` when it cannot be read."""
+    try:
+        dcp.load(state, storage_reader=SafeReader(str(path)),
+                 planner=SafePlanner(allow_partial_load=allow_partial_load))
+    except CheckpointException as exc:  # a BaseException: one wrapped failure per rank
+        failure = next(iter(exc.failures.values()), None)  # (exception, traceback summary)
+        reason = failure[0] if failure else exc
+        raise CheckpointError(f"{path}: not a readable checkpoint ({_first_line(reason)})") from None
+
+
+def saved_keys(path: str | Path) -> set[str]:
+    """The flattened state keys the checkpoint folder ``path`` holds."""
+    try:
+        return set(SafeReader(str(path)).read_metadata().state_dict_metadata)
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: not a readable checkpoint ({_first_line(exc)})") from None
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The ``autorec.json`` of the checkpoint folder ``path`` (its metadata and layout)."""
+    file = Path(path) / META
+    try:
+        meta = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{file}: not readable checkpoint metadata ({_first_line(exc)})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{file}: expected a JSON object of checkpoint metadata, got "
+                              f"{type(meta).__name__}")
+    return meta
+
+
+def _first_line(exc: object) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
