@@ -182,6 +182,10 @@ class StudyConfig(_Section):
     workers: int = Field(1, ge=1, description="local worker processes")
     baselines: tuple[Annotated[str, AfterValidator(_preset_name)], ...] = Field(
         (), strict=False, description="presets trained with the trials' budget to compare with")
+    warm_start: tuple[Annotated[str, AfterValidator(_preset_name)], ...] = Field(
+        (), strict=False, description=(
+            "presets enqueued as a new study's first trials (random, tpe, nsga2; each must be in "
+            "the space): the sampler starts from known-good architectures"))
     seed: int = Field(0, ge=0, description="seed of the sampler and of each training")
 
     _source: Path = PrivateAttr(default_factory=lambda: Path.cwd() / "study.yaml")

@@ -37,6 +37,7 @@ from autorec.study.results import StudySummary, summarize
 from autorec.study.reuse import reused_count
 from autorec.study.storage import create_study, open_storage
 from autorec.study.trial import TrialRunner, cost_summary
+from autorec.study.warm import enqueue_presets
 
 
 def _work(config: StudyConfig, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
@@ -157,6 +158,9 @@ def run_study(config: StudyConfig, workers: int | None = None,
         raise StudyConfigError(f"{config.source}: workers: a oneshot study trains one supernet in one "
                                f"process; got workers={workers}")
     runner = TrialRunner(config) if workers == 1 else None  # loads the data once for both
+    if config.warm_start:
+        runner = runner or TrialRunner(config)
+        enqueue_presets(config, study, runner, log)
     train_baselines(config, study, log, runner)
     if oneshot:
         from autorec.oneshot.run import run_oneshot
