@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -46,7 +47,7 @@ from autorec.study.recovery import (
 from autorec.study.results import StudySummary, summarize
 from autorec.study.reuse import REUSED_ATTR, TRAINED_KEY_ATTR, reuse, reused_count, trained_twin, training_key
 from autorec.study.storage import create_study, open_storage
-from autorec.study.trial import TrialRunner, cost_summary
+from autorec.study.trial import FAIL_KIND_ATTR, TrialRunner, cost_summary, failure_kind
 
 if TYPE_CHECKING:
     from autorec.data.schema import Schema
@@ -58,7 +59,7 @@ RAY_INSTALL = 'pip install "ray[tune]==2.60.0"'
 # Keys of the Tune config a proposal hands to its trainable, and of the results it reports.
 ARCH_KEY, NUMBER_KEY, PROPOSAL_ERROR_KEY = "autorec_arch", "autorec_trial", "autorec_proposal_error"
 REUSED_KEY = "autorec_reused_values"  # a proposal already trained: its twin's values (JSON); no Tune trial
-OUTCOME_KEY, FAIL_KEY = "autorec_outcome", "autorec_fail_reason"
+OUTCOME_KEY, FAIL_KEY, FAIL_KIND_KEY = "autorec_outcome", "autorec_fail_reason", "autorec_fail_kind"
 OBJECT_STORE_BYTES = 128 * 1024**2  # trials pass no large objects through Ray
 
 
@@ -217,6 +218,7 @@ def _study_search_class() -> type:
             if error or (result and FAIL_KEY in result):
                 reason = (result or {}).get(FAIL_KEY) or "the Ray trial raised (see its error.txt)"
                 trial.set_user_attr("fail_reason", reason)
+                trial.set_user_attr(FAIL_KIND_ATTR, (result or {}).get(FAIL_KIND_KEY, "error"))
                 return TrialState.FAIL, None
             if not result:  # stopped before it reported anything: it used none of the budget
                 mark_interrupted(trial, "interrupted: stopped before its first report")
@@ -298,12 +300,15 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
 
     checkpoint = study.directory / "trials" / str(params[NUMBER_KEY])
     try:
-        trainer = Trainer(spec, runner.dataset, runner.train_config(checkpoint), on_epoch=on_epoch)
+        limited = dataclasses.replace(runner.train_config(checkpoint),
+                                      time_limit_s=study.budget.trial_time_limit_s)
+        trainer = Trainer(spec, runner.dataset, limited, on_epoch=on_epoch)
         result = trainer.fit()
         if "latency_ms" in study.objectives:
             costs["latency_ms"] = 1e3 * runner._latency(trainer)
     except Exception as exc:  # recorded like the local backend's failures; Tune's stop is SystemExit
-        tune.report({**_objective_values({}, {}), FAIL_KEY: f"{type(exc).__name__}: {exc}"})
+        tune.report({**_objective_values({}, {}), FAIL_KEY: f"{type(exc).__name__}: {exc}",
+                     FAIL_KIND_KEY: failure_kind(exc)})
         return
     outcome = {"costs": costs, "checkpoint": str(checkpoint / "best"),
                "metrics": {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
@@ -352,6 +357,12 @@ def run_study_ray(config: StudyConfig, address: str | None = None, workers: int 
         raise StudyConfigError(f"{config.source}: strategy: a oneshot study runs on the local backend "
                                "(autorec search without --backend ray)")
     check_final(config)
+    if config.budget.memory_gb is not None:  # Ray's workers map its object store: RLIMIT_AS would break them
+        raise StudyConfigError(f"{config.source}: budget.memory_gb: the Ray backend does not cap a worker's "
+                               "memory; size the cluster's workers instead, or run on the local backend")
+    if config.warm_start:
+        raise StudyConfigError(f"{config.source}: warm_start: the Ray backend does not enqueue presets; "
+                               "run on the local backend, or drop warm_start")
     ray = _import_ray()
     storage = open_storage(config.storage_url)
     study = create_study(config, storage)

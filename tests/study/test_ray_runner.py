@@ -113,3 +113,28 @@ def test_cli_search_on_ray_prints_a_json_summary(tmp_path):
     summary = json.loads(done.stdout)  # Ray's own output went to stderr
     assert summary["name"] == "cli" and len(summary["trials"]) == 2
     assert summary["best"] is not None and summary["best"]["state"] == "COMPLETE"
+
+
+def test_a_ray_trial_past_its_time_limit_fails_with_its_kind(tmp_path):
+    """budget.trial_time_limit_s holds on Ray as locally: the trial fails as `time_limit`."""
+    pytest.importorskip("ray")
+    budget = {"trials": 1, "epochs": 200, "batch_size": 256, "trial_time_limit_s": 0.5}
+    config = StudyConfig.load(write_study(tmp_path, budget=budget, pruner="none"))
+    run_study_ray(config, workers=1, log=quiet)
+    (trial,) = optuna.load_study(study_name="t", storage=open_storage(config.storage_url)).get_trials()
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs["fail_kind"] == "time_limit"
+    assert "time limit of 0.5 s" in trial.user_attrs["fail_reason"]
+
+
+@pytest.mark.parametrize(("changes", "key"), [
+    ({"budget": {"trials": 1, "memory_gb": 4}}, "budget.memory_gb"),
+    ({"warm_start": ["dlrm"]}, "warm_start"),
+])
+def test_what_the_ray_backend_cannot_honour_is_refused_before_it_starts(tmp_path, changes, key):
+    from autorec.study import StudyConfigError
+
+    config = StudyConfig.load(write_study(tmp_path, **changes))
+    with pytest.raises(StudyConfigError, match=f"{key}: the Ray backend does not"):
+        run_study_ray(config, log=quiet)
+    assert not (config.directory / "study.db").exists()
