@@ -28,12 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.criteo_read import machine
-from benchmarks.oneshot_vs_tpe import _commit
+from benchmarks.results_file import RESULTS, merge_results
 
 ROWS = {"kill": "benchmarks.faults_kill", "trials": "benchmarks.faults_trials",
         "input": "benchmarks.faults_input"}
-JSON = Path(__file__).parent / "results" / "faults.json"
+JSON = RESULTS / "faults.json"
 
 
 def main() -> None:
@@ -45,16 +44,14 @@ def main() -> None:
     unknown = sorted(set(rows) - set(ROWS))
     if unknown:
         parser.error(f"--rows: unknown {', '.join(unknown)}; expected some of {', '.join(ROWS)}")
-    record: dict[str, Any] = json.loads(args.json.read_text()) if args.json.exists() else {}
+    measured: dict[str, Any] = {}
     for row in rows:
         start = time.perf_counter()
         figures = importlib.import_module(ROWS[row]).measure()
-        record.update(figures)
-        record[f"{row}_seconds"] = round(time.perf_counter() - start, 1)
+        measured.update(figures)
+        measured[f"{row}_seconds"] = round(time.perf_counter() - start, 1)
         print(row, json.dumps(figures), flush=True)
-    record.update(machine=machine(), commit=_commit())
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    record = merge_results(args.json, measured)
     print(json.dumps(record, indent=1, sort_keys=True))
 
 

@@ -53,12 +53,10 @@ from autorec.growth.search import (
 )
 from autorec.growth.train import CurveStopper, GrowthTrainConfig, train_schedule
 from autorec.presets import preset
-from benchmarks.criteo_read import machine
 from benchmarks.growth_schedules import pick_within
-from benchmarks.oneshot_vs_tpe import _commit
+from benchmarks.results_file import RESULTS, merge_results
 
 CACHE = Path.home() / ".cache" / "autorec-bench" / "growth"
-CLAIMS = Path(__file__).parent / "results" / "claims.json"
 
 
 def pick_at_equal_auc(evaluations: list[Evaluation], dense_val_auc: float, tol: float) -> Evaluation | None:
@@ -144,8 +142,7 @@ def summarise(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
             f"{p}_seeds": len(rows), f"{p}_equal_auc_seeds": sum(bool(r["equal_auc"]) for r in rows),
             f"{p}_auc_tolerance": args.tol,
             f"{p}_workload": f"{args.data}{'/' + args.preset if args.preset else ''} {args.arch} "
-                             f"{args.steps} steps x {args.batch_size}, {args.search} budget {args.budget}",
-            f"{p}_machine": machine(), f"{p}_commit": _commit()}
+                             f"{args.steps} steps x {args.batch_size}, {args.search} budget {args.budget}"}
 
 
 def main() -> None:
@@ -184,10 +181,7 @@ def main() -> None:
     summary = summarise(rows, args)
     print(json.dumps(summary, indent=1))
     if args.claims:
-        claims = json.loads(CLAIMS.read_text()) if CLAIMS.exists() else {}
-        claims.update(summary)
-        claims.update(machine=machine(), commit=_commit())
-        CLAIMS.write_text(json.dumps(claims, indent=1, sort_keys=True) + "\n")
+        merge_results(RESULTS / "claims.json", summary, prefix=args.prefix)
 
 
 if __name__ == "__main__":

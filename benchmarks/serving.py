@@ -32,8 +32,7 @@ from autorec.export import export_trained
 from autorec.presets import preset
 from autorec.serving import serve_bench
 from autorec.train.trainer import TrainConfig, Trainer
-from benchmarks.criteo_read import machine
-from benchmarks.oneshot_vs_tpe import _commit
+from benchmarks.results_file import merge_results
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCHES = (1, 64, 512)
@@ -83,12 +82,8 @@ def main() -> None:
     row["int8_auc_drop"] = max(row[f"{p}_int8_auc_drop"] for p in presets)
     if "dlrm" in presets:
         row["compiled_p99_ms"] = row["dlrm_compiled_b64_p99_ms"]
-    record: dict[str, Any] = json.loads(args.json.read_text()) if args.json.exists() else {}
-    record.update(row, serving_samples=args.samples, serving_presets=",".join(presets),
-                  serving_machine=machine(), serving_commit=_commit(),
-                  machine=machine(), commit=_commit())
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    merge_results(args.json, {**row, "serving_samples": args.samples, "serving_presets": ",".join(presets)},
+                  prefix="serving")
     print(json.dumps({k: v for k, v in row.items() if "_b" not in k}, indent=1, sort_keys=True))
 
 

@@ -51,8 +51,7 @@ from autorec.sharding.plans import Assignment, PlanningError
 from autorec.sharding.policy import load_policy
 from autorec.sharding.tables import TableInfo, TableSet, access_indices, reuse_histogram
 from autorec.sharding.topology import TOPOLOGY_FILE, Topology, step_cost
-from benchmarks.criteo_read import machine
-from benchmarks.oneshot_vs_tpe import _commit
+from benchmarks.results_file import merge_results
 
 ROOT = Path(__file__).resolve().parents[1]
 # (count, rows, dim, pooling, access exponent) of the three table classes
@@ -204,10 +203,7 @@ def main() -> None:
     for name in sorted(row["sharding_step_ms"], key=row["sharding_step_ms"].__getitem__):
         print(f"{name:>22}: measured {row['sharding_step_ms'][name]:8.2f} ms, predicted "
               f"{row['sharding_predicted_ms'][name]:8.3f} ms")
-    record: dict[str, Any] = json.loads(args.json.read_text()) if args.json.exists() else {}
-    record.update(row, sharding_nproc=args.nproc, sharding_machine=machine(),
-                  sharding_commit=_commit(), machine=machine(), commit=_commit())
-    args.json.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    merge_results(args.json, {**row, "sharding_nproc": args.nproc}, prefix="sharding")
     print(json.dumps({k: v for k, v in row.items() if not isinstance(v, dict)}, indent=1))
 
 

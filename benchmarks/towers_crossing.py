@@ -23,7 +23,6 @@ import json
 import math
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,9 +31,8 @@ import torch.distributed as dist
 from autorec.data.synthetic import load_synthetic
 from autorec.towers.link import ThrottledLink, crossing_gbps
 from autorec.train.partition import rank_batches
+from benchmarks.results_file import RESULTS, merge_results
 from benchmarks.towers_comm import build_trainers
-
-CLAIMS = Path(__file__).parent / "results" / "claims.json"
 
 
 def paired_steps(trainers: dict[str, Any], batches: list[Any], steps: int, gbps: float) -> dict[str, Any]:
@@ -116,19 +114,14 @@ def main() -> None:
     if rank == 0:
         print(json.dumps(out))
         if args.claims:
-            from benchmarks.criteo_read import machine
-            from benchmarks.oneshot_vs_tpe import _commit
-
-            claims = json.loads(CLAIMS.read_text()) if CLAIMS.exists() else {}
+            claims: dict[str, Any] = {"towers_world_size": world}
             for dim, r in out["dims"].items():  # inf (towers win on every link): null, and a flag
                 for key, value in (("crossing_gbps", r["measured_crossing_gbps"]),
                                    ("predicted_crossing_gbps", r["predicted_crossing_gbps"])):
                     claims[f"towers_d{dim}_{key}"] = value if math.isfinite(value) else None
                 claims[f"towers_d{dim}_wins_on_every_link"] = int(r["measured_crossing_gbps"] == math.inf)
                 claims[f"towers_d{dim}_fast_link_step_ratio"] = r["fast_link_ratio"]
-            claims.update(towers_world_size=world, towers_machine=machine(), towers_commit=_commit(),
-                          machine=machine(), commit=_commit())
-            CLAIMS.write_text(json.dumps(claims, indent=1, sort_keys=True) + "\n")
+            merge_results(RESULTS / "claims.json", claims, prefix="towers")
     dist.destroy_process_group()
 
 
