@@ -36,8 +36,7 @@ from autorec.data import load_dataset
 from autorec.presets import PRESETS, preset
 from autorec.study import StudyConfig, run_study
 from autorec.train.trainer import TrainConfig, Trainer
-from benchmarks.criteo_read import machine
-from benchmarks.oneshot_vs_tpe import _commit
+from benchmarks.results_file import merge_results
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = {"ml100k": ROOT / "studies" / "movielens.yaml", "teacher3": ROOT / "studies" / "teacher3.yaml"}
@@ -111,13 +110,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "quality.json")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    record: dict[str, Any] = json.loads(args.json.read_text()) if args.json.exists() else {}
+    measured: dict[str, Any] = {}
     for dataset in args.datasets.split(","):
-        record.update(figures(dataset, args.out))
+        measured.update(figures(dataset, args.out))
+    record = merge_results(args.json, measured)
     regrets = [v for k, v in record.items() if k.endswith("_logloss_regret")]
-    record.update(max_logloss_regret=max(regrets), machine=machine(), commit=_commit())
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    record = merge_results(args.json, {"max_logloss_regret": max(regrets)})  # over every dataset's
     print(json.dumps(record, indent=1, sort_keys=True))
 
 
