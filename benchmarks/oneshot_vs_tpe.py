@@ -39,6 +39,7 @@ import argparse
 import dataclasses
 import json
 import resource
+import shutil
 import statistics
 import subprocess
 import time
@@ -91,6 +92,7 @@ def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
             "rerank": args.rerank,
             "calibrate": max(0, TAU_ARCHITECTURES - args.rerank),
             **({"rerank_steps": args.short_rerank} if args.short_rerank else {}),
+            **({"rescore": args.rescore, "rescore_samples": args.rescore_samples} if args.rescore else {}),
             "final_epochs": args.final_epochs,
             "checkpoint_every": args.checkpoint_every,
             **json.loads(args.oneshot_options),
@@ -107,10 +109,35 @@ def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
     return path
 
 
+def adopt_supernet(args: argparse.Namespace, seed: int, config: StudyConfig) -> None:
+    """Start ``config``'s one-shot study from the supernet checkpoints of the study tagged
+    ``--supernet-from`` (same seed), when it has none of its own: the supernet's training does
+    not depend on what follows it, so variants of the search after it share one. The resume
+    refuses a checkpoint written with another supernet configuration; the seconds the adopted
+    training took are in its checkpoint and count in the variant's time as they did there."""
+    if args.supernet_from is None:
+        return
+    source = args.out / f"oneshot{args.supernet_from}_seed{seed}"
+    source = source / source.name / "oneshot" / "supernet"
+    target = config.directory / "oneshot" / "supernet"
+    if target.exists():
+        return
+    if not source.is_dir():
+        raise SystemExit(f"--supernet-from {args.supernet_from}: no supernet at {source}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged = target.with_name("supernet.adopting")
+    shutil.rmtree(staged, ignore_errors=True)
+    shutil.copytree(source, staged, symlinks=True)
+    staged.rename(target)  # whole or not at all: a kill mid-copy leaves no half supernet
+    print(f"{config.name}: supernet adopted from {source}")
+
+
 def run_stage(args: argparse.Namespace, stage: str) -> None:
     seeds = [int(s) for s in args.seeds.split(",")] if stage == "oneshot" else [0]
     for seed in seeds:
         config = StudyConfig.load(study_file(args, stage, seed))
+        if stage == "oneshot":
+            adopt_supernet(args, seed, config)
         start = time.perf_counter()
         run_study(config, log=print)
         print(f"{config.name}: this run took {time.perf_counter() - start:.0f} s")
@@ -225,7 +252,8 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
         return None
     trained = [t for t in study.get_trials(deepcopy=False) if "metrics" in t.user_attrs]
     search_s = (
-        record["supernet"]["seconds"] + record.get("search_seconds", 0.0) + record.get("rerank_seconds", 0.0)
+        record["supernet"]["seconds"] + record.get("search_seconds", 0.0) + record.get("rescore_seconds", 0.0)
+        + record.get("rerank_seconds", 0.0)
     )
     return {
         "seed": seed,
@@ -364,6 +392,11 @@ def main() -> None:
     parser.add_argument("--checkpoint-every", type=int, default=500, help="supernet steps per checkpoint")
     parser.add_argument("--selection-samples", type=int, default=5120,
                         help="validation samples each candidate is scored on")
+    parser.add_argument("--rescore", type=int, default=0,
+                        help="the screen's best candidates scored again on --rescore-samples (0: none)")
+    parser.add_argument("--rescore-samples", type=int, default=40960)
+    parser.add_argument("--supernet-from", default=None,
+                        help="a tag whose supernet checkpoints (same seed) this variant starts from")
     parser.add_argument("--tag", default="_s3k",
                         help="one-shot studies are oneshot<TAG>_seed<N>: each variant its own (the default "
                              "configuration's: _s3k; earlier ones: _u3k, _u2k, the fair pilot's '')")

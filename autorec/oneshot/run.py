@@ -4,6 +4,10 @@
    ``studies/<name>/oneshot/supernet``.
 2. ``candidates`` trials score derived architectures with inherited weights (stage ``proxy``,
    :mod:`autorec.oneshot.search`); the study's sampler proposes them.
+   With ``rescore`` set, the search's scores are a screen: the ``rescore`` best distinct
+   candidates are scored again on ``rescore_samples`` validation samples (recorded in the study's
+   ``oneshot`` attribute under ``rescored``), and that score ranks them from here on; the
+   calibration samples are rescored too, so tau measures the proxy that chose.
 3. The ``rerank`` best distinct candidates by proxy validation AUC are trained stand-alone on
    the study's trial budget (stage ``rerank``; or on ``rerank_steps`` steps), and ``calibrate``
    more, drawn at random from the whole space (stage ``sample``: scored on inherited weights
@@ -124,10 +128,20 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
 
     proxies = proxy_trials(study)
     ranked = distinct_best(proxies, len(proxies))
+    start = time.perf_counter()
+    rescored = _rescore(study, search, record, ranked[:strategy.rescore], strategy.rescore_samples)
+    if strategy.rescore:
+        record["rescore_seconds"] = record.get("rescore_seconds", 0.0) + time.perf_counter() - start
+        ranked = sorted(ranked[:strategy.rescore], key=lambda t: -rescored[t.number]["val_auc"])
     chosen = ranked[:strategy.rerank]
     start = time.perf_counter()  # scoring the calibration samples is calibration time too
     calibration = space_samples(study, search, strategy.calibrate, config.seed, config.objectives)
+    rescored = _rescore(study, search, record, calibration if strategy.rescore else [],
+                        strategy.rescore_samples)
     record["calibration_seconds"] = record.get("calibration_seconds", 0.0) + time.perf_counter() - start
+
+    def proxy_of(t: FrozenTrial) -> dict[str, float]:  # the score that ranks ``t``
+        return rescored.get(t.number, t.user_attrs[PROXY_ATTR])
     short = strategy.rerank_steps is not None  # re-rank shorter than the trial budget tau is taken on
     trained = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "rerank")}
     # The method's cost is the chosen ones' trainings; the calibration set only measures the proxy
@@ -147,13 +161,13 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
             train_config = dataclasses.replace(train_config, max_steps_per_epoch=strategy.rerank_steps,
                                                evaluate_test=False)
         start = time.perf_counter()
-        done[t.number] = _train_stage(config, study, runner, t, stage, train_config, log)
+        done[t.number] = _train_stage(config, study, runner, t, stage, train_config, log, proxy_of(t))
         record[key] = record.get(key, 0.0) + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
     record["rerank_numbers"] = sorted(t.number for t in chosen)
     record["calibration_numbers"] = sorted(t.number for t in calibration)
     on_budget = calibrated if short else trained  # the trainings on the trial budget
-    pairs = [(t.user_attrs[PROXY_ATTR]["val_auc"], on_budget[t.number].user_attrs["metrics"]["val"]["auc"])
+    pairs = [(proxy_of(t)["val_auc"], on_budget[t.number].user_attrs["metrics"]["val"]["auc"])
              for t in [*chosen, *calibration] if t.number in on_budget]
     record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
     record["tau_pairs"] = len(pairs)
@@ -167,20 +181,35 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking
                                   patience=max(config.budget.patience, 2), checkpoint_every=500, resume=True)
         start = time.perf_counter()
-        _train_stage(config, study, runner, proxy, "final", cfg, log)
+        _train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
         record["final_seconds"] = time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
 
 
+def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any],
+             trials: list[FrozenTrial], samples: int | None) -> dict[int, dict[str, float]]:
+    """Trial number -> the scores of ``trials`` on ``samples`` validation samples: those in
+    ``record["rescored"]`` already, the others scored now and added (and saved)."""
+    have = record.setdefault("rescored", {})  # JSON keys: the trial numbers as strings
+    for t in trials:
+        if str(t.number) not in have:
+            values = search.values_of({name: str(t.params[name]) for name in search.names})
+            have[str(t.number)] = search.rescore(values, samples or 0)
+    if trials:
+        study.set_user_attr(ONESHOT_ATTR, record)
+    return {int(k): v for k, v in have.items()}
+
+
 def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTrial, stage: str,
-                 train_config: Any, log: Callable[[str], None]) -> FrozenTrial:
-    """Train ``proxy``'s architecture stand-alone and record it as a trial of ``stage``."""
+                 train_config: Any, log: Callable[[str], None],
+                 scores: dict[str, float]) -> FrozenTrial:
+    """Train ``proxy``'s architecture stand-alone and record it as a trial of ``stage``;
+    ``scores``: the inherited-weight scores that chose it (its own, or a rescore's)."""
     from autorec.train.trainer import Trainer
 
     spec = ArchSpec.from_dict(proxy.user_attrs["arch"]).replace(
         name=f"{config.name}-{stage}{proxy.number}")
-    log(f"{stage}: training candidate {proxy.number} (proxy val AUC "
-        f"{proxy.user_attrs[PROXY_ATTR]['val_auc']:.4f})")
+    log(f"{stage}: training candidate {proxy.number} (proxy val AUC {scores['val_auc']:.4f})")
     result = Trainer(spec, runner.dataset, train_config).fit()
     metrics = {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
                "train_samples_per_s": result.samples_per_s, "train_samples": result.train_samples,
@@ -195,6 +224,6 @@ def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTri
         values=values,
         user_attrs={STAGE_ATTR: stage, "proxy_trial": proxy.number, "arch": spec.to_dict(), "costs": costs,
                     "metrics": metrics, "checkpoint": str(train_config.checkpoint_dir) + "/best",
-                    PROXY_ATTR: proxy.user_attrs[PROXY_ATTR]})
+                    PROXY_ATTR: scores, "screen": proxy.user_attrs[PROXY_ATTR]})
     study.add_trial(trial)
     return trial  # what the stages read of it (its user attributes) is what was stored

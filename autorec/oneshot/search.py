@@ -50,6 +50,7 @@ class CandidateSearch:
         self.trial_attrs = dict(trial_attrs or {})  # set on every candidate first (the worker, for recovery)
         self.net = self.search.supernet
         self._batches = self.search.selection_batches(selection_samples)  # the same for every candidate
+        self._rescore_batches: dict[int, list[Any]] = {}
         self.names = {name: [_value_name(v) for v in c.values] for name, c in self.net.arch.choices.items()}
         self._cache: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
 
@@ -70,6 +71,14 @@ class CandidateSearch:
             self._cache[key] = (self.search.path_scores(values, self._batches), arch_cost(spec).summary())
         scores, costs = self._cache[key]
         return spec, scores, costs
+
+    def rescore(self, values: Mapping[str, Any], samples: int) -> dict[str, float]:
+        """The inherited-weight scores of the path at ``values`` on ``samples`` validation samples
+        (the screen's samples first, then more of the same seeded stream): a second, more precise
+        look at the few candidates the screen put first."""
+        if samples not in self._rescore_batches:
+            self._rescore_batches[samples] = self.search.selection_batches(samples)
+        return self.search.path_scores(values, self._rescore_batches[samples])
 
     def objective(self, trial: optuna.Trial) -> float | list[float]:
         for key, value in self.trial_attrs.items():

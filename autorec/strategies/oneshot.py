@@ -11,7 +11,9 @@ Options (a study file's ``strategy.options``): ``steps``, ``batch_size``, ``dens
 BENCHMARKS.md), ``checkpoint_every``, ``dim``, ``dense_arch`` and ``over_arch`` (the one
 supernet's; default: the space's first, the over-arch searched when its choices share a depth)
 for the supernet; ``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or
-random), ``selection_samples`` (validation samples each candidate is scored on), ``rerank``
+random), ``selection_samples`` (validation samples each candidate is scored on), ``rescore``
+and ``rescore_samples`` (the ``rescore`` best candidates scored again on that many samples, and
+ranked by it: a cheap screen, then a precise look at its top; 0, the default: no rescore), ``rerank``
 (best candidates trained on the trial budget, or for ``rerank_steps`` steps), ``calibrate``
 (architectures drawn at random from the space, for Kendall's tau, on the trial budget) and
 ``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
@@ -49,7 +51,8 @@ class OneShotStrategy(Strategy):
                  dim: int | None = None, dense_arch: list[int] | None = None,
                  over_arch: list[int] | None = None, candidates: int = 1000,
                  search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,
-                 rerank_steps: int | None = None, final_epochs: int | None = None, **options: Any) -> None:
+                 rerank_steps: int | None = None, final_epochs: int | None = None, rescore: int = 0,
+                 rescore_samples: int | None = None, **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -65,15 +68,24 @@ class OneShotStrategy(Strategy):
         for key, value, low in (("candidates", candidates, 1), ("selection_samples", selection_samples, 1),
                                 ("rerank", rerank, 1), ("calibrate", calibrate, 0),
                                 ("rerank_steps", rerank_steps or 1, 1),
-                                ("final_epochs", final_epochs or 1, 1)):
+                                ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0)):
             if value < low:
                 raise ValueError(f"strategy 'oneshot': {key}: expected an integer >= {low}, got {value}")
+        if rescore and rescore < rerank:
+            raise ValueError(f"strategy 'oneshot': rescore: expected 0 or at least rerank ({rerank}) "
+                             f"candidates, got {rescore}")
+        if rescore and (rescore_samples is None or rescore_samples <= selection_samples):
+            raise ValueError(f"strategy 'oneshot': rescore_samples: expected more than selection_samples "
+                             f"({selection_samples}) when rescore is set, got {rescore_samples}")
+        if not rescore and rescore_samples is not None:
+            raise ValueError("strategy 'oneshot': rescore_samples: set without rescore (how many candidates "
+                             "to score again)")
         if search not in SEARCHES:
             raise ValueError(f"strategy 'oneshot': search: expected one of {', '.join(SEARCHES)}, "
                              f"got {search!r}")
         self.candidates, self.search, self.selection_samples = candidates, search, selection_samples
         self.rerank, self.calibrate, self.final_epochs = rerank, calibrate, final_epochs
-        self.rerank_steps = rerank_steps
+        self.rerank_steps, self.rescore, self.rescore_samples = rerank_steps, rescore, rescore_samples
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

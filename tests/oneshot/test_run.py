@@ -52,6 +52,11 @@ def test_rank_correlation():
     ({"search": "cmaes"}, "search: expected one of tpe, nsga2, random, got 'cmaes'"),
     ({"sampling": "sandwich"}, "sampling: expected one of fair, uniform"),
     ({"rerank": "two"}, "rerank: expected an integer, got 'two'"),
+    ({"rerank": 3, "rescore": 2, "rescore_samples": 9000}, r"rescore: expected 0 or at least rerank \(3\)"),
+    ({"rescore": 5}, r"rescore_samples: expected more than selection_samples \(20000\) when rescore"),
+    ({"rescore": 5, "selection_samples": 500, "rescore_samples": 500}, "more than selection_samples"),
+    ({"rescore_samples": 9000}, "rescore_samples: set without rescore"),
+    ({"rescore": -1}, "rescore: expected an integer >= 0, got -1"),
 ])
 def test_bad_strategy_options(options, message):
     with pytest.raises(ValueError, match=message):
@@ -158,3 +163,36 @@ def test_the_ray_backend_refuses_a_oneshot_study(tmp_path):
     config = StudyConfig.load(write_study(tmp_path, strategy=ONESHOT, budget=BUDGET))
     with pytest.raises(StudyConfigError, match="a oneshot study runs on the local backend"):
         run_study_ray(config)
+
+
+def test_a_rescore_ranks_the_screens_best_again_on_more_samples(tmp_path):
+    options = {**ONESHOT["options"], "steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
+               "selection_samples": 128, "rescore": 4, "rescore_samples": 1000}
+    config = StudyConfig.load(write_study(tmp_path, budget=BUDGET,
+                                          strategy={"name": "oneshot", "options": options}))
+    run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    record = study.user_attrs["oneshot"]
+    proxies = {t.number: t for t in study.trials if t.user_attrs["stage"] == "proxy"}
+    samples = [t.number for t in study.trials if t.user_attrs["stage"] == "sample"]
+    rescored = {int(k): v for k, v in record["rescored"].items()}
+    # the screen's 4 best distinct candidates and the 2 calibration samples, scored again
+    screen = sorted(proxies.values(), key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"])
+    assert set(rescored) - set(samples) <= set(proxies) and set(samples) <= set(rescored)
+    assert len(set(rescored) - set(samples)) == 4 and screen[0].number in rescored
+    assert record["rescore_seconds"] > 0
+    # a second look on 1000 samples, not the screen's 128: the scores differ
+    assert any(rescored[n]["val_auc"] != proxies[n].user_attrs[PROXY_ATTR]["val_auc"]
+               for n in set(rescored) & set(proxies))
+    # the re-ranked ones are the rescore's best two, and their trials carry the rescore
+    rerank = [t for t in study.trials if t.user_attrs["stage"] == "rerank"]  # chosen, then calibration
+    assert sorted(t.user_attrs["proxy_trial"] for t in rerank[2:]) == samples
+    rerank = rerank[:2]
+    best_two = sorted((n for n in rescored if n in proxies), key=lambda n: -rescored[n]["val_auc"])[:2]
+    assert sorted(t.user_attrs["proxy_trial"] for t in rerank) == sorted(best_two)
+    for t in rerank:
+        assert t.user_attrs[PROXY_ATTR] == rescored[t.user_attrs["proxy_trial"]]
+        assert t.user_attrs["screen"] == proxies[t.user_attrs["proxy_trial"]].user_attrs[PROXY_ATTR]
+    run_study(config, log=quiet)  # a rerun scores nothing again
+    assert optuna.load_study(study_name="t", storage=open_storage(config.storage_url)).user_attrs[
+        "oneshot"]["rescored"] == record["rescored"]
