@@ -20,7 +20,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import shlex
 import sys
@@ -33,6 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autorec.data.criteo import load_criteo
+from benchmarks.results_file import machine
 
 # Criteo Kaggle: distinct values per categorical feature and share of empty fields per column.
 CARDINALITIES = [1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
@@ -160,20 +160,6 @@ class MemorySampler(threading.Thread):
         while not self.done.is_set():
             self.sample()
             time.sleep(self.every_s)
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        match = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        cpu = match.group(1).strip() if match else cpu
-    except OSError:
-        pass
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    import torch
-
-    return (f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, Python {platform.python_version()}, "
-            f"torch {torch.__version__}")
 
 
 def parse_size(text: str) -> int:

@@ -41,7 +41,6 @@ import json
 import resource
 import shutil
 import statistics
-import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -53,7 +52,7 @@ from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
 from autorec.study import StudyConfig, TrialRunner, open_storage, run_study
-from benchmarks.criteo_read import machine
+from benchmarks.results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = {
@@ -276,7 +275,7 @@ def status(args: argparse.Namespace) -> dict[str, Any]:
     validation AUC so far (its AUCs are from the trial's own short training), trial seconds."""
     from autorec.data.synthetic import load_synthetic
 
-    out: dict[str, Any] = {"machine": machine(), "commit": _commit(), "samples": args.samples}
+    out: dict[str, Any] = {"machine": machine(), "commit": commit(), "samples": args.samples}
     # The workload's ceiling, as report gives it: the Bayes-optimal test AUC (on up to 1M samples).
     out["bayes_auc"] = load_synthetic(preset="scale", num_samples=min(args.samples, 1_000_000)).bayes_auc(
         "test"
@@ -318,7 +317,7 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
     reference_bytes = sum(f.num_embeddings for f in schema.sparse) * DIM64_BYTES
     out: dict[str, Any] = {
         "machine": machine(),
-        "commit": _commit(),
+        "commit": commit(),
         "samples": args.samples,
         "tpe_stages_done": [f["stage"] for f in tpe],
         "oneshot_seeds_done": [f["seed"] for f in shots],
@@ -359,12 +358,6 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
         "test"
     )
     return out
-
-
-def _commit() -> str:
-    return subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
 
 
 def main() -> None:

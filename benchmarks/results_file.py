@@ -1,4 +1,6 @@
-"""Writing a results file: flat figures merged into ``benchmarks/results/<name>.json``.
+"""Writing a results file: flat figures merged into ``benchmarks/results/<name>.json``, and
+the stamps every results file carries: :func:`machine` (CPU, cores, memory, Python, torch) and
+:func:`commit` (the work tree's short commit).
 
 Several benchmarks share one file (``claims.json`` holds serving, sharding, growth and towers
 figures): each merges its own keys, stamps the machine and commit beside them under its prefix
@@ -9,14 +11,38 @@ its own (the newest writer's), so the file always says where its latest figures 
 from __future__ import annotations
 
 import json
+import os
+import platform
+import re
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.criteo_read import machine
-from benchmarks.oneshot_vs_tpe import _commit
-
+ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
+
+
+def machine() -> str:
+    """The machine a figure was measured on, e.g. ``AMD EPYC ..., 2 cores, 24 GiB, Python 3.11.7,
+    torch 2.13.0+cpu``."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        match = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
+        cpu = match.group(1).strip() if match else cpu
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    import torch
+
+    return (f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, Python {platform.python_version()}, "
+            f"torch {torch.__version__}")
+
+
+def commit() -> str:
+    """The short commit of the work tree the benchmark runs from ('' outside a git checkout)."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def merge_results(path: Path, figures: Mapping[str, Any], prefix: str | None = None) -> dict[str, Any]:
@@ -24,10 +50,10 @@ def merge_results(path: Path, figures: Mapping[str, Any], prefix: str | None = N
     commit stamped as the module docstring says; returns the whole record written."""
     record: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     record.update(figures)
-    here, commit = machine(), _commit()
+    here, stamp = machine(), commit()
     if prefix:
-        record.update({f"{prefix}_machine": here, f"{prefix}_commit": commit})
-    record.update(machine=here, commit=commit)
+        record.update({f"{prefix}_machine": here, f"{prefix}_commit": stamp})
+    record.update(machine=here, commit=stamp)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import warnings
 from pathlib import Path
 
 import yaml
 
 from autorec.cli import main as autorec
-from benchmarks.criteo_read import machine
+from benchmarks.results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,11 +56,9 @@ def run(args: argparse.Namespace) -> dict:
     if code:
         raise SystemExit(code)
     fits = json.loads((args.out / "scaling" / "scaling.json").read_text())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
     flat = {k: v for k, v in fits.items() if not isinstance(v, (dict, list))}
     return {**flat, "samples_per_rung": args.samples, "batch_size": args.batch_size, "dim": args.dim,
-            "machine": machine(), "commit": commit}
+            "machine": machine(), "commit": commit()}
 
 
 def main() -> None:

@@ -37,8 +37,7 @@ import numpy as np
 from autorec.data import RecDataset, load_dataset
 from autorec.presets import PRESETS, preset
 from autorec.train.trainer import TrainConfig, Trainer
-from benchmarks.criteo_read import machine
-from benchmarks.oneshot_vs_tpe import _commit
+from benchmarks.results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE: dict[str, Any] = {"dense_lr": 1e-3, "embedding_lr": 0.05, "lr_schedule": "constant",
@@ -159,7 +158,7 @@ def main() -> None:
     for r in recipes:
         recipe(r)
     row = summarise(run(datasets, recipes, args.out, args.presets.split(",")), recipes)
-    row.update(datasets=",".join(datasets), machine=machine(), commit=_commit())
+    row.update(datasets=",".join(datasets), machine=machine(), commit=commit())
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(row, indent=1, sort_keys=True) + "\n")
     print(json.dumps(row, indent=1, sort_keys=True))
