@@ -100,6 +100,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary = {"data": dataset.name, "arch": spec.name, "best_epoch": full["best_epoch"],
                "val": full["val"], "test": full["test"], "world_size": full["world_size"],
                "resumed_from": full["resumed_from"], "train_samples_per_s": full["train_samples_per_s"],
+               "data_wait_share": full["data_wait_share"],
                "seconds": round(full["seconds"], 1)}
     if args.output:
         Path(args.output).write_text(json.dumps(full))
@@ -122,4 +123,6 @@ def _print_metrics(summary: dict[str, Any]) -> None:
         table.add_row(split, f"{m['auc']:.4f}", f"{m['logloss']:.4f}", f"{m['ne']:.4f}", str(m["n"]))
     console = Console()
     console.print(table)
-    console.print(f"{summary['train_samples_per_s']:,.0f} training samples/s, {summary['seconds']:.1f} s")
+    console.print(f"{summary['train_samples_per_s']:,.0f} training samples/s, "
+                  f"{100 * summary['data_wait_share']:.1f}% of the training time waiting for data, "
+                  f"{summary['seconds']:.1f} s")

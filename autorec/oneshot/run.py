@@ -213,6 +213,7 @@ def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTri
     result = Trainer(spec, runner.dataset, train_config).fit()
     metrics = {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
                "train_samples_per_s": result.samples_per_s, "train_samples": result.train_samples,
+               "data_wait_share": result.data_wait_share,
                "seconds": result.seconds}
     costs = proxy.user_attrs["costs"]
     values = scores_to_values({"val_auc": result.val["auc"], "val_loss": result.val["logloss"]}, costs,

@@ -312,7 +312,8 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
         return
     outcome = {"costs": costs, "checkpoint": str(checkpoint / "best"),
                "metrics": {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
-                           "train_samples_per_s": result.samples_per_s, "seconds": result.seconds}}
+                           "train_samples_per_s": result.samples_per_s,
+                           "data_wait_share": result.data_wait_share, "seconds": result.seconds}}
     tune.report({**epoch_result(result.history[-1], result.val), OUTCOME_KEY: json.dumps(outcome)})
 
 

@@ -144,6 +144,7 @@ class TrialRunner:
         trial.set_user_attr("metrics", {"val": result.val, "test": result.test,
                                         "best_epoch": result.best_epoch,
                                         "train_samples_per_s": result.samples_per_s,
+                                        "data_wait_share": result.data_wait_share,
                                         "train_samples": result.train_samples,
                                         "seconds": result.seconds})
         trial.set_user_attr("checkpoint", str(checkpoint / "best"))

@@ -138,6 +138,7 @@ class EpochRecord:
     seconds: float
     samples: int = 0  # training samples this epoch (0 in a checkpoint written before it was kept)
     test: dict[str, float] | None = None  # test metrics of this epoch's model (``track_test`` only)
+    data_wait_s: float = 0.0  # of ``seconds``, those the steps waited for their batches (waiting.py)
 
 
 @dataclass
@@ -164,6 +165,12 @@ class TrainResult:
     def samples_per_s(self) -> float:
         return float(np.mean([r.samples_per_s for r in self.history])) if self.history else 0.0
 
+    @property
+    def data_wait_share(self) -> float:
+        """The share of the training time spent waiting for batches (0 to 1), over all epochs."""
+        seconds = sum(r.seconds for r in self.history)
+        return sum(r.data_wait_s for r in self.history) / seconds if seconds > 0 else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "arch": self.arch.name,
@@ -171,6 +178,7 @@ class TrainResult:
             "val": self.val,
             "test": self.test,
             "train_samples_per_s": round(self.samples_per_s, 1),
+            "data_wait_share": round(self.data_wait_share, 4),
             "train_samples": self.train_samples,
             "seconds": round(self.seconds, 2),
             "resumed_from": self.resumed_from,

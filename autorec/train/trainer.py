@@ -68,6 +68,7 @@ from autorec.train.records import (
     seed_everything,
 )
 from autorec.train.resharding import load_resharded
+from autorec.train.waiting import Waited
 
 __all__ = ["DENSE_OPTIMIZERS", "EpochRecord", "TrainConfig", "TrainResult", "Trainer", "TrainingDiverged",
            "TrainingTimeLimit", "seed_everything", "train"]
@@ -375,8 +376,8 @@ class Trainer:
         t0 = time.perf_counter() - progress["seconds"]
         if bar is not None and task is not None:
             bar.update(task, advance=start)
-        batches = itertools.islice(self._batches("train", cfg.batch_size, True, epoch), start,
-                                   cfg.max_steps_per_epoch)
+        batches = Waited(itertools.islice(self._batches("train", cfg.batch_size, True, epoch), start,
+                                          cfg.max_steps_per_epoch), progress.get("data_wait_s", 0.0))
         steps = (self._pipeline.run(batches) if self._pipeline is not None
                  else (self.train_step(b) for b in batches))
         global_step = progress["global_step"]
@@ -396,7 +397,7 @@ class Trainer:
             if cfg.checkpoint_every and global_step % cfg.checkpoint_every == 0:
                 checkpoint({"epoch": epoch, "step": step + 1, "global_step": global_step,
                             "losses": losses, "samples": samples,
-                            "seconds": time.perf_counter() - t0})
+                            "seconds": time.perf_counter() - t0, "data_wait_s": batches.seconds})
         progress["global_step"] = global_step
         seconds = time.perf_counter() - t0
         val = self.evaluate("val")
@@ -404,7 +405,7 @@ class Trainer:
             bar.update(task, rate=f"{samples / seconds:,.0f} samples/s  val AUC {val['auc']:.4f}")
         test = self.evaluate("test") if self.config.track_test else None
         return EpochRecord(epoch, float(np.mean(losses)) if losses else float("nan"), val,
-                           samples / seconds if seconds else 0.0, seconds, samples, test)
+                           samples / seconds if seconds else 0.0, seconds, samples, test, batches.seconds)
 
 
 

@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -32,7 +33,13 @@ def test_train_an_arch_json(tmp_path, capsys):
     code = main(["train", "--arch", str(tmp_path / "arch.json"), "--epochs", "1",
                  "--max-steps-per-epoch", "5", "--json"])
     assert code == 0
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["arch"] == "wukong"
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["arch"] == "wukong" and out["train_samples_per_s"] > 0 and 0 <= out["data_wait_share"] < 1
+    # without --json, the line under the table says the throughput and the share lost to data
+    assert main(["train", "--arch", str(tmp_path / "arch.json"), "--epochs", "1",
+                 "--max-steps-per-epoch", "5"]) == 0
+    assert re.search(r"[\d,]+ training samples/s, \d+\.\d% of the training time waiting for data",
+                     capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -90,6 +90,7 @@ def test_ray_search_records_trials_like_the_local_backend(tmp_path):
     for t in complete:
         assert t.value == t.user_attrs["metrics"]["val"]["auc"]
         assert 0 < t.user_attrs["metrics"]["test"]["auc"] < 1
+        assert 0 <= t.user_attrs["metrics"]["data_wait_share"] < 1
         assert t.user_attrs["checkpoint"] == str(config.directory / "trials" / str(t.number) / "best")
         assert Path(t.user_attrs["checkpoint"]).exists()
     for t in trials:

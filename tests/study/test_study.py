@@ -91,6 +91,7 @@ def test_search_records_arch_metrics_costs_and_baselines(tmp_path):
         spec = trial_arch(t)
         assert spec.feature_names and t.user_attrs["costs"]["flops"] > 0
         assert 0 < t.user_attrs["metrics"]["test"]["auc"] < 1
+        assert 0 <= t.user_attrs["metrics"]["data_wait_share"] < 1  # recorded with every trial
         assert t.value == t.user_attrs["metrics"]["val"]["auc"]
         (meta,) = optuna.artifacts.get_all_artifact_meta(t, storage=storage)
         with store.open_reader(meta.artifact_id) as f:

@@ -1,4 +1,5 @@
 import dataclasses
+import time
 
 import numpy as np
 import pytest
@@ -131,3 +132,25 @@ def test_the_schedule_reaches_every_optimizer(planted_data, schedule, factor):
     # After the last planned step every rate is its base times the schedule's end value.
     assert [g["lr"] for g in trainer.optimizer.param_groups] == pytest.approx([b * factor for b in bases])
     assert lr_factor(schedule, 0, 100, warmup_steps=4) == 0.25
+
+
+def test_the_time_waiting_for_batches_is_measured(planted_data):
+    """Every batch here takes at least 20 ms to arrive: the epoch's data wait holds those
+    seconds (and no more than the epoch), and the result's share is wait / training time."""
+    config = dataclasses.replace(FAST, epochs=1, max_steps_per_epoch=5)
+    trainer = Trainer(preset("dlrm", planted_data.schema, dim=8), planted_data, config)
+    plain = trainer._batches
+
+    def slow(*args, **kwargs):
+        for batch in plain(*args, **kwargs):
+            time.sleep(0.02)
+            yield batch
+
+    trainer._batches = slow
+    result = trainer.fit()
+    epoch = result.history[0]
+    assert 5 * 0.02 <= epoch.data_wait_s <= epoch.seconds
+    assert result.data_wait_share == pytest.approx(epoch.data_wait_s / epoch.seconds)
+    assert result.to_dict()["data_wait_share"] == round(result.data_wait_share, 4)
+    quick = Trainer(preset("dlrm", planted_data.schema, dim=8), planted_data, config).fit()
+    assert 0 <= quick.history[0].data_wait_s < epoch.data_wait_s
