@@ -92,6 +92,7 @@ def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
             "calibrate": max(0, TAU_ARCHITECTURES - args.rerank),
             **({"rerank_steps": args.short_rerank} if args.short_rerank else {}),
             **({"rescore": args.rescore, "rescore_samples": args.rescore_samples} if args.rescore else {}),
+            **({"rerank_val_samples": args.rerank_val_samples} if args.rerank_val_samples else {}),
             "final_epochs": args.final_epochs,
             "checkpoint_every": args.checkpoint_every,
             **json.loads(args.oneshot_options),
@@ -388,6 +389,8 @@ def main() -> None:
     parser.add_argument("--rescore", type=int, default=0,
                         help="the screen's best candidates scored again on --rescore-samples (0: none)")
     parser.add_argument("--rescore-samples", type=int, default=40960)
+    parser.add_argument("--rerank-val-samples", type=int, default=0,
+                        help="a short re-rank validates on this many samples (0: the whole split)")
     parser.add_argument("--supernet-from", default=None,
                         help="a tag whose supernet checkpoints (same seed) this variant starts from")
     parser.add_argument("--tag", default="_s3k",

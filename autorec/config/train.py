@@ -63,6 +63,8 @@ class TrainSettings(BaseModel):
     evaluate_test: bool = Field(True, description="evaluate the test split with the kept model at the end")
     time_limit_s: float | None = Field(
         None, gt=0, description="stop the training (as failed) after this many seconds")
+    val_samples: int | None = Field(
+        None, ge=1, description="validate on the first N samples of the validation split only")
 
     @model_validator(mode="after")
     def _resume_needs_a_folder(self) -> TrainSettings:

@@ -159,7 +159,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
         train_config = runner.train_config(root / stage / str(t.number))
         if stage == "rerank" and short:  # a ranking by validation: no test pass
             train_config = dataclasses.replace(train_config, max_steps_per_epoch=strategy.rerank_steps,
-                                               evaluate_test=False)
+                                               evaluate_test=False, val_samples=strategy.rerank_val_samples)
         start = time.perf_counter()
         done[t.number] = _train_stage(config, study, runner, t, stage, train_config, log, proxy_of(t))
         record[key] = record.get(key, 0.0) + time.perf_counter() - start

@@ -14,7 +14,9 @@ for the supernet; ``candidates`` (trials scored on inherited weights), ``search`
 random), ``selection_samples`` (validation samples each candidate is scored on), ``rescore``
 and ``rescore_samples`` (the ``rescore`` best candidates scored again on that many samples, and
 ranked by it: a cheap screen, then a precise look at its top; 0, the default: no rescore), ``rerank``
-(best candidates trained on the trial budget, or for ``rerank_steps`` steps), ``calibrate``
+(best candidates trained on the trial budget, or for ``rerank_steps`` steps, then validated on
+the first ``rerank_val_samples`` validation samples, default all: the candidates are compared on
+the same samples, so fewer suffice to order them), ``calibrate``
 (architectures drawn at random from the space, for Kendall's tau, on the trial budget) and
 ``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
 
@@ -52,7 +54,8 @@ class OneShotStrategy(Strategy):
                  over_arch: list[int] | None = None, candidates: int = 1000,
                  search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,
                  rerank_steps: int | None = None, final_epochs: int | None = None, rescore: int = 0,
-                 rescore_samples: int | None = None, **options: Any) -> None:
+                 rescore_samples: int | None = None, rerank_val_samples: int | None = None,
+                 **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -68,7 +71,9 @@ class OneShotStrategy(Strategy):
         for key, value, low in (("candidates", candidates, 1), ("selection_samples", selection_samples, 1),
                                 ("rerank", rerank, 1), ("calibrate", calibrate, 0),
                                 ("rerank_steps", rerank_steps or 1, 1),
-                                ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0)):
+                                ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0),
+                                ("rerank_val_samples", 1 if rerank_val_samples is None
+                                 else rerank_val_samples, 1)):
             if value < low:
                 raise ValueError(f"strategy 'oneshot': {key}: expected an integer >= {low}, got {value}")
         if rescore and rescore < rerank:
@@ -77,6 +82,9 @@ class OneShotStrategy(Strategy):
         if rescore and (rescore_samples is None or rescore_samples <= selection_samples):
             raise ValueError(f"strategy 'oneshot': rescore_samples: expected more than selection_samples "
                              f"({selection_samples}) when rescore is set, got {rescore_samples}")
+        if rerank_val_samples is not None and rerank_steps is None:
+            raise ValueError("strategy 'oneshot': rerank_val_samples: set without rerank_steps (re-ranks on "
+                             "the trial budget are tau's trainings and validate on the whole split)")
         if not rescore and rescore_samples is not None:
             raise ValueError("strategy 'oneshot': rescore_samples: set without rescore (how many candidates "
                              "to score again)")
@@ -86,6 +94,7 @@ class OneShotStrategy(Strategy):
         self.candidates, self.search, self.selection_samples = candidates, search, selection_samples
         self.rerank, self.calibrate, self.final_epochs = rerank, calibrate, final_epochs
         self.rerank_steps, self.rescore, self.rescore_samples = rerank_steps, rescore, rescore_samples
+        self.rerank_val_samples = rerank_val_samples
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

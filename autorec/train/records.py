@@ -103,6 +103,7 @@ class TrainConfig:
     track_test: bool = False  # also evaluate the test split after every epoch (selection studies)
     evaluate_test: bool = True  # evaluate the test split at the end (a re-ranking needs val only)
     time_limit_s: float | None = None  # stop (TrainingTimeLimit) after this long; a search's per-trial limit
+    val_samples: int | None = None  # validate on the split's first N samples only (a re-rank's cheaper look)
 
     def __post_init__(self) -> None:
         if self.monitor not in MONITORS:
@@ -120,6 +121,8 @@ class TrainConfig:
                              f"got {self.dense_parallel!r}")
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise ValueError(f"time_limit_s: expected a positive number of seconds, got {self.time_limit_s}")
+        if self.val_samples is not None and self.val_samples < 1:
+            raise ValueError(f"val_samples: expected a positive number of samples, got {self.val_samples}")
         if self.checkpoint_every is not None and self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every: expected a positive integer, got {self.checkpoint_every}")
         if self.resume and not self.checkpoint_dir:

@@ -181,20 +181,23 @@ class Trainer:
 
     @torch.no_grad()
     def predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
-        """(labels, click probabilities) over a whole split, in the single-process loader's
-        order. Collective under several ranks: every rank gets the whole split."""
+        """(labels, click probabilities) over a whole split (of the validation split, its first
+        ``val_samples`` when set), in the single-process loader's order. Collective under several
+        ranks: every rank gets the whole split."""
         if self._pipeline is not None:
             self._pipeline.detach()
         self.model.eval()
         labels, probs, parts = [], [], []
-        for batch in self._batches(split, self.config.eval_batch_size, shuffle=False):
+        size, limit = self.config.eval_batch_size, self.config.val_samples if split == "val" else None
+        for batch in itertools.islice(self._batches(split, size, shuffle=False),
+                                      None if limit is None else math.ceil(limit / size)):
             batch = batch.to(self.device)
             probs.append(torch.sigmoid(self.model(batch.dense_features, batch.sparse_features)).cpu())
             labels.append(batch.labels.cpu())
             parts.append(batch.labels.numel())
         self.model.train()
         local = torch.stack([torch.cat(labels).double(), torch.cat(probs).double()], 1).numpy()
-        rows = gather_rows(local, parts)
+        rows = gather_rows(local, parts)[:limit]  # (whole batches were scored: keep the first N)
         return rows[:, 0].astype(np.float32), rows[:, 1]
 
     def evaluate(self, split: str) -> dict[str, float]:

@@ -57,6 +57,8 @@ def test_rank_correlation():
     ({"rescore": 5, "selection_samples": 500, "rescore_samples": 500}, "more than selection_samples"),
     ({"rescore_samples": 9000}, "rescore_samples: set without rescore"),
     ({"rescore": -1}, "rescore: expected an integer >= 0, got -1"),
+    ({"rerank_val_samples": 1000}, "rerank_val_samples: set without rerank_steps"),
+    ({"rerank_val_samples": 0, "rerank_steps": 5}, "rerank_val_samples: expected an integer >= 1, got 0"),
 ])
 def test_bad_strategy_options(options, message):
     with pytest.raises(ValueError, match=message):
@@ -132,7 +134,7 @@ def test_a_space_of_per_feature_drops_and_hash_sizes_runs_every_stage(tmp_path):
 
 def test_short_reranks_keep_tau_on_trainings_of_the_trial_budget(tmp_path):
     options = {**ONESHOT["options"], "steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
-               "rerank_steps": 1}
+               "rerank_steps": 1, "rerank_val_samples": 100}
     config = StudyConfig.load(write_study(tmp_path, budget=BUDGET,
                                           strategy={"name": "oneshot", "options": options}))
     run_study(config, log=quiet)
@@ -144,6 +146,9 @@ def test_short_reranks_keep_tau_on_trainings_of_the_trial_budget(tmp_path):
     # batch 128: a re-rank trains 1 step, a calibration training the trial budget's 4
     assert {t.user_attrs["metrics"]["train_samples"] for t in by_stage["rerank"]} == {128}
     assert {t.user_attrs["metrics"]["train_samples"] for t in by_stage["calibrate"]} == {4 * 128}
+    # a re-rank validates on the split's first 100 samples, tau's trainings on all of it
+    assert {t.user_attrs["metrics"]["val"]["n"] for t in by_stage["rerank"]} == {100}
+    assert min(t.user_attrs["metrics"]["val"]["n"] for t in by_stage["calibrate"]) > 100
     rerank_proxies = {t.user_attrs["proxy_trial"] for t in by_stage["rerank"]}
     calibrated = {t.user_attrs["proxy_trial"] for t in by_stage["calibrate"]}
     assert rerank_proxies < calibrated  # the re-ranked ones trained again on the trial budget

@@ -154,3 +154,17 @@ def test_the_time_waiting_for_batches_is_measured(planted_data):
     assert result.to_dict()["data_wait_share"] == round(result.data_wait_share, 4)
     quick = Trainer(preset("dlrm", planted_data.schema, dim=8), planted_data, config).fit()
     assert 0 <= quick.history[0].data_wait_s < epoch.data_wait_s
+
+
+def test_val_samples_validates_on_the_first_samples_only(planted_data):
+    config = dataclasses.replace(FAST, epochs=1, max_steps_per_epoch=3, eval_batch_size=64, val_samples=100)
+    trainer = Trainer(preset("dlrm", planted_data.schema, dim=8), planted_data, config)
+    result = trainer.fit()
+    assert result.val["n"] == 100 < planted_data.num_rows("val")
+    whole = dataclasses.replace(config, val_samples=None)
+    labels, _ = Trainer(preset("dlrm", planted_data.schema, dim=8), planted_data, whole).predict("val")
+    first = trainer.predict("val")[0]
+    np.testing.assert_array_equal(first, labels[:100])  # the split's first 100, in order
+    assert result.test["n"] == planted_data.num_rows("test")  # the test split stays whole
+    with pytest.raises(ValueError, match="val_samples: expected a positive number of samples, got 0"):
+        dataclasses.replace(FAST, val_samples=0)
