@@ -6,7 +6,7 @@ import pytest
 
 from tests.doctests import assert_examples_run
 
-MODULES = ["records", "checkpoints"]
+MODULES = ["records", "checkpoints", "waiting"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,0 +1,217 @@
+"""Issue 25: where one training step's time goes, per preset, on the scale workload's shapes.
+
+Each preset (dlrm, dcnv2, wukong, dhen) is built for the ``scale`` preset's schema (13 dense
+features, 26 tables at Criteo Kaggle's cardinalities capped at 10^6) and trained by the Trainer's
+own ``train_step`` (DistributedModelParallel, fused row-wise Adagrad in backward, Adam), batch
+4096. Hooks on the model's parts and the optimizer time every step's pieces:
+
+- ``data``: drawing the next batch (the in-memory gather and the KJT);
+- ``embedding_fwd`` (the sharded lookup, waited for), ``dense_arch_fwd``, ``interaction_fwd`` (the
+  interaction layers), ``over_arch_fwd``, ``forward_other`` (projections, stacking, the loss);
+- ``loss_bwd`` (to the logits' gradient), ``over_arch_bwd``, ``interaction_bwd``,
+  ``embedding_bwd`` (the rest of the backward: the lookup's backward with the fused row-wise
+  Adagrad update inside it, the dense arch's backward and DDP's all-reduce);
+- ``dense_optimizer`` (Adam's step and zero_grad);
+- ``other``: the step minus its timed pieces (Python between them).
+
+The step is also timed without hooks (``step_ms``), beside the roofline floor of the same step
+(``benchmarks/roofline.py``, rates measured in this run) and torch.profiler's five costliest
+operators. Results: a table on stdout and flat keys ``<preset>_<piece>_ms``, ``<preset>_step_ms``,
+``<preset>_floor_ms`` and ``<preset>_floor_share`` merged into ``benchmarks/results/throughput.json``.
+
+    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile [--presets dlrm,wukong] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from autorec.data import load_dataset
+from autorec.presets import preset
+from autorec.train.trainer import TrainConfig, Trainer
+from benchmarks.results_file import RESULTS, merge_results
+from benchmarks.roofline import Rates, measure_rates, pooling_factors, step_floor
+
+PRESETS = ("dlrm", "dcnv2", "wukong", "dhen")
+PARTS = ("sparse_arch", "dense_arch", "layers", "over_arch")  # RecModel's submodules, in forward order
+PIECES = ("data", "embedding_fwd", "dense_arch_fwd", "interaction_fwd", "over_arch_fwd", "forward_other",
+          "loss_bwd", "over_arch_bwd", "interaction_bwd", "embedding_bwd", "dense_optimizer", "other")
+
+
+class StepClock:
+    """Time marks of one step, set by hooks on ``net``'s parts and on ``optimizer``."""
+
+    def __init__(self, net: torch.nn.Module, optimizer: Any) -> None:
+        self.marks: dict[str, float] = {}
+        self.handles: list[Any] = []
+        for name in PARTS:
+            module = getattr(net, name, None)
+            if module is not None:
+                self.handles.append(module.register_forward_pre_hook(self._before(name)))
+                self.handles.append(module.register_forward_hook(self._after(name)))
+        self.optimizer = optimizer
+        self._step, self._zero = optimizer.step, optimizer.zero_grad
+        optimizer.step = self._timed(self._step, "opt_step")
+        optimizer.zero_grad = self._timed(self._zero, "zero_grad")
+
+    def mark(self, key: str) -> None:
+        self.marks.setdefault(key, time.perf_counter())  # the first time it happens
+
+    def _timed(self, fn: Callable[..., Any], key: str) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            self.mark(f"{key}.start")
+            out = fn(*args, **kwargs)
+            self.mark(f"{key}.end")
+            return out
+        return run
+
+    def _on_grad(self, key: str, tensor: Any) -> None:
+        if isinstance(tensor, torch.Tensor) and tensor.requires_grad:
+            tensor.register_hook(lambda grad: self.mark(key))
+
+    def _before(self, name: str) -> Callable[..., None]:
+        def hook(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+            self.mark(f"{name}.fwd0")
+            for arg in args:
+                self._on_grad(f"{name}.grad_in", arg)
+        return hook
+
+    def _after(self, name: str) -> Callable[..., None]:
+        def hook(module: torch.nn.Module, args: tuple[Any, ...], out: Any) -> None:
+            if name == "sparse_arch":  # a sharded module answers lazily: wait for the lookup here
+                out = out.values() if hasattr(out, "values") else out
+            self.mark(f"{name}.fwd1")
+            self._on_grad(f"{name}.grad_out", out)
+        return hook
+
+    def pieces(self, step_start: float, step_end: float, data_s: float) -> dict[str, float]:
+        """Seconds of each piece of the step whose marks were just set (see the module docstring)."""
+        m = self.marks
+
+        def span(a: str, b: str) -> float:
+            return max(m[b] - m[a], 0.0) if a in m and b in m else 0.0
+
+        out = {"data": data_s, "embedding_fwd": span("sparse_arch.fwd0", "sparse_arch.fwd1"),
+               "dense_arch_fwd": span("dense_arch.fwd0", "dense_arch.fwd1"),
+               "interaction_fwd": span("layers.fwd0", "layers.fwd1"),
+               "over_arch_fwd": span("over_arch.fwd0", "over_arch.fwd1")}
+        forward = max(m["zero_grad.start"] - step_start, 0.0)
+        out["forward_other"] = max(forward - sum(out[k] for k in list(out)[1:]), 0.0)
+        backward_end = m["opt_step.start"]
+        out["loss_bwd"] = span("zero_grad.end", "over_arch.grad_out")
+        out["over_arch_bwd"] = span("over_arch.grad_out", "over_arch.grad_in")
+        out["interaction_bwd"] = span("over_arch.grad_in", "layers.grad_in")
+        last = "layers.grad_in" if "layers.grad_in" in m else "over_arch.grad_in"
+        out["embedding_bwd"] = max(backward_end - m[last], 0.0)
+        out["dense_optimizer"] = (span("zero_grad.start", "zero_grad.end")
+                                  + span("opt_step.start", "opt_step.end"))
+        timed = sum(v for k, v in out.items() if k != "data")
+        out["other"] = max(step_end - step_start - timed, 0.0)
+        return out
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.optimizer.step, self.optimizer.zero_grad = self._step, self._zero
+
+
+def _timed_batches(source: Iterator[Any]) -> Iterator[tuple[Any, float]]:
+    while True:
+        start = time.perf_counter()
+        try:
+            batch = next(source)
+        except StopIteration:
+            return
+        yield batch, time.perf_counter() - start
+
+
+def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: int,
+                   rates: Rates) -> dict[str, Any]:
+    """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators."""
+    spec = preset(name, data.schema)
+    trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False))
+    batches = _timed_batches(iter(trainer._batches("train", batch_size, True, 0)))
+    seen = []
+    for _ in range(warmup):
+        batch, _ = next(batches)
+        trainer.train_step(batch)
+        seen.append(batch)
+    plain = []
+    for _ in range(steps):  # the step as training runs it: no hooks
+        batch, _ = next(batches)
+        start = time.perf_counter()
+        trainer.train_step(batch)
+        plain.append(time.perf_counter() - start)
+        seen.append(batch)
+    clock = StepClock(trainer.model.module, trainer.optimizer)
+    rows: list[dict[str, float]] = []
+    try:
+        for _ in range(steps):
+            clock.marks.clear()
+            batch, data_s = next(batches)
+            start = time.perf_counter()
+            trainer.train_step(batch)
+            rows.append(clock.pieces(start, time.perf_counter(), data_s))
+    finally:
+        clock.close()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            batch, _ = next(batches)
+            trainer.train_step(batch)
+    top = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:5]
+    floor = step_floor(spec, batch_size, rates, pooling_factors(seen))
+    step_s = statistics.median(plain)
+    out: dict[str, Any] = {f"{name}_{k}_ms": 1e3 * statistics.median(r[k] for r in rows) for k in PIECES}
+    out.update({f"{name}_step_ms": 1e3 * step_s, f"{name}_samples_per_s": batch_size / step_s,
+                f"{name}_floor_ms": 1e3 * floor.seconds, f"{name}_floor_share": floor.seconds / step_s,
+                f"{name}_floor_bound": floor.bound, f"{name}_step_gflop": floor.flops / 1e9,
+                f"{name}_step_mbytes": floor.bytes / 2**20,
+                f"{name}_top_ops": "; ".join(f"{e.key} {e.self_cpu_time_total / 3e3:.1f} ms" for e in top)})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", default=",".join(PRESETS))
+    parser.add_argument("--batch-size", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps (each way: plain and hooked)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    logging.getLogger().setLevel(logging.ERROR)
+    needed = (args.warmup + 2 * args.steps + 3) * len(args.presets.split(",")) * args.batch_size
+    data = load_dataset("synthetic", preset="scale", num_samples=needed * 10 // 8 + args.batch_size)
+    rates = measure_rates()
+    print(f"matmul {rates.matmul_flops / 1e9:.1f} GFLOP/s, copy bandwidth {rates.bandwidth / 1e9:.1f} GB/s, "
+          f"{torch.get_num_threads()} threads; batch {args.batch_size}, {args.steps} steps")
+    figures: dict[str, Any] = {"profile_matmul_gflops": rates.matmul_flops / 1e9,
+                               "profile_bandwidth_gbs": rates.bandwidth / 1e9,
+                               "profile_batch_size": args.batch_size,
+                               "profile_threads": torch.get_num_threads()}
+    names = args.presets.split(",")
+    for name in names:
+        figures.update(profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates))
+        print(f"  {name}: {figures[f'{name}_step_ms']:.1f} ms/step, floor "
+              f"{figures[f'{name}_floor_ms']:.1f} ms ({figures[f'{name}_floor_bound']}), "
+              f"top: {figures[f'{name}_top_ops']}", flush=True)
+    print("\n| piece (ms per step) | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
+    for piece in (*PIECES, "step", "floor"):
+        print(f"| {piece} | " + " | ".join(f"{figures[f'{n}_{piece}_ms']:.1f}" for n in names) + " |")
+    print("| floor share | " + " | ".join(f"{figures[f'{n}_floor_share']:.2f}" for n in names) + " |")
+    merge_results(Path(args.json), figures, prefix="profile")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""The step profile and roofline floor of issue 25's benchmarks (benchmarks/step_profile.py,
+benchmarks/roofline.py): the pieces are those of a real step, the floor is the larger bound."""
+
+import pytest
+
+from autorec.arch import ArchSpec, TableSpec
+from autorec.costs.training import training_flops
+from benchmarks.roofline import ADAM_BYTES_PER_PARAM, Rates, pooling_factors, step_bytes, step_floor
+from benchmarks.step_profile import PIECES, profile_preset
+from tests.doctests import assert_examples_run
+
+
+def test_the_examples_run():
+    assert_examples_run("benchmarks.roofline")
+
+
+def test_the_floor_is_the_larger_of_compute_and_memory():
+    spec = ArchSpec(dim=4, tables=(TableSpec(name="t", features=("f",), num_embeddings=10, dim=4),),
+                    over_arch=(8,))
+    factors = {"f": 3.0}
+    flops = training_flops(spec, 16, pooling_factors=factors, touched_rows="looked_up").total * 16
+    moved = step_bytes(spec, 16, factors)
+    # 48 ids: read in the forward, read and written with 1 state value each by the fused update
+    dense_params = 4 * 8 + 8 + 8 * 1 + 1
+    assert moved == 48 * (3 * 4 + 2) * 4 + 16 * 4 * 4 + ADAM_BYTES_PER_PARAM * dense_params
+    compute_bound = step_floor(spec, 16, Rates(matmul_flops=1.0, bandwidth=1e30), factors)
+    assert compute_bound.bound == "compute" and compute_bound.seconds == pytest.approx(flops)
+    memory_bound = step_floor(spec, 16, Rates(matmul_flops=1e30, bandwidth=1.0), factors)
+    assert memory_bound.bound == "memory" and memory_bound.seconds == pytest.approx(moved)
+
+
+def test_pooling_factors_are_mean_ids_per_sample(planted_data):
+    batches = list(zip(planted_data.batches("train", 64, shuffle=False), range(3), strict=False))
+    factors = pooling_factors([b for b, _ in batches])
+    kjt = batches[0][0].sparse_features
+    assert set(factors) == set(kjt.keys()) and all(v > 0 for v in factors.values())
+
+
+def test_a_profiled_step_splits_into_its_pieces(planted_data):
+    figures = profile_preset("dlrm", planted_data, batch_size=64, steps=2, warmup=1,
+                             rates=Rates(matmul_flops=1e10, bandwidth=1e10))
+    pieces = [figures[f"dlrm_{p}_ms"] for p in PIECES]
+    assert all(p >= 0 for p in pieces)
+    # the lookup, the interaction and the over-arch were each seen, forward and backward
+    for piece in ("embedding_fwd", "interaction_fwd", "over_arch_fwd", "over_arch_bwd", "embedding_bwd"):
+        assert figures[f"dlrm_{piece}_ms"] > 0, piece
+    assert figures["dlrm_step_ms"] > 0 and 0 < figures["dlrm_floor_share"]
+    assert figures["dlrm_floor_bound"] in ("compute", "memory") and "ms" in figures["dlrm_top_ops"]
