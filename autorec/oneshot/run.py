@@ -30,6 +30,7 @@ import dataclasses
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -190,12 +191,13 @@ def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any
              trials: list[FrozenTrial], samples: int | None) -> dict[int, dict[str, float]]:
     """Trial number -> the scores of ``trials`` on ``samples`` validation samples: those in
     ``record["rescored"]`` already, the others scored now and added (and saved)."""
-    have = record.setdefault("rescored", {})  # JSON keys: the trial numbers as strings
-    for t in trials:
-        if str(t.number) not in have:
-            values = search.values_of({name: str(t.params[name]) for name in search.names})
-            have[str(t.number)] = search.rescore(values, samples or 0)
-    if trials:
+    have = record.get("rescored", {})  # JSON keys: the trial numbers as strings
+    if trials:  # (a study that never rescores keeps no "rescored" entry)
+        for t in trials:
+            if str(t.number) not in have:
+                values = search.values_of({name: str(t.params[name]) for name in search.names})
+                have[str(t.number)] = search.rescore(values, samples or 0)
+        record["rescored"] = have
         study.set_user_attr(ONESHOT_ATTR, record)
     return {int(k): v for k, v in have.items()}
 
@@ -205,6 +207,7 @@ def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTri
                  scores: dict[str, float]) -> FrozenTrial:
     """Train ``proxy``'s architecture stand-alone and record it as a trial of ``stage``;
     ``scores``: the inherited-weight scores that chose it (its own, or a rescore's)."""
+    from autorec.train.checkpoints import drop_progress
     from autorec.train.trainer import Trainer
 
     spec = ArchSpec.from_dict(proxy.user_attrs["arch"]).replace(
@@ -227,4 +230,5 @@ def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTri
                     "metrics": metrics, "checkpoint": str(train_config.checkpoint_dir) + "/best",
                     PROXY_ATTR: scores, "screen": proxy.user_attrs[PROXY_ATTR]})
     study.add_trial(trial)
+    drop_progress(Path(train_config.checkpoint_dir))  # a finished training keeps its best checkpoint
     return trial  # what the stages read of it (its user attributes) is what was stored

@@ -114,6 +114,7 @@ class OneShotStrategy(Strategy):
         first time: the trial's sampler picks the choice values, the supernet derives the spec.
         (A study runs the whole one-shot pipeline through :func:`autorec.oneshot.run.run_oneshot`;
         this is the strategy seen trial by trial, as the other strategies are.)"""
+        import shutil
         import tempfile
 
         from autorec.oneshot.search import CandidateSearch
@@ -123,9 +124,12 @@ class OneShotStrategy(Strategy):
         if self._candidates is None or self._for != (id(space), schema):
             folder = tempfile.mkdtemp(prefix="autorec-oneshot-")
             training = SupernetTraining(space, dataset, OneShotTrainConfig(**self.train_options), folder)
-            training.fit()
-            self._candidates, self._for = CandidateSearch(training, self.selection_samples, ("val_auc",)), \
-                (id(space), schema)
+            try:
+                training.fit()
+                self._candidates = CandidateSearch(training, self.selection_samples, ("val_auc",))
+                self._for = (id(space), schema)
+            finally:  # the trained supernet is held in memory; its checkpoints are not needed again
+                shutil.rmtree(folder, ignore_errors=True)
         names = self._candidates.names
         params = {name: trial.suggest_categorical(name, values) for name, values in names.items()}
         return self._candidates.net.derive(self._candidates.values_of(params))

@@ -281,6 +281,7 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
     """
     from ray import tune
 
+    from autorec.train.checkpoints import drop_progress
     from autorec.train.trainer import Trainer
 
     if PROPOSAL_ERROR_KEY in params:
@@ -310,6 +311,7 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
         tune.report({**_objective_values({}, {}), FAIL_KEY: f"{type(exc).__name__}: {exc}",
                      FAIL_KIND_KEY: failure_kind(exc)})
         return
+    drop_progress(checkpoint)  # a finished trial keeps its best checkpoint only
     outcome = {"costs": costs, "checkpoint": str(checkpoint / "best"),
                "metrics": {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
                            "train_samples_per_s": result.samples_per_s,

@@ -92,6 +92,7 @@ class TrialRunner:
                 "latency": "latency_ms" in self.config.objectives}
 
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
+        from autorec.train.checkpoints import drop_progress
         from autorec.train.trainer import Trainer
 
         trial.set_user_attr(WORKER_ATTR, worker_mark())
@@ -148,6 +149,7 @@ class TrialRunner:
                                         "train_samples": result.train_samples,
                                         "seconds": result.seconds})
         trial.set_user_attr("checkpoint", str(checkpoint / "best"))
+        drop_progress(checkpoint)  # a finished trial keeps its best checkpoint only
         values = {"val_auc": result.val["auc"], "val_logloss": result.val["logloss"], **costs}
         out = [float(values[o]) for o in self.config.objectives]
         return out[0] if single else out

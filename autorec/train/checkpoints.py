@@ -131,3 +131,16 @@ def point_latest(root: Path, name: str) -> None:
     os.replace(tmp, pointer)
     if previous is not None and previous.name != name:
         shutil.rmtree(previous, ignore_errors=True)
+
+
+def drop_progress(root: Path) -> None:
+    """Delete ``root/LATEST`` and the resumable checkpoint it names, keeping the rest of ``root``
+    (a finished search trial's ``best``): a finished trial is never resumed, and its progress
+    checkpoint is as large as its model and optimizer state. The pointer goes first, so a kill
+    in between leaves no pointer to a half-deleted checkpoint."""
+    pointer = root / LATEST
+    if not pointer.exists():
+        return
+    target = root / pointer.read_text().strip()
+    pointer.unlink()
+    shutil.rmtree(target, ignore_errors=True)

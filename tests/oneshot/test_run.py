@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import optuna
 import pytest
@@ -91,9 +92,13 @@ def test_kill_minus_nine_during_the_supernet_then_the_rerun_finishes_every_stage
     study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
     record = study.user_attrs[ONESHOT_ATTR]
     assert record["supernet"]["steps"] == 30 and record["supernet"]["resumed_from"]
+    assert "rescored" not in record  # this study does not rescore
     trials = study.get_trials(deepcopy=False)
     stages = [t.user_attrs.get("stage") for t in trials if t.state == TrialState.COMPLETE]
     assert stages == ["proxy"] * 12 + ["sample"] * 2 + ["rerank"] * 4 + ["final"]
+    for t in trials:  # each finished training keeps its best checkpoint, not its resumable one
+        if t.user_attrs.get("stage") in ("rerank", "final"):
+            assert sorted(p.name for p in Path(t.user_attrs["checkpoint"]).parent.iterdir()) == ["best"]
     samples = [t for t in trials if t.user_attrs.get("stage") == "sample"]
     assert [t.user_attrs["sample_index"] for t in samples] == [0, 1]
     assert record["calibration_numbers"] == [t.number for t in samples]  # drawn from the space

@@ -96,3 +96,13 @@ def test_unknown_strategy():
     with pytest.raises(ValueError, match="unknown strategy 'bayes'; expected one of"):
         make_strategy("bayes")
 
+
+
+def test_proposals_leave_no_scratch_files_behind(name, tmp_path, monkeypatch):
+    """What a strategy writes to train its proposals (a supernet's checkpoints) is deleted once
+    it is no longer needed: a long search must not fill the disk's temporary folder."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    run(strategy(name, seed=0), 4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -93,6 +93,8 @@ def test_ray_search_records_trials_like_the_local_backend(tmp_path):
         assert 0 <= t.user_attrs["metrics"]["data_wait_share"] < 1
         assert t.user_attrs["checkpoint"] == str(config.directory / "trials" / str(t.number) / "best")
         assert Path(t.user_attrs["checkpoint"]).exists()
+        # A finished trial keeps its best checkpoint only: no resumable progress checkpoint.
+        assert sorted(p.name for p in Path(t.user_attrs["checkpoint"]).parent.iterdir()) == ["best"]
     for t in trials:
         if t.state == TrialState.PRUNED:
             assert t.user_attrs["pruned_at_epoch"] == 0 and "metrics" not in t.user_attrs

@@ -96,6 +96,10 @@ def test_search_records_arch_metrics_costs_and_baselines(tmp_path):
         (meta,) = optuna.artifacts.get_all_artifact_meta(t, storage=storage)
         with store.open_reader(meta.artifact_id) as f:
             assert f.read().decode().strip() == spec.to_json()
+        # A finished trial keeps its best checkpoint only, not the resumable one beside it.
+        folder = config.directory / "trials" / str(t.number)
+        assert t.user_attrs["checkpoint"] == str(folder / "best")
+        assert sorted(p.name for p in folder.iterdir()) == ["best"]
     assert set(summary.baselines) == {"dlrm"}
     assert summary.best["number"] in {t.number for t in trials}
     # the verdict names the preset it compared with, whichever won
