@@ -29,7 +29,7 @@ import logging
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from torch.profiler import ProfilerActivity, profile
 from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.train.trainer import TrainConfig, Trainer
+from autorec.train.waiting import Waited
 from benchmarks.results_file import RESULTS, merge_results
 from benchmarks.roofline import Rates, measure_rates, pooling_factors, step_floor
 
@@ -125,14 +126,11 @@ class StepClock:
         self.optimizer.step, self.optimizer.zero_grad = self._step, self._zero
 
 
-def _timed_batches(source: Iterator[Any]) -> Iterator[tuple[Any, float]]:
-    while True:
-        start = time.perf_counter()
-        try:
-            batch = next(source)
-        except StopIteration:
-            return
-        yield batch, time.perf_counter() - start
+def _draw(batches: Waited[Any]) -> tuple[Any, float]:
+    """The next batch and the seconds its ``next()`` took (what training counts as data wait)."""
+    before = batches.seconds
+    batch = next(batches)
+    return batch, batches.seconds - before
 
 
 def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: int,
@@ -140,15 +138,15 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
     """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators."""
     spec = preset(name, data.schema)
     trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False))
-    batches = _timed_batches(iter(trainer._batches("train", batch_size, True, 0)))
+    batches = Waited(iter(trainer._batches("train", batch_size, True, 0)))
     seen = []
     for _ in range(warmup):
-        batch, _ = next(batches)
+        batch, _ = _draw(batches)
         trainer.train_step(batch)
         seen.append(batch)
     plain = []
     for _ in range(steps):  # the step as training runs it: no hooks
-        batch, _ = next(batches)
+        batch, _ = _draw(batches)
         start = time.perf_counter()
         trainer.train_step(batch)
         plain.append(time.perf_counter() - start)
@@ -158,7 +156,7 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
     try:
         for _ in range(steps):
             clock.marks.clear()
-            batch, data_s = next(batches)
+            batch, data_s = _draw(batches)
             start = time.perf_counter()
             trainer.train_step(batch)
             rows.append(clock.pieces(start, time.perf_counter(), data_s))
@@ -166,7 +164,7 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
         clock.close()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(3):
-            batch, _ = next(batches)
+            batch, _ = _draw(batches)
             trainer.train_step(batch)
     top = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:5]
     floor = step_floor(spec, batch_size, rates, pooling_factors(seen))

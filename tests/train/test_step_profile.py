@@ -34,6 +34,13 @@ def test_pooling_factors_are_mean_ids_per_sample(planted_data):
     factors = pooling_factors([b for b, _ in batches])
     kjt = batches[0][0].sparse_features
     assert set(factors) == set(kjt.keys()) and all(v > 0 for v in factors.values())
+    # by hand: each feature's ids over the three batches (its lengths per sample, via to_dict),
+    # divided by the samples
+    samples = sum(b.labels.numel() for b, _ in batches)
+    for key in kjt.keys():
+        ids = sum(int(b.sparse_features.to_dict()[key].lengths().sum()) for b, _ in batches)
+        assert factors[key] == pytest.approx(ids / samples), key
+    assert samples == 3 * 64
 
 
 def test_a_profiled_step_splits_into_its_pieces(planted_data):
