@@ -6,11 +6,13 @@ logloss, and the largest rung predicted from the others.
     .venv/bin/python -m benchmarks.scaling --families wukong,dlrm,dcnv2,dhen --rungs 5
     .venv/bin/python -m benchmarks.scaling --fit-only          # refit what has finished
 
-Data budget: fixed samples. Every rung trains one pass over the first ``--samples`` samples of
-a shuffled epoch of the scale preset's 4M training rows (so the rungs differ in model size
-only, and a rung's compute is its training FLOPs per sample times ``--samples``). The study is
-``scaling`` in ``--out`` (default ``~/.cache/autorec-bench/scaling``, outside the work tree): it
-resumes where a run was cut, across sessions. The flat numbers go to
+Data budget: ``--samples FIRST,LAST`` (default 250k to 2M) grows it with the rung,
+geometrically from FIRST training samples at rung 0 to LAST at the top rung (the ladder's
+``samples`` option); ``--samples N`` gives every rung the same N (fixed samples: the rungs then
+differ in model size only). A rung's compute is its training FLOPs per sample times the samples
+it trained on. The study is ``scaling`` in ``--out`` (default
+``~/.cache/autorec-bench/scaling_grow``, outside the work tree): it resumes where a run was cut,
+across sessions, a cut rung from its last checkpoint (``--checkpoint-every`` steps). The flat numbers go to
 ``benchmarks/results/scaling.json`` with the machine and the commit; the page and the full fits
 to ``--out``/scaling/.
 """
@@ -36,10 +38,11 @@ def study_file(args: argparse.Namespace) -> Path:
         "name": "scaling",
         "data": {"name": "synthetic", "options": {"preset": "scale"}, "seed": 0},
         "strategy": {"name": "ladder",
-                     "options": {"families": args.families.split(","), "rungs": args.rungs, "dim": args.dim}},
+                     "options": {"families": args.families.split(","), "rungs": args.rungs, "dim": args.dim,
+                                 "samples": list(args.samples)}},
         "objectives": ["val_auc"],
-        "budget": {"epochs": 1, "batch_size": args.batch_size,
-                   "max_steps_per_epoch": max(1, args.samples // args.batch_size)},
+        "budget": {"epochs": 1, "batch_size": args.batch_size},
+        "train": {"checkpoint_every": args.checkpoint_every},
         "pruner": "none",
         "seed": 0,
     }
@@ -57,8 +60,19 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit(code)
     fits = json.loads((args.out / "scaling" / "scaling.json").read_text())
     flat = {k: v for k, v in fits.items() if not isinstance(v, (dict, list))}
-    return {**flat, "samples_per_rung": args.samples, "batch_size": args.batch_size, "dim": args.dim,
+    return {**flat, "samples_first_rung": args.samples[0], "samples_top_rung": args.samples[1],
+            "batch_size": args.batch_size, "dim": args.dim,
             "machine": machine(), "commit": commit()}
+
+
+def _samples(text: str) -> tuple[int, int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 2):
+        raise argparse.ArgumentTypeError(f"expected N or FIRST,LAST (numbers of samples), got {text!r}")
+    return values[0], values[-1]
 
 
 def main() -> None:
@@ -67,10 +81,13 @@ def main() -> None:
     parser.add_argument("--families", default="wukong,dlrm,dcnv2")
     parser.add_argument("--rungs", type=int, default=5)
     parser.add_argument("--dim", type=int, default=16, help="embedding width of every rung")
-    parser.add_argument("--samples", type=int, default=500_000, help="training samples of every rung")
+    parser.add_argument("--samples", type=_samples, default=(250_000, 2_000_000),
+                        help="FIRST,LAST: the training samples of rung 0 and of the top rung; or N")
+    parser.add_argument("--checkpoint-every", type=int, default=100,
+                        help="steps between a rung's resumable checkpoints")
     parser.add_argument("--batch-size", type=int, default=2048)
     parser.add_argument("--bootstrap", type=int, default=1000)
-    parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "scaling")
+    parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "scaling_grow")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "scaling.json")
     parser.add_argument("--fit-only", action="store_true", help="refit the finished rungs, train nothing")
     args = parser.parse_args()

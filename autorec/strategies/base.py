@@ -76,5 +76,11 @@ class Strategy(ABC):
         :meth:`propose`): such a training is its own, never taken from or given to another trial."""
         return False
 
+    def train_overrides(self, trial: optuna.Trial, batch_size: int) -> dict[str, Any]:
+        """Fields of ``trial``'s :class:`~autorec.train.trainer.TrainConfig` that differ from the
+        study budget's (asked after :meth:`propose`; ``batch_size``: the budget's): a scaling
+        ladder's data budget per rung. None by default."""
+        return {}
+
     def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:  # noqa: B027 - as bind
         """Called with the trainer of ``trial``'s proposal before it trains (DNAS warm start)."""

@@ -8,14 +8,24 @@ architecture of an export (``export``: its folder), grown by its blocks' rules. 
 records ``scale`` (family, rung) and, on data whose teacher is known, the Bayes logloss of the
 test split, the floor ``E`` of the law :mod:`autorec.scaling.fit` fits.
 
+The data budget: by default every rung trains with the study's budget (fixed samples). With
+``samples: N`` every rung trains on N samples; with ``samples: [first, last]`` the budget grows
+geometrically with the rung, from ``first`` samples at rung 0 to ``last`` at the top rung (a
+larger model is given more data, as compute-optimal scaling asks). The rung's budget is its
+trial's ``train_overrides`` (epochs and steps per epoch at the study's batch size, passes over
+the training split as needed, no early stop) and ``scale["samples"]``.
+
 Example:
     >>> strategy = LadderStrategy(families=["dcnv2"], rungs=2)
     >>> sorted(strategy.grid())
     ['family', 'rung']
+    >>> [LadderStrategy(rungs=3, samples=[1000, 4000]).rung_samples(r) for r in range(3)]
+    [1000, 2000, 4000]
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -38,7 +48,7 @@ class LadderStrategy(Strategy):
 
     @checked_options
     def __init__(self, seed: int = 0, families: list[str] | None = None, rungs: int = 5, dim: int = 16,
-                 export: str | None = None, **options: Any) -> None:
+                 export: str | None = None, samples: int | list[int] | None = None, **options: Any) -> None:
         from autorec.scaling import LadderError
         from autorec.scaling import families as known
 
@@ -58,6 +68,7 @@ class LadderStrategy(Strategy):
         if rungs < 1 or dim < 1:
             raise LadderError(f"strategy 'ladder': rungs and dim: expected integers >= 1, got {rungs}, {dim}")
         self.families, self.rungs, self.dim, self.export = names, rungs, dim, export
+        self.samples = _data_budget(samples)
         self.dataset: RecDataset | None = None
         self._searched: ArchSpec | None = None
 
@@ -102,8 +113,45 @@ class LadderStrategy(Strategy):
 
         family = trial.suggest_categorical("family", self.families)
         rung = trial.suggest_categorical("rung", list(range(self.rungs)))
-        trial.set_user_attr(SCALE_ATTR, {"family": family, "rung": rung})
+        scale = {"family": family, "rung": rung}
+        if self.samples is not None:
+            scale["samples"] = self.rung_samples(rung)
+        trial.set_user_attr(SCALE_ATTR, scale)
         bayes = getattr(self.dataset, "bayes_logloss", None)
         if bayes is not None:
             trial.set_user_attr("bayes_logloss", bayes("test"))
         return scale_spec(self.start(family, schema), rung)
+
+    def rung_samples(self, rung: int) -> int | None:
+        """The training samples of ``rung`` (None: the study budget's)."""
+        if self.samples is None:
+            return None
+        first, last = self.samples
+        return first if self.rungs == 1 else round(first * (last / first) ** (rung / (self.rungs - 1)))
+
+    def train_overrides(self, trial: optuna.Trial, batch_size: int) -> dict[str, Any]:
+        """The rung's data budget as training settings: ``epochs`` passes over the training
+        split (one if it holds enough samples) of ``max_steps_per_epoch`` steps each, and a
+        patience that never stops a rung before its budget."""
+        samples = self.rung_samples(trial.user_attrs[SCALE_ATTR]["rung"])
+        if samples is None:
+            return {}
+        steps = max(1, math.ceil(samples / batch_size))
+        rows = self.dataset.num_rows("train") if self.dataset is not None else None
+        epochs = math.ceil(steps / max(1, rows // batch_size)) if rows else 1
+        return {"epochs": epochs, "max_steps_per_epoch": math.ceil(steps / epochs), "patience": epochs}
+
+
+def _data_budget(samples: int | list[int] | None) -> tuple[int, int] | None:
+    """``samples`` as (first rung's, top rung's), checked."""
+    from autorec.scaling import LadderError
+
+    if samples is None:
+        return None
+    pair = [samples, samples] if isinstance(samples, int) and not isinstance(samples, bool) else samples
+    if (not isinstance(pair, list) or len(pair) != 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in pair)
+            or pair[0] > pair[1]):
+        raise LadderError("strategy 'ladder': samples: expected a number of samples >= 1, or [first, "
+                          f"last] with 1 <= first <= last (rung 0's and the top rung's), got {samples!r}")
+    return pair[0], pair[1]

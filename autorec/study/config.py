@@ -133,6 +133,9 @@ class TrialTraining(_Section):
     embedding_weight_decay: float | None = Field(None, ge=0, strict=False, description="tables' weight decay")
     lr_schedule: LrSchedule | None = Field(None, description="constant or cosine")
     warmup_steps: int | None = Field(None, ge=0, description="linear learning-rate warm-up steps")
+    checkpoint_every: int | None = Field(
+        None, ge=1, description="also a resumable checkpoint every N steps (a long trial cut by a kill "
+                                "goes on from it when the study is rerun)")
 
     def overrides(self) -> dict[str, Any]:
         """The settings given, as the trainer's TrainConfig keyword arguments."""

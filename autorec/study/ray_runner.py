@@ -39,6 +39,7 @@ from autorec.study.final import check_final, train_finals
 from autorec.study.local import train_baselines
 from autorec.study.recovery import (
     WORKER_ATTR,
+    adopt_cut_training,
     finished_count,
     mark_interrupted,
     recover_interrupted,
@@ -47,7 +48,7 @@ from autorec.study.recovery import (
 from autorec.study.results import StudySummary, summarize
 from autorec.study.reuse import REUSED_ATTR, TRAINED_KEY_ATTR, reuse, reused_count, trained_twin, training_key
 from autorec.study.storage import create_study, open_storage
-from autorec.study.trial import FAIL_KIND_ATTR, TrialRunner, cost_summary, failure_kind
+from autorec.study.trial import FAIL_KIND_ATTR, OVERRIDES_ATTR, TrialRunner, cost_summary, failure_kind
 
 if TYPE_CHECKING:
     from autorec.data.schema import Schema
@@ -59,6 +60,7 @@ RAY_INSTALL = 'pip install "ray[tune]==2.60.0"'
 # Keys of the Tune config a proposal hands to its trainable, and of the results it reports.
 ARCH_KEY, NUMBER_KEY, PROPOSAL_ERROR_KEY = "autorec_arch", "autorec_trial", "autorec_proposal_error"
 REUSED_KEY = "autorec_reused_values"  # a proposal already trained: its twin's values (JSON); no Tune trial
+TRAIN_KEY = "autorec_train_overrides"  # what the strategy changed of the budget's training (JSON)
 OUTCOME_KEY, FAIL_KEY, FAIL_KIND_KEY = "autorec_outcome", "autorec_fail_reason", "autorec_fail_kind"
 OBJECT_STORE_BYTES = 128 * 1024**2  # trials pass no large objects through Ray
 
@@ -101,18 +103,23 @@ class _Proposer:
             real.set_user_attr("fail_reason", reason)
             return {NUMBER_KEY: real.number, PROPOSAL_ERROR_KEY: reason}
         spec = spec.replace(name=f"{self.config.name}-trial{real.number}")
+        overrides = self.strategy.train_overrides(real, self.config.budget.batch_size)
         if "arch" not in real.user_attrs:  # suggest() may be asked twice for one trial
             real.set_user_attr("arch", spec.to_dict())
             self._upload(real, spec)
             real.set_user_attr("costs", cost_summary(spec))
+            if overrides:
+                real.set_user_attr(OVERRIDES_ATTR, overrides)
             if not self.strategy.warm_starts(real):
-                key = training_key(spec, self.training_settings)
+                key = training_key(spec, {**self.training_settings, **overrides})
                 twin = trained_twin(real.study, key)
                 if twin is not None:  # the searcher tells it at once and proposes again
                     values = reuse(real, twin, free=not self.strategy.costly_proposals)
                     return {NUMBER_KEY: real.number, REUSED_KEY: json.dumps(values)}
                 real.set_user_attr(TRAINED_KEY_ATTR, key)
-        return {NUMBER_KEY: real.number, ARCH_KEY: spec.to_json(indent=None)}
+        resume = adopt_cut_training(real, self.config.directory / "trials" / str(real.number))
+        return {NUMBER_KEY: real.number, ARCH_KEY: spec.to_json(indent=None),
+                TRAIN_KEY: json.dumps({**overrides, "resume": resume})}
 
     def _upload(self, trial: optuna.Trial, spec: ArchSpec) -> None:
         store = optuna.artifacts.FileSystemArtifactStore(str(self.artifact_dir))
@@ -302,7 +309,8 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
     checkpoint = study.directory / "trials" / str(params[NUMBER_KEY])
     try:
         limited = dataclasses.replace(runner.train_config(checkpoint),
-                                      time_limit_s=study.budget.trial_time_limit_s)
+                                      time_limit_s=study.budget.trial_time_limit_s,
+                                      **json.loads(params.get(TRAIN_KEY, "{}")))
         trainer = Trainer(spec, runner.dataset, limited, on_epoch=on_epoch)
         result = trainer.fit()
         if "latency_ms" in study.objectives:
@@ -315,7 +323,8 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
     outcome = {"costs": costs, "checkpoint": str(checkpoint / "best"),
                "metrics": {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
                            "train_samples_per_s": result.samples_per_s,
-                           "data_wait_share": result.data_wait_share, "seconds": result.seconds}}
+                           "data_wait_share": result.data_wait_share, "train_samples": result.train_samples,
+                           "resumed_from": result.resumed_from, "seconds": result.seconds}}
     tune.report({**epoch_result(result.history[-1], result.val), OUTCOME_KEY: json.dumps(outcome)})
 
 

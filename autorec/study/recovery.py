@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import warnings
 from pathlib import Path
 from typing import IO
 
@@ -28,6 +29,7 @@ from autorec.study.reuse import FREE_ATTR
 
 WORKER_ATTR = "worker"  # trial user attr: {host, pid} of the process running it
 INTERRUPTED_ATTR = "interrupted"  # trial user attr: cut short (not its own failure), retried
+RETRY_ATTR = "retry_of"  # trial user attr: the number of the cut trial this one retries
 
 
 def worker_mark() -> dict[str, str | int]:
@@ -64,10 +66,37 @@ def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorag
         storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
         storage.set_trial_user_attr(trial_id, "fail_reason",
                                     f"interrupted: worker pid {worker.get('pid')} on {host} died")
-        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+        study.enqueue_trial(trial.params, user_attrs={RETRY_ATTR: trial.number})
         storage.set_trial_state_values(trial_id, TrialState.FAIL)
         failed.append(trial.number)
     return failed
+
+
+def adopt_cut_training(trial: optuna.Trial, folder: Path) -> bool:
+    """Give a retry the training its cut trial had begun: the cut trial's checkpoint folder
+    (``folder``'s sibling named by its number) becomes ``folder``, and True says to resume from
+    its last checkpoint (a long ladder rung cut at 90% goes on from there, not from step 0).
+    False, to start afresh, when ``trial`` retries none or the cut one left nothing to resume."""
+    from optuna.storages import RetryFailedTrialCallback
+
+    from autorec.train.checkpoints import LATEST
+
+    cut = trial.user_attrs.get(RETRY_ATTR)
+    if cut is None:  # a retry after a stale heartbeat: Optuna's own record
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            frozen = next(t for t in trial.study.get_trials(deepcopy=False) if t.number == trial.number)
+            cut = RetryFailedTrialCallback.retried_trial_number(frozen)
+    if cut is None:
+        return False
+    source = folder.parent / str(cut)
+    if (source / LATEST).exists():
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        os.replace(source, folder)
+    return (folder / LATEST).exists()  # (asked again for the same trial: adopted already)
 
 
 def mark_interrupted(trial: optuna.Trial, reason: str) -> None:
@@ -75,7 +104,7 @@ def mark_interrupted(trial: optuna.Trial, reason: str) -> None:
     budget, and queue a retry with the same parameters."""
     trial.set_user_attr(INTERRUPTED_ATTR, True)
     trial.set_user_attr("fail_reason", reason)
-    trial.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+    trial.study.enqueue_trial(trial.params, user_attrs={RETRY_ATTR: trial.number})
 
 
 def finished_count(study: optuna.Study) -> int:

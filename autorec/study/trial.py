@@ -17,8 +17,10 @@ import optuna
 
 from autorec.arch import ArchSpec
 from autorec.study.config import StudyConfig
-from autorec.study.recovery import WORKER_ATTR, mark_interrupted, worker_mark
+from autorec.study.recovery import WORKER_ATTR, adopt_cut_training, mark_interrupted, worker_mark
 from autorec.study.reuse import TRAINED_KEY_ATTR, reuse, trained_twin, training_key
+
+OVERRIDES_ATTR = "train_overrides"  # trial user attr: what the strategy changed of the budget's training
 
 FAIL_KIND_ATTR = "fail_kind"  # trial user attr: what kind of failure ended it (failure_kind)
 
@@ -107,8 +109,11 @@ class TrialRunner:
         costs = cost_summary(spec)
         trial.set_user_attr("costs", costs)
         single = len(self.config.objectives) == 1
+        overrides = self.strategy.train_overrides(trial, self.config.budget.batch_size)
+        if overrides:
+            trial.set_user_attr(OVERRIDES_ATTR, overrides)
         if not self.strategy.warm_starts(trial):  # a warm start is its own training
-            key = training_key(spec, self.training_settings())
+            key = training_key(spec, {**self.training_settings(), **overrides})
             twin = trained_twin(trial.study, key)
             if twin is not None:
                 values = reuse(trial, twin, free=not self.strategy.costly_proposals)
@@ -125,8 +130,9 @@ class TrialRunner:
 
         checkpoint = self.config.directory / "trials" / str(trial.number)
         try:
-            limited = dataclasses.replace(self.train_config(checkpoint),
-                                          time_limit_s=self.config.budget.trial_time_limit_s)
+            resume = adopt_cut_training(trial, checkpoint)  # a retry goes on from the cut trial's checkpoint
+            limited = dataclasses.replace(self.train_config(checkpoint), resume=resume,
+                                          time_limit_s=self.config.budget.trial_time_limit_s, **overrides)
             trainer = Trainer(spec, self.dataset, limited, on_epoch=report)
             self.strategy.prepare_trainer(trial, trainer)
             result = trainer.fit()
@@ -147,6 +153,7 @@ class TrialRunner:
                                         "train_samples_per_s": result.samples_per_s,
                                         "data_wait_share": result.data_wait_share,
                                         "train_samples": result.train_samples,
+                                        "resumed_from": result.resumed_from,
                                         "seconds": result.seconds})
         trial.set_user_attr("checkpoint", str(checkpoint / "best"))
         drop_progress(checkpoint)  # a finished trial keeps its best checkpoint only

@@ -9,6 +9,7 @@ EpochRecord, TrainResult) is in :mod:`autorec.train.records`, the checkpoint fol
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import math
 import os
@@ -229,7 +230,8 @@ class Trainer:
         except CheckpointException as exc:
             raise save_failure(exc, path, self.rank) from None
         if self.rank == 0:
-            write_json(staged / META, {**(meta or {}), "layout": self._layout(), "arch": self.spec.name})
+            write_json(staged / META, {**(meta or {}), "layout": self._layout(), "arch": self.spec.name,
+                                       "arch_key": _arch_key(self.spec)})
             publish(staged, path)
         if self.world_size > 1:
             dist.barrier()
@@ -280,7 +282,8 @@ class Trainer:
         newest = latest(root) if cfg.resume else None
         if newest is not None:
             meta = read_meta(newest)
-            if meta.get("arch") != self.spec.name:
+            # The same architecture under another name resumes (a search's retry of a cut trial).
+            if meta.get("arch_key", meta.get("arch")) not in (_arch_key(self.spec), self.spec.name):
                 raise ValueError(f"{newest}: checkpoint of architecture {meta.get('arch')!r}, not "
                                  f"{self.spec.name!r}; use another checkpoint_dir or do not resume")
             self.load_checkpoint(newest)
@@ -430,3 +433,8 @@ def _progress(enabled: bool) -> Any:
 def train(spec: ArchSpec, dataset: RecDataset, config: TrainConfig | None = None) -> TrainResult:
     """Train ``spec`` on ``dataset`` and return its metrics (see :class:`Trainer`)."""
     return Trainer(spec, dataset, config).fit()
+
+
+def _arch_key(spec: ArchSpec) -> str:
+    """What a checkpoint's architecture is, whatever it is called."""
+    return hashlib.sha256(spec.replace(name="-").to_json(indent=None).encode()).hexdigest()[:16]

@@ -92,6 +92,29 @@ def test_kill_minus_nine_then_the_rerun_trains_each_remaining_rung_once(tmp_path
     assert 'id="figure-scaling"' in page and "gains most per tenfold compute" in page
 
 
+def test_a_growing_data_budget_trains_each_rung_on_its_samples(tmp_path):
+    # 6000 samples: 4800 training rows, 75 steps of 64 per pass; rung 2 wants 9600 samples (150
+    # steps): two passes of 75 steps, never stopped early.
+    strategy = {"name": "ladder", "options": {"families": ["dlrm"], "rungs": 3, "dim": 4,
+                                              "samples": [600, 9600]}}
+    path = ladder_file(tmp_path, strategy=strategy, budget={"epochs": 1, "batch_size": 64, "patience": 1})
+    assert main(["scale", str(path), "--bootstrap", "10"]) == 0
+    config = StudyConfig.load(path)
+    study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
+    trials = sorted(study.get_trials(states=(TrialState.COMPLETE,)),
+                    key=lambda t: t.user_attrs["scale"]["rung"])
+    assert [t.user_attrs["scale"]["samples"] for t in trials] == [600, 2400, 9600]
+    assert [t.user_attrs["train_overrides"] for t in trials] == [
+        {"epochs": 1, "max_steps_per_epoch": 10, "patience": 1},
+        {"epochs": 1, "max_steps_per_epoch": 38, "patience": 1},
+        {"epochs": 2, "max_steps_per_epoch": 75, "patience": 2}]
+    assert [t.user_attrs["metrics"]["train_samples"] for t in trials] == [640, 2432, 9600]
+    record = json.loads((tmp_path / "lad" / "scaling.json").read_text())
+    computes = [r["compute"] for r in record["rungs"]["dlrm"]]
+    assert computes == [t.user_attrs["costs"]["train_flops"] * t.user_attrs["metrics"]["train_samples"]
+                        for t in trials]
+
+
 def test_a_searched_export_is_scaled_beside_the_presets(tmp_path):
     data = load_dataset("synthetic", seed=0, **DATA["options"])
     winner = preset("dlrm", data.schema, dim=4).replace(name="winner")
@@ -114,12 +137,17 @@ def test_a_searched_export_is_scaled_beside_the_presets(tmp_path):
 
 def test_the_rungs_run_as_ray_trials_in_parallel(tmp_path):
     pytest.importorskip("ray")
-    strategy = {"name": "ladder", "options": {"families": ["dlrm", "wukong"], "rungs": 3, "dim": 4}}
+    strategy = {"name": "ladder", "options": {"families": ["dlrm", "wukong"], "rungs": 3, "dim": 4,
+                                              "samples": [256, 1024]}}  # 1, 2 and 4 steps of 256
     path = ladder_file(tmp_path, strategy=strategy, budget={"epochs": 1, "batch_size": 256,
                                                             "max_steps_per_epoch": 2})
     assert main(["scale", str(path), "--backend", "ray", "--workers", "2", "--bootstrap", "10"]) == 0
     assert rungs_of(path) == Counter({(f, r): 1 for f in ("dlrm", "wukong") for r in range(3)})
-    assert json.loads((tmp_path / "lad" / "scaling.json").read_text())["wukong_rungs"] == 3
+    record = json.loads((tmp_path / "lad" / "scaling.json").read_text())
+    assert record["wukong_rungs"] == 3
+    # each Ray trial trained on its rung's samples (the overrides travel with the trial)
+    assert [r["compute"] / r["flops"] / 3 for r in record["rungs"]["dlrm"]] == pytest.approx([256, 512, 1024],
+                                                                                           rel=0.05)
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -132,6 +160,11 @@ def test_the_rungs_run_as_ray_trials_in_parallel(tmp_path):
     ({"strategy": {"name": "ladder", "options": {"families": ["dlrm", "dlrm"]}}}, "expected distinct names"),
     ({"strategy": {"name": "ladder", "options": {"rungs": 0}}}, "rungs and dim: expected integers >= 1"),
     ({"strategy": {"name": "ladder", "options": {"rungs": "five"}}}, "rungs: expected an integer"),
+    ({"strategy": {"name": "ladder", "options": {"samples": [4000, 1000]}}},
+     "samples: expected a number of samples >= 1, or [first, last] with 1 <= first <= last"),
+    ({"strategy": {"name": "ladder", "options": {"samples": 0}}}, "got 0"),
+    ({"strategy": {"name": "ladder", "options": {"samples": [1, 2, 3]}}}, "got [1, 2, 3]"),
+    ({"strategy": {"name": "ladder", "options": {"samples": "many"}}}, "samples"),
 ])
 def test_bad_ladder_files(tmp_path, capsys, changes, message):
     if changes.get("space"):

@@ -333,6 +333,38 @@ def test_ctrl_c_during_a_trial_and_resume(tmp_path, monkeypatch):
     assert [t.state for t in trials].count(TrialState.COMPLETE) == 3 == finished_count(study)
 
 
+def test_a_retry_goes_on_from_the_cut_trials_last_checkpoint(tmp_path, monkeypatch):
+    """Ctrl-C after a trial's first epoch (its progress checkpoint written): the retry takes the
+    cut trial's checkpoint folder and trains the second epoch only."""
+    from autorec.train import trainer as trainer_module
+
+    real_fit, calls = trainer_module.Trainer.fit, []
+
+    def cut_after_the_first_epoch(self):
+        calls.append(1)
+        if len(calls) == 2:
+            def interrupt(record):
+                raise KeyboardInterrupt
+
+            self.on_epoch = interrupt
+        return real_fit(self)
+
+    monkeypatch.setattr(trainer_module.Trainer, "fit", cut_after_the_first_epoch)
+    config = StudyConfig.load(write_study(tmp_path, budget={"trials": 2, "epochs": 2, "batch_size": 256,
+                                                            "max_steps_per_epoch": 3, "patience": 2}))
+    with pytest.raises(KeyboardInterrupt):
+        run_study(config, log=quiet)
+    assert (config.directory / "trials" / "1" / "LATEST").exists()
+    run_study(config, log=quiet)
+    trials = optuna.load_study(study_name="t", storage=open_storage(config.storage_url)).get_trials()
+    (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == 1]
+    assert retry.state == TrialState.COMPLETE and retry.params == trials[1].params
+    assert retry.user_attrs["metrics"]["resumed_from"] == {"epoch": 1, "step": 0, "world_size": 1}
+    assert trials[0].user_attrs["metrics"]["resumed_from"] is None
+    assert not (config.directory / "trials" / "1").exists()  # adopted by the retry
+    assert sorted(p.name for p in (config.directory / "trials" / str(retry.number)).iterdir()) == ["best"]
+
+
 @pytest.mark.parametrize(("url", "message"), [
     ("mysql://u@localhost/db", r"the database driver is not installed \(No module named 'MySQLdb'\); "
                                r"pip install mysqlclient .*autorec-nas\[mysql\]"),
