@@ -101,6 +101,29 @@ def distinct_best(trials: list[FrozenTrial], k: int) -> list[FrozenTrial]:
     return out
 
 
+def family(t: FrozenTrial) -> tuple[str, ...]:
+    """A candidate's family: the kinds of its interaction layers, in order."""
+    return tuple(layer["kind"] for layer in t.user_attrs["arch"]["layers"])
+
+
+def in_family_turns(ranked: list[FrozenTrial]) -> list[FrozenTrial]:
+    """``ranked`` (best first) reordered in turns over families: each family's best (families in
+    the order of their bests), then each one's second best, and so on."""
+    by_family: dict[tuple[str, ...], list[FrozenTrial]] = {}
+    for t in ranked:
+        by_family.setdefault(family(t), []).append(t)
+    turns: list[FrozenTrial] = []
+    for i in range(max((len(members) for members in by_family.values()), default=0)):
+        turns += [members[i] for members in by_family.values() if i < len(members)]
+    return turns
+
+
+def family_bests(ranked: list[FrozenTrial], k: int) -> list[FrozenTrial]:
+    """The first ``k`` of ``ranked`` (best first) of distinct families, then, if fewer families
+    than ``k`` are there, the next best of any."""
+    return in_family_turns(ranked)[:k]
+
+
 def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
                 trial_attrs: dict[str, Any] | None = None,
                 on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> None:
@@ -129,12 +152,14 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
 
     proxies = proxy_trials(study)
     ranked = distinct_best(proxies, len(proxies))
+    if strategy.diverse:
+        ranked = in_family_turns(ranked)
     start = time.perf_counter()
     rescored = _rescore(study, search, record, ranked[:strategy.rescore], strategy.rescore_samples)
     if strategy.rescore:
         record["rescore_seconds"] = record.get("rescore_seconds", 0.0) + time.perf_counter() - start
         ranked = sorted(ranked[:strategy.rescore], key=lambda t: -rescored[t.number]["val_auc"])
-    chosen = ranked[:strategy.rerank]
+    chosen = family_bests(ranked, strategy.rerank) if strategy.diverse else ranked[:strategy.rerank]
     start = time.perf_counter()  # scoring the calibration samples is calibration time too
     calibration = space_samples(study, search, strategy.calibrate, config.seed, config.objectives)
     rescored = _rescore(study, search, record, calibration if strategy.rescore else [],

@@ -17,8 +17,11 @@ ranked by it: a cheap screen, then a precise look at its top; 0, the default: no
 (best candidates trained on the trial budget, or for ``rerank_steps`` steps, then validated on
 the first ``rerank_val_samples`` validation samples, default all: the candidates are compared on
 the same samples, so fewer suffice to order them), ``calibrate``
-(architectures drawn at random from the space, for Kendall's tau, on the trial budget) and
-``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
+(architectures drawn at random from the space, for Kendall's tau, on the trial budget),
+``diverse`` (the rescore takes the screen's best in turns over families, a family being the
+sequence of layer kinds, and the re-rank the best of each of the ``rerank`` best families: a
+screen that TPE narrowed onto one family still re-ranks others) and ``final_epochs`` (the
+winner's training; default max(10, the trial budget's epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]
@@ -55,7 +58,7 @@ class OneShotStrategy(Strategy):
                  search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,
                  rerank_steps: int | None = None, final_epochs: int | None = None, rescore: int = 0,
                  rescore_samples: int | None = None, rerank_val_samples: int | None = None,
-                 **options: Any) -> None:
+                 diverse: bool = False, **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -94,7 +97,7 @@ class OneShotStrategy(Strategy):
         self.candidates, self.search, self.selection_samples = candidates, search, selection_samples
         self.rerank, self.calibrate, self.final_epochs = rerank, calibrate, final_epochs
         self.rerank_steps, self.rescore, self.rescore_samples = rerank_steps, rescore, rescore_samples
-        self.rerank_val_samples = rerank_val_samples
+        self.rerank_val_samples, self.diverse = rerank_val_samples, diverse
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

@@ -14,7 +14,14 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autorec.oneshot.run import ONESHOT_ATTR, rank_correlation
+from autorec.oneshot.run import (
+    ONESHOT_ATTR,
+    distinct_best,
+    family,
+    family_bests,
+    in_family_turns,
+    rank_correlation,
+)
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR
 from autorec.report import data as report_data
 from autorec.report.data import proxy_data
@@ -206,3 +213,37 @@ def test_a_rescore_ranks_the_screens_best_again_on_more_samples(tmp_path):
     run_study(config, log=quiet)  # a rerun scores nothing again
     assert optuna.load_study(study_name="t", storage=open_storage(config.storage_url)).user_attrs[
         "oneshot"]["rescored"] == record["rescored"]
+
+
+def _candidate(number: int, kinds: tuple[str, ...], score: float) -> optuna.trial.FrozenTrial:
+    made = optuna.trial.create_trial(value=score, user_attrs={
+        "arch": {"layers": [{"kind": k} for k in kinds]}, PROXY_ATTR: {"val_auc": score}})
+    made.number = number
+    return made
+
+
+def test_family_turns_and_bests():
+    kinds = [("dcnv2",), ("dcnv2",), ("dhen",), ("dcnv2",), ("dhen", "dcnv2"), ("dhen",)]
+    ranked = [_candidate(i, k, 0.9 - 0.1 * i) for i, k in enumerate(kinds)]
+    assert [t.number for t in in_family_turns(ranked)] == [0, 2, 4, 1, 5, 3]
+    assert [t.number for t in family_bests(ranked, 2)] == [0, 2]
+    assert [t.number for t in family_bests(ranked, 4)] == [0, 2, 4, 1]  # three families: then the next best
+    assert in_family_turns([]) == [] and family_bests([], 2) == []
+
+
+def test_a_diverse_screen_rescores_and_reranks_across_families(tmp_path):
+    options = {**ONESHOT["options"], "steps": 6, "candidates": 16, "rerank": 2, "calibrate": 0,
+               "selection_samples": 128, "rescore": 4, "rescore_samples": 1000, "diverse": True}
+    config = StudyConfig.load(write_study(tmp_path, budget=BUDGET,
+                                          strategy={"name": "oneshot", "options": options}))
+    run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    proxies = [t for t in study.trials if t.user_attrs["stage"] == "proxy"]
+    rescored = {int(k) for k in study.user_attrs["oneshot"]["rescored"]}
+    # the rescore took the screen's best in turns over its families
+    expected = in_family_turns(distinct_best(proxies, len(proxies)))[:4]
+    assert rescored == {t.number for t in expected}
+    assert len({family(t) for t in proxies}) >= 2  # the space offers several (the test means something)
+    rerank = [t for t in study.trials if t.user_attrs["stage"] == "rerank"]
+    kinds = [tuple(layer["kind"] for layer in t.user_attrs["arch"]["layers"]) for t in rerank]
+    assert len(rerank) == 2 and kinds[0] != kinds[1]  # two families re-ranked
