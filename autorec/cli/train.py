@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                             storage_path=args.ray_storage)
     else:
         trainer = Trainer(spec, dataset, config)
+        if trainer.rank == 0 and config.resume and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
+            _say_resume(Path(config.checkpoint_dir), trainer.world_size)
         if args.save_plan and trainer.rank == 0:
             from autorec.train.plan import save_plan
 
@@ -109,6 +112,23 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         _print_metrics(summary)
     return 0
+
+
+def _say_resume(folder: Path, world_size: int) -> None:
+    """One line on stderr when torchrun restarted the workers (one failed, or a node was lost)
+    and the run goes on from a checkpoint: from where, written at which world size, on which."""
+    from autorec.train.checkpoint_reader import read_meta
+    from autorec.train.checkpoints import latest
+
+    newest = latest(folder)
+    if newest is None:
+        return
+    meta = read_meta(newest)
+    restarts = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    written = meta.get("layout", {}).get("world_size")
+    print(f"autorec: restart {restarts} of the workers: resuming from {newest} (epoch "
+          f"{meta.get('epoch')}, step {meta.get('global_step')}, written by {written} ranks) on "
+          f"{world_size} ranks", file=sys.stderr)
 
 
 def _print_metrics(summary: dict[str, Any]) -> None:

@@ -109,6 +109,16 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     return meta
 
 
+def resumed_sharding_types(checkpoint_dir: str | None, resume: bool) -> dict[str, str] | None:
+    """Each table's sharding type in the checkpoint a training resumes from (``resume`` from the
+    latest under ``checkpoint_dir``), so the planner keeps them at another world size; None when
+    it resumes nothing (or from a checkpoint written before the types were recorded)."""
+    from autorec.train.checkpoints import latest
+
+    newest = latest(Path(checkpoint_dir)) if resume and checkpoint_dir else None
+    return None if newest is None else read_meta(newest).get("layout", {}).get("sharding_types")
+
+
 def _first_line(exc: object) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300]

@@ -114,16 +114,30 @@ def reduced_precision_tables(model: nn.Module) -> list[str]:
             for config in module.embedding_bag_configs() if config.data_type != DataType.FP32]
 
 
-def planner_constraints(model: nn.Module) -> dict[str, ParameterConstraints]:
+def planner_constraints(model: nn.Module,
+                        keep_types: dict[str, str] | None = None) -> dict[str, ParameterConstraints]:
     """Planner constraints that keep reduced-precision tables on the fused kernels (never
-    data_parallel/dense, which NaNs them in fp16: see :data:`FUSED_KERNELS`)."""
-    return {name: ParameterConstraints(compute_kernels=list(FUSED_KERNELS))
-            for name in reduced_precision_tables(model)}
+    data_parallel/dense, which NaNs them in fp16: see :data:`FUSED_KERNELS`), and the tables of
+    ``keep_types`` on their sharding type (a checkpoint resumed at another world size: its
+    optimizer state is that of its sharding types, a data-parallel table's the dense one's)."""
+    reduced = set(reduced_precision_tables(model))
+    out = {}
+    for name in reduced | set(keep_types or {}):
+        kind = (keep_types or {}).get(name)
+        kernels = [EmbeddingComputeKernel.DENSE.value] if kind == "data_parallel" else list(FUSED_KERNELS)
+        out[name] = ParameterConstraints(compute_kernels=kernels, sharding_types=[kind] if kind else None)
+    return out
+
+
+def sharding_types(plan: ShardingPlan) -> dict[str, str]:
+    """Each table's sharding type in ``plan``."""
+    return {name: ps.sharding_type for module_plan in plan.plan.values()
+            for name, ps in getattr(module_plan, "items", lambda: [])()}
 
 
 def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = None,
-          dense_parallel: str = "ddp",
-          wrapper: DataParallelWrapper | None = None) -> DistributedModelParallel:
+          dense_parallel: str = "ddp", wrapper: DataParallelWrapper | None = None,
+          keep_types: dict[str, str] | None = None) -> DistributedModelParallel:
     """Wrap ``model`` (embeddings possibly on meta) in DistributedModelParallel.
 
     Args:
@@ -135,6 +149,7 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         dense_parallel: ``"ddp"`` (DistributedDataParallel, torchrec's default) or ``"fsdp"``.
         wrapper: a data-parallel wrapper for the dense parts that replaces the one
             ``dense_parallel`` names (the supernet's must find unused parameters).
+        keep_types: table -> sharding type the planner must keep (see :func:`planner_constraints`).
     """
     if dense_parallel not in DENSE_PARALLEL:
         raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
@@ -145,7 +160,8 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         topology = Topology(world_size=dist.get_world_size(), compute_device=device.type,
                             local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE",
                                                                 dist.get_world_size())))
-        planner = EmbeddingShardingPlanner(topology=topology, constraints=planner_constraints(model))
+        constraints = planner_constraints(model, keep_types)
+        planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
         plan = planner.collective_plan(
             model, sharders, dist.GroupMember.WORLD)
     _check_fused(plan, reduced_precision_tables(model))

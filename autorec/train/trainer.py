@@ -36,7 +36,7 @@ from autorec.arch import ArchSpec
 from autorec.data import RecDataset
 from autorec.metrics import binary_metrics, monitored_score
 from autorec.models import build_model
-from autorec.train.checkpoint_reader import load_state, read_meta
+from autorec.train.checkpoint_reader import load_state, read_meta, resumed_sharding_types
 from autorec.train.checkpoints import (
     META,
     latest,
@@ -53,6 +53,7 @@ from autorec.train.distributed import (
     gather_rows,
     rank_and_world,
     shard,
+    sharding_types,
 )
 from autorec.train.embedding_init import init_embeddings
 from autorec.train.partition import rank_batches
@@ -121,7 +122,9 @@ class Trainer:
         apply_optimizer_in_backward(
             RowWiseAdagrad, model.sparse_arch.parameters(),
             {"lr": self.config.embedding_lr, "weight_decay": self.config.embedding_weight_decay})
-        self.model = shard(model, self.device, plan=plan, dense_parallel=self.config.dense_parallel)
+        self.model = shard(model, self.device, plan=plan, dense_parallel=self.config.dense_parallel,
+                           keep_types=None if plan else resumed_sharding_types(self.config.checkpoint_dir,
+                                                                               self.config.resume))
         init_embeddings(self.model, self.config.seed)  # the same start at any world size and plan
         self.optimizer = CombinedOptimizer([self.model.fused_optimizer, *self._unfused_optimizers()])
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
@@ -211,6 +214,7 @@ class Trainer:
     def _layout(self) -> dict[str, Any]:
         """What a checkpoint's shards depend on: loading elsewhere needs resharding."""
         return {"world_size": self.world_size, "plan": str(self.model.plan),
+                "sharding_types": sharding_types(self.model.plan),
                 "dense_parallel": self.config.dense_parallel}
 
     def save_checkpoint(self, path: str | Path, meta: dict[str, Any] | None = None) -> None:
