@@ -62,6 +62,17 @@ def _best_rows(trials: Sequence[FrozenTrial], front: set[int]) -> list[list[str]
              _count(trial_cost(t, "embedding_bytes")), "yes" if t.number in front else ""] for t in trials]
 
 
+def _node_rows(study: optuna.Study) -> list[list[str]]:
+    """Per Ray node that ran trials (the trial's ``node``): its trials by state."""
+    counts: dict[str, dict[str, int]] = {}
+    for t in study.get_trials(deepcopy=False):
+        if "node" in t.user_attrs:
+            row = counts.setdefault(t.user_attrs["node"], {"COMPLETE": 0, "FAIL": 0, "PRUNED": 0})
+            row[t.state.name] = row.get(t.state.name, 0) + 1
+    return [[node[:12], str(c["COMPLETE"]), str(c["PRUNED"]), str(c["FAIL"])]
+            for node, c in sorted(counts.items())]
+
+
 SELECTION = {"val_logloss": "the epoch of lowest validation logloss", "val_auc": "the epoch of highest "
              "validation AUC"}
 
@@ -107,6 +118,10 @@ def report_html(study: optuna.Study, top_k: int = 3) -> str:
         _table(["trial", *QUALITY_HEADER, "FLOPs/sample", "dense bytes", "embedding bytes", "Pareto"],
                _best_rows(best, front)) if best else "<p>No trial completed.</p>",
     ]
+    nodes = _node_rows(study)
+    if nodes:
+        parts += ["<h2>Where the trials ran</h2>",
+                  _table(["Ray node", "complete", "pruned", "failed"], nodes)]
     if summary.baselines:
         rows = [[name, _number(b["val"]["auc"]), _number(b["test"]["auc"]),
                  *(_number(b["test"].get(m)) for m in TEST_METRICS),

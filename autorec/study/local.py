@@ -150,7 +150,12 @@ def run_study(config: StudyConfig, workers: int | None = None,
         SearchSpace.load(config.space)
     storage = open_storage(config.storage_url)
     study = create_study(config, storage)
-    recovered = recover_interrupted(study, storage)
+    claim = BudgetClaim(config.directory / "budget.lock")
+    claim.acquire()  # no local worker is between creating a trial and marking it meanwhile
+    try:
+        recovered = recover_interrupted(study, storage, claimed=True)
+    finally:
+        claim.release()
     if recovered:
         log(f"resumed: trials {recovered} were interrupted; marked failed and queued again")
     oneshot = config.strategy.name == "oneshot"

@@ -62,6 +62,8 @@ ARCH_KEY, NUMBER_KEY, PROPOSAL_ERROR_KEY = "autorec_arch", "autorec_trial", "aut
 REUSED_KEY = "autorec_reused_values"  # a proposal already trained: its twin's values (JSON); no Tune trial
 TRAIN_KEY = "autorec_train_overrides"  # what the strategy changed of the budget's training (JSON)
 OUTCOME_KEY, FAIL_KEY, FAIL_KIND_KEY = "autorec_outcome", "autorec_fail_reason", "autorec_fail_kind"
+NODE_KEY = "autorec_node"  # the Ray node a trial ran on (its id), recorded as the trial's ``node``
+ROUNDS = 4  # Tune runs at most: a round after the first retries trials cut by a lost node
 OBJECT_STORE_BYTES = 128 * 1024**2  # trials pass no large objects through Ray
 
 
@@ -222,10 +224,14 @@ def _study_search_class() -> type:
         def _record(self, trial: optuna.Trial, result: dict[str, Any] | None,
                     error: bool) -> tuple[TrialState, list[float] | None]:
             """Writes the trial's user attrs; returns the state and values to tell."""
-            if error or (result and FAIL_KEY in result):
-                reason = (result or {}).get(FAIL_KEY) or "the Ray trial raised (see its error.txt)"
-                trial.set_user_attr("fail_reason", reason)
-                trial.set_user_attr(FAIL_KIND_ATTR, (result or {}).get(FAIL_KIND_KEY, "error"))
+            if result and NODE_KEY in result:
+                trial.set_user_attr("node", result[NODE_KEY])
+            if result and FAIL_KEY in result:  # the trainable caught its own failure: the trial's
+                trial.set_user_attr("fail_reason", result[FAIL_KEY])
+                trial.set_user_attr(FAIL_KIND_ATTR, result.get(FAIL_KIND_KEY, "error"))
+                return TrialState.FAIL, None
+            if error:  # the trainable reports its exceptions, so its process or node was lost
+                mark_interrupted(trial, "interrupted: its Ray worker or node was lost")
                 return TrialState.FAIL, None
             if not result:  # stopped before it reported anything: it used none of the budget
                 mark_interrupted(trial, "interrupted: stopped before its first report")
@@ -286,6 +292,7 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
     report carries the objectives (validation metrics of the best epoch, as in the local
     backend) and the records the driver writes onto the Optuna trial.
     """
+    import ray
     from ray import tune
 
     from autorec.train.checkpoints import drop_progress
@@ -295,6 +302,7 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
         tune.report({**_objective_values({}, {}), FAIL_KEY: params[PROPOSAL_ERROR_KEY]})
         return
     runner = _runner(study)
+    node = ray.get_runtime_context().get_node_id()
     spec = ArchSpec.from_json(params[ARCH_KEY], f"trial {params[NUMBER_KEY]}")
     costs = cost_summary(spec)
     last_epoch = study.budget.epochs - 1
@@ -317,7 +325,7 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
             costs["latency_ms"] = 1e3 * runner._latency(trainer)
     except Exception as exc:  # recorded like the local backend's failures; Tune's stop is SystemExit
         tune.report({**_objective_values({}, {}), FAIL_KEY: f"{type(exc).__name__}: {exc}",
-                     FAIL_KIND_KEY: failure_kind(exc)})
+                     FAIL_KIND_KEY: failure_kind(exc), NODE_KEY: node})
         return
     drop_progress(checkpoint)  # a finished trial keeps its best checkpoint only
     outcome = {"costs": costs, "checkpoint": str(checkpoint / "best"),
@@ -325,7 +333,8 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
                            "train_samples_per_s": result.samples_per_s,
                            "data_wait_share": result.data_wait_share, "train_samples": result.train_samples,
                            "resumed_from": result.resumed_from, "seconds": result.seconds}}
-    tune.report({**epoch_result(result.history[-1], result.val), OUTCOME_KEY: json.dumps(outcome)})
+    tune.report({**epoch_result(result.history[-1], result.val), OUTCOME_KEY: json.dumps(outcome),
+                 NODE_KEY: node})
 
 
 # ---- running ---------------------------------------------------------------------------
@@ -387,7 +396,12 @@ def run_study_ray(config: StudyConfig, address: str | None = None, workers: int 
         workers = workers or config.workers
         started = _init_ray(ray, address, workers)
         try:
-            _tune(config, storage, study.sampler, remaining, workers, log)
+            for _ in range(ROUNDS):  # trials cut by a lost node or worker are retried next round
+                _tune(config, storage, study.sampler, remaining, workers, log)
+                remaining = _remaining(config, create_study(config, storage))
+                if remaining <= 0:
+                    break
+                log(f"{remaining} trials were cut short (a lost worker or node); retrying them")
         finally:
             if started:
                 ray.shutdown()

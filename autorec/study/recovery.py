@@ -15,6 +15,7 @@ workers count and claim under a :class:`BudgetClaim`, so together they run the b
 
 from __future__ import annotations
 
+import datetime
 import fcntl
 import os
 import socket
@@ -30,6 +31,8 @@ from autorec.study.reuse import FREE_ATTR
 WORKER_ATTR = "worker"  # trial user attr: {host, pid} of the process running it
 INTERRUPTED_ATTR = "interrupted"  # trial user attr: cut short (not its own failure), retried
 RETRY_ATTR = "retry_of"  # trial user attr: the number of the cut trial this one retries
+UNMARKED_GRACE_S = 60.0  # a RUNNING trial with no worker mark this old was cut before its start
+UNMARKED_CLAIMED_S = 2.0  # the same, seen under the budget claim (no local worker is creating one)
 
 
 def worker_mark() -> dict[str, str | int]:
@@ -47,26 +50,37 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage) -> list[int]:
+def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorage,
+                        claimed: bool = False) -> list[int]:
     """Fail the RUNNING trials whose worker process on this host is gone, and queue a retry of
     each with the same parameters. Returns the numbers of the trials failed. ``storage`` is the
     study's (the one it was created or loaded with): only the storage can end another process's
-    trial.
+    trial. A trial whose worker died between creating and marking it carries no mark: it is
+    failed once it is :data:`UNMARKED_GRACE_S` old, or a few seconds when ``claimed`` (the
+    caller holds the :class:`BudgetClaim` under which local workers create their trials).
 
     (Workers on other hosts are covered by the RDB heartbeat: their trials go stale and
     Optuna's retry callback requeues them.)
     """
     host, failed = socket.gethostname(), []
     study_id = storage.get_study_id_from_name(study.study_name)
+    now = datetime.datetime.now()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         worker = trial.user_attrs.get(WORKER_ATTR)
-        if not worker or worker.get("host") != host or _alive(int(worker.get("pid", -1))):
+        if not worker:  # killed between its creation and its worker's mark (milliseconds apart)
+            started = trial.datetime_start or now
+            if (now - started).total_seconds() < (UNMARKED_CLAIMED_S if claimed else UNMARKED_GRACE_S):
+                continue  # (or a worker is marking it right now)
+            reason = "interrupted: its worker died before it started"
+        elif worker.get("host") != host or _alive(int(worker.get("pid", -1))):
             continue
+        else:
+            reason = f"interrupted: worker pid {worker.get('pid')} on {host} died"
         trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
         storage.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
-        storage.set_trial_user_attr(trial_id, "fail_reason",
-                                    f"interrupted: worker pid {worker.get('pid')} on {host} died")
-        study.enqueue_trial(trial.params, user_attrs={RETRY_ATTR: trial.number})
+        storage.set_trial_user_attr(trial_id, "fail_reason", reason)
+        if trial.params:  # (one cut before its first suggestion has nothing to retry)
+            study.enqueue_trial(trial.params, user_attrs={RETRY_ATTR: trial.number})
         storage.set_trial_state_values(trial_id, TrialState.FAIL)
         failed.append(trial.number)
     return failed

@@ -69,12 +69,14 @@ def test_kill_minus_nine_then_the_rerun_trains_each_remaining_rung_once(tmp_path
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = tmp_path / "lad" / "study.db"
     deadline = time.monotonic() + 300
-    while completed_trials(db) < 1:
-        assert proc.poll() is None, "the ladder ended before it could be killed"
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        while completed_trials(db) < 1:
+            assert proc.poll() is None, "the ladder ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    finally:  # (a failed wait must not leave the ladder running)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
     done_before = completed_trials(db)
     assert 1 <= done_before < 8
 

@@ -333,6 +333,24 @@ def test_ctrl_c_during_a_trial_and_resume(tmp_path, monkeypatch):
     assert [t.state for t in trials].count(TrialState.COMPLETE) == 3 == finished_count(study)
 
 
+def test_a_trial_cut_before_its_worker_marked_it_is_failed_and_not_counted(tmp_path):
+    from autorec.study.recovery import UNMARKED_CLAIMED_S, recover_interrupted
+    from autorec.study.storage import create_study
+
+    config = StudyConfig.load(write_study(tmp_path))
+    storage = open_storage(config.storage_url)
+    study = create_study(config, storage)
+    cut = study.ask()  # created, never marked: its worker was killed right there
+    assert recover_interrupted(study, storage, claimed=True) == []  # a moment old: maybe being marked
+    time.sleep(UNMARKED_CLAIMED_S + 0.2)
+    assert recover_interrupted(study, storage) == []  # no claim: a minute's grace (workers elsewhere)
+    assert recover_interrupted(study, storage, claimed=True) == [cut.number]
+    failed = study.get_trials()[cut.number]
+    assert failed.state == TrialState.FAIL and failed.user_attrs[INTERRUPTED_ATTR]
+    summary = run_study(config, log=quiet)  # the budget is met without it, and nothing retries it
+    assert finished_count(optuna.load_study(study_name="t", storage=storage)) == 3 == len(summary.trials) - 1
+
+
 def test_a_retry_goes_on_from_the_cut_trials_last_checkpoint(tmp_path, monkeypatch):
     """Ctrl-C after a trial's first epoch (its progress checkpoint written): the retry takes the
     cut trial's checkpoint folder and trains the second epoch only."""
