@@ -58,6 +58,8 @@ def shrunk(path: Path) -> dict[str, Any]:
             opts.update(GROWTH_OPTIONS)
         elif strategy["name"] == "oneshot":
             opts.update(ONESHOT_OPTIONS)
+        elif strategy["name"] == "ladder" and "samples" in opts:  # a growing data budget, kept small
+            opts["samples"] = [SMOKE_BUDGET["batch_size"], 2 * SMOKE_BUDGET["batch_size"]]
         raw["strategy"] = {**strategy, "options": opts}
     return raw
 
