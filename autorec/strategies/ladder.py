@@ -148,10 +148,8 @@ def _data_budget(samples: int | list[int] | None) -> tuple[int, int] | None:
 
     if samples is None:
         return None
-    pair = [samples, samples] if isinstance(samples, int) and not isinstance(samples, bool) else samples
-    if (not isinstance(pair, list) or len(pair) != 2
-            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in pair)
-            or pair[0] > pair[1]):
+    pair = [samples, samples] if isinstance(samples, int) else samples  # types: checked_options's
+    if len(pair) != 2 or not 1 <= pair[0] <= pair[1]:
         raise LadderError("strategy 'ladder': samples: expected a number of samples >= 1, or [first, "
                           f"last] with 1 <= first <= last (rung 0's and the top rung's), got {samples!r}")
     return pair[0], pair[1]
