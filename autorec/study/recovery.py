@@ -19,6 +19,7 @@ import datetime
 import fcntl
 import os
 import socket
+import time
 import warnings
 from pathlib import Path
 from typing import IO
@@ -56,14 +57,17 @@ def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorag
     each with the same parameters. Returns the numbers of the trials failed. ``storage`` is the
     study's (the one it was created or loaded with): only the storage can end another process's
     trial. A trial whose worker died between creating and marking it carries no mark: it is
-    failed once it is :data:`UNMARKED_GRACE_S` old, or a few seconds when ``claimed`` (the
-    caller holds the :class:`BudgetClaim` under which local workers create their trials).
+    failed once it is :data:`UNMARKED_GRACE_S` old; when ``claimed`` (the caller holds the
+    :class:`BudgetClaim` under which local workers create their trials) it is waited out until
+    :data:`UNMARKED_CLAIMED_S` old, then failed if still unmarked.
 
     (Workers on other hosts are covered by the RDB heartbeat: their trials go stale and
     Optuna's retry callback requeues them.)
     """
     host, failed = socket.gethostname(), []
     study_id = storage.get_study_id_from_name(study.study_name)
+    if claimed:  # a young unmarked trial is waited out, not skipped: a rerun right after a kill
+        _wait_out_unmarked(study)  # would otherwise leave it RUNNING, its rung or budget slot lost
     now = datetime.datetime.now()
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         worker = trial.user_attrs.get(WORKER_ATTR)
@@ -84,6 +88,17 @@ def recover_interrupted(study: optuna.Study, storage: optuna.storages.BaseStorag
         storage.set_trial_state_values(trial_id, TrialState.FAIL)
         failed.append(trial.number)
     return failed
+
+
+def _wait_out_unmarked(study: optuna.Study) -> None:
+    """Sleep until every RUNNING trial without a worker mark is :data:`UNMARKED_CLAIMED_S` old
+    (a worker that is alive marks its trial milliseconds after creating it)."""
+    now = datetime.datetime.now()
+    ages = [(now - (t.datetime_start or now)).total_seconds()
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if not t.user_attrs.get(WORKER_ATTR)]
+    if ages:
+        time.sleep(max(0.0, UNMARKED_CLAIMED_S - min(ages)) + 0.05)
 
 
 def adopt_cut_training(trial: optuna.Trial, folder: Path) -> bool:
