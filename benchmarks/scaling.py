@@ -60,9 +60,29 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit(code)
     fits = json.loads((args.out / "scaling" / "scaling.json").read_text())
     flat = {k: v for k, v in fits.items() if not isinstance(v, (dict, list))}
-    return {**flat, "samples_first_rung": args.samples[0], "samples_top_rung": args.samples[1],
+    return {**flat, **rung_figures(fits), "samples_first_rung": args.samples[0],
+            "samples_top_rung": args.samples[1],
             "batch_size": args.batch_size, "dim": args.dim,
             "machine": machine(), "commit": commit()}
+
+
+def rung_figures(fits: dict) -> dict[str, float]:
+    """Flat per-rung figures (``<family>_r<k>_test_logloss`` and ``_test_auc``, ``_mflops`` per
+    sample, ``_seconds``), and the held-out check's simplest baseline: the top rung's excess
+    logloss predicted as the rung below's (``<family>_holdout_carry_rel_err``, beside the fit's
+    ``<family>_holdout_rel_err``)."""
+    out: dict[str, float] = {}
+    floor = fits.get("bayes_logloss")
+    for family, rows in fits.get("rungs", {}).items():
+        rows = sorted(rows, key=lambda r: r["rung"])
+        for r in rows:
+            key = f"{family}_r{r['rung']}"
+            out.update({f"{key}_test_logloss": r["logloss"], f"{key}_test_auc": r["auc"],
+                        f"{key}_mflops": r["flops"] / 1e6, f"{key}_seconds": r["seconds"]})
+        if floor is not None and len(rows) >= 2:
+            top, below = rows[-1]["logloss"] - floor, rows[-2]["logloss"] - floor
+            out[f"{family}_holdout_carry_rel_err"] = abs(below - top) / top
+    return out
 
 
 def _samples(text: str) -> tuple[int, int]:

@@ -19,7 +19,7 @@ from autorec.cli.common import (
     parse_options,
     resolve_arch,
 )
-from autorec.config.train import TrainSettings
+from autorec.config.train import RAY_PLACEMENTS, TrainSettings
 
 # The TrainSettings fields this command takes as flags, and the flags not named after their field.
 TRAIN_FIELDS = ("epochs", "batch_size", "dense_lr", "embedding_lr", "dense_optimizer", "lr_schedule",
@@ -58,6 +58,9 @@ def add_distributed_args(parser: argparse.ArgumentParser) -> None:
                        help="train on N Ray Train workers (TorchTrainer) instead of torchrun")
     group.add_argument("--ray-address", help="Ray cluster to join (default: RAY_ADDRESS, else a local one)")
     group.add_argument("--ray-storage", help="where Ray Train keeps the run (default: ~/ray_results)")
+    group.add_argument("--ray-placement", default="PACK", choices=RAY_PLACEMENTS,
+                       help="how Ray places the workers: PACK fills a node first, STRICT_SPREAD puts "
+                            "each on its own node (default: PACK)")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -87,7 +90,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         full = train_on_ray(spec, args.data, parse_options(args.data_opt), config,
                             num_workers=args.ray_workers, data_path=args.data_path, address=args.ray_address,
-                            storage_path=args.ray_storage)
+                            storage_path=args.ray_storage, placement=args.ray_placement)
     else:
         trainer = Trainer(spec, dataset, config)
         if trainer.rank == 0 and config.resume and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 DenseOptimizer = Literal["adam", "adagrad"]
 DenseParallel = Literal["ddp", "fsdp"]
 LrSchedule = Literal["constant", "cosine"]  # the trainer's LR_SCHEDULES
+RAY_PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")  # Ray Train workers' strategies
 
 
 class TrainSettings(BaseModel):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from autorec.arch import ArchSpec
+from autorec.config.train import RAY_PLACEMENTS
 from autorec.data import load_dataset
 from autorec.train.trainer import TrainConfig, Trainer
 
@@ -42,7 +43,8 @@ def train_loop(cfg: dict[str, Any]) -> None:
     spec = ArchSpec.from_dict(cfg["arch"])
     trainer = Trainer(spec, dataset, TrainConfig(**cfg["config"]))
     result = trainer.fit()
-    out = {**result.to_dict(), "world_size": trainer.world_size, "step_losses": result.step_losses}
+    out = {**result.to_dict(), "world_size": trainer.world_size, "step_losses": result.step_losses,
+           "ray_nodes": _worker_nodes()}
     # Every worker reports (Ray Train synchronises on it). Ray Train keeps what a report's
     # checkpoint holds, so rank 0 hands over the result as a file in one.
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,14 +56,30 @@ def train_loop(cfg: dict[str, Any]) -> None:
                          checkpoint=checkpoint)
 
 
+def _worker_nodes() -> list[str]:
+    """The Ray node id of every worker, by rank (gathered over the job's process group)."""
+    import ray
+    import torch.distributed as dist
+
+    node = ray.get_runtime_context().get_node_id()
+    if not dist.is_initialized():
+        return [node]
+    nodes: list[str] = [""] * dist.get_world_size()
+    dist.all_gather_object(nodes, node)
+    return nodes
+
+
 def train_on_ray(spec: ArchSpec, data: str, data_options: dict[str, Any], config: TrainConfig, *,
                  num_workers: int, data_path: str | None = None, use_gpu: bool = False,
-                 address: str | None = None, storage_path: str | None = None) -> dict[str, Any]:
-    """Train ``spec`` on ``num_workers`` Ray Train workers; the result dict of rank 0.
+                 address: str | None = None, storage_path: str | None = None,
+                 placement: str = "PACK") -> dict[str, Any]:
+    """Train ``spec`` on ``num_workers`` Ray Train workers; the result dict of rank 0, with the
+    Ray node id of each worker under ``ray_nodes``.
 
     ``address`` joins a running cluster (default: the one in RAY_ADDRESS, else a local one);
     ``storage_path`` is where Ray Train keeps the run (on a cluster: storage all nodes see;
-    default: Ray's, ``~/ray_results``).
+    default: Ray's, ``~/ray_results``); ``placement`` is the workers' placement group strategy
+    (Ray's ``PACK`` fills a node first; ``SPREAD``, ``STRICT_SPREAD`` put them on distinct nodes).
     """
     try:
         import ray
@@ -72,6 +90,8 @@ def train_on_ray(spec: ArchSpec, data: str, data_options: dict[str, Any], config
                           f"({exc})") from None
     if num_workers < 1:
         raise ValueError(f"--ray-workers: expected a positive integer, got {num_workers}")
+    if placement not in RAY_PLACEMENTS:
+        raise ValueError(f"--ray-placement: expected one of {', '.join(RAY_PLACEMENTS)}, got {placement!r}")
     if not ray.is_initialized():
         if address or os.environ.get("RAY_ADDRESS"):  # a cluster (``ray job submit`` sets it)
             ray.init(address=address, log_to_driver=False)
@@ -83,7 +103,7 @@ def train_on_ray(spec: ArchSpec, data: str, data_options: dict[str, Any], config
         train_loop_config={"arch": spec.to_dict(), "data": data, "data_path": data_path,
                            "data_options": dict(data_options),
                            "config": {**dataclasses.asdict(config), "progress": False}},
-        scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu),
+        scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=use_gpu, placement_strategy=placement),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
         run_config=RunConfig(name="autorec-train", storage_path=storage_path),
     )

@@ -3,19 +3,15 @@
 ``autorec search --backend ray --ray-address`` spreads the trials over both nodes (each trial
 records its node; the report counts them), and when the second node is lost mid-study (its raylet
 and workers killed with -9) the trials it ran are retried on the other: none lost, none repeated.
+Ray Train runs one training with a worker on each node (``trainers/ray_job.sh``, as a user runs
+it on a cluster), and it trains as one process does.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
-import shutil
-import signal
-import socket
+import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,71 +20,23 @@ import pytest
 from optuna.trial import TrialState
 
 from autorec.study import StudyConfig, open_storage
-from tests.scaling.test_run import completed_trials
+from benchmarks.localhost_nodes import TIMEOUT_S, RayCluster, wait_for_two_running
 from tests.studyfiles import ROOT, write_study
+from tests.train.test_multiprocess import assert_same_run, plan, single_process
 
 pytest.importorskip("ray")
-RAY = Path(sys.executable).parent / "ray"
-TIMEOUT_S = 600
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Cluster:
-    """Two Ray nodes on localhost: the head (a daemon) and a second node held in the foreground
-    (``--block``), so that it can be killed whole."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.port, self.tmp = free_port(), tmp
-        # Ray's token authentication: every process of the cluster and its clients share the token.
-        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
-                    "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1"}
-        self.address = f"127.0.0.1:{self.port}"
-        subprocess.run([str(RAY), "start", "--head", "--port", str(self.port), "--num-cpus", "1",
-                        "--include-dashboard", "false", "--temp-dir", str(tmp / "ray")],
-                       env=self.env, check=True, capture_output=True, timeout=120)
-        self.second = subprocess.Popen([str(RAY), "start", "--address", self.address, "--num-cpus", "1",
-                                        "--block"], env=self.env, start_new_session=True,
-                                       stdout=(tmp / "node1.log").open("w"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while self.nodes() < 2:
-            assert self.second.poll() is None, (tmp / "node1.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "the second node never joined"
-            time.sleep(1)
-
-    def nodes(self) -> int:
-        """Alive nodes, as ``ray status`` lists them."""
-        out = subprocess.run([str(RAY), "status", "--address", self.address], env=self.env,
-                             capture_output=True, text=True, timeout=60).stdout
-        active = out.split("Active:")[-1].split("Pending:")[0]
-        return sum(1 for line in active.splitlines() if "node_" in line)
-
-    def lose_second_node(self) -> None:
-        """kill -9 the second node's raylet and every worker process it started."""
-        os.killpg(self.second.pid, signal.SIGKILL)
-        self.second.wait()
-
-    def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.second.pid, signal.SIGKILL)
-        subprocess.run([str(RAY), "stop", "--force"], env=self.env, capture_output=True, timeout=120)
-        shutil.rmtree(self.tmp / "ray", ignore_errors=True)
 
 
 @pytest.fixture
-def cluster(tmp_path_factory) -> Iterator[Cluster]:
-    made = Cluster(tmp_path_factory.mktemp("cluster"))
+def cluster(tmp_path_factory) -> Iterator[RayCluster]:
+    made = RayCluster(tmp_path_factory.mktemp("cluster"))
     try:
         yield made
     finally:
         made.stop()
 
 
-def search(cluster: Cluster, study: Path, log: Path) -> subprocess.Popen:
+def search(cluster: RayCluster, study: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "autorec.cli", "search", str(study), "--backend", "ray",
                              "--ray-address", cluster.address, "--workers", "2", "--json"],
                             cwd=ROOT, env=cluster.env, stdout=log.open("w"), stderr=subprocess.STDOUT)
@@ -120,11 +68,7 @@ def test_a_lost_node_loses_no_trial_and_repeats_none(cluster, tmp_path):
     budget = {"trials": 6, "epochs": 3, "batch_size": 128, "patience": 3}
     study = write_study(tmp_path, data=data, budget=budget)
     proc = search(cluster, study, tmp_path / "search.log")
-    deadline = time.monotonic() + TIMEOUT_S
-    while completed_trials(tmp_path / "t" / "study.db") < 1:
-        assert proc.poll() is None, (tmp_path / "search.log").read_text()[-3000:]
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
+    wait_for_two_running(tmp_path / "t" / "study.db", proc, tmp_path / "search.log")
     cluster.lose_second_node()
     assert proc.wait(timeout=TIMEOUT_S) == 0, (tmp_path / "search.log").read_text()[-3000:]
     trials = trials_of(study)
@@ -136,3 +80,21 @@ def test_a_lost_node_loses_no_trial_and_repeats_none(cluster, tmp_path):
         (retry,) = [r for r in trials if r.user_attrs.get("retry_of") == t.number]
         assert retry.params == t.params and retry.state == TrialState.COMPLETE
     assert len({t.number for t in complete}) == 6
+
+
+@pytest.mark.slow
+def test_ray_train_runs_one_training_with_a_worker_on_each_node(cluster, tmp_path):
+    pytest.importorskip("ray.train")
+    env = {**cluster.env, "RAY_ADDRESS": cluster.address, "PYTHON": sys.executable, "WORKERS": "2",
+           "PLACEMENT": "STRICT_SPREAD", "DATA_OPTS": "preset=tiny num_samples=3001",
+           "STORAGE": str(tmp_path / "ray_results")}
+    proc = subprocess.run(["bash", "trainers/ray_job.sh", "--batch-size", "200", "--lr", "3e-3",
+                           "--embedding-lr", "0.1", "--epochs", "1",
+                           "--plan", plan(tmp_path / "p2.json", [1, 0, 1]),
+                           "--output", str(tmp_path / "out.json")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["world_size"] == 2 and len(set(out["ray_nodes"])) == 2  # one worker per node
+    _, reference = single_process(plan(tmp_path / "p1.json", [0, 0, 0]), epochs=1)
+    assert_same_run(out, reference)

@@ -5,17 +5,14 @@ exactly as ``trainers/torchrun_multi_node.sh`` runs on a cluster (one launcher p
 The tables are placed by the project's planner (``autorec shard``: table-wise over the 4 ranks,
 so two tables live on the second node) or column-wise across the two nodes; the 2 x 2 run must
 train as one process does (table-wise) or as one node of 4 processes does (column-wise). A node
-lost mid-training (its launcher and workers killed with -9, then started again, as a cluster's
-scheduler restarts a node) re-forms the job, which resumes from the last checkpoint.
+lost mid-training (its launcher and workers killed with -9) re-forms the elastic job
+(``--nnodes 1:2``) on the other node, which resumes from the last checkpoint. The launchers are
+:mod:`benchmarks.localhost_nodes`' (``benchmarks/multinode.py`` measures the same runs).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,53 +24,17 @@ from autorec.cli import main as autorec
 from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.train.trainer import TrainConfig, Trainer
-from tests.train.test_multiprocess import DATA, ROOT, TABLES, TRAIN, _children, assert_same_run
+from benchmarks.localhost_nodes import TIMEOUT_S, finish, free_port, lose_node
+from benchmarks.localhost_nodes import start_nodes as nodes_at
+from tests.train.test_multiprocess import DATA, ROOT, TABLES, TRAIN, assert_same_run
 
-TIMEOUT_S = 600
 SAMPLES = 30001  # the node-loss run's data
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_node(tmp_path: Path, node: int, port: int, run_id: str, *args: str) -> subprocess.Popen:
-    """One node's launcher (in its own process group, so the node can be killed whole); ``args``
-    come after the tiny data and DLRM options (a repeated ``--data-opt`` key replaces them)."""
-    log = (tmp_path / f"node{node}.log").open("a")
-    command = [sys.executable, "-m", "autorec.cli", "train", *DATA, *TRAIN, "--nnodes", "2",
-               "--nproc-per-node", "2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id, *args]
-    return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-
 def start_nodes(tmp_path: Path, port: int, run_id: str, *args: str) -> list[subprocess.Popen]:
-    """Node 0's launcher, then, once it serves the rendezvous store on ``port`` (as the node named
-    by RDZV_ENDPOINT does on a cluster), node 1's."""
-    first = start_node(tmp_path, 0, port, run_id, *args)
-    deadline = time.monotonic() + 120
-    while True:
-        assert first.poll() is None, (tmp_path / "node0.log").read_text()[-3000:]
-        assert time.monotonic() < deadline, "node 0 never served the rendezvous"
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
-    return [first, start_node(tmp_path, 1, port, run_id, *args)]
-
-
-def finish(nodes: list[subprocess.Popen], tmp_path: Path) -> None:
-    for i, proc in enumerate(nodes):
-        try:
-            code = proc.wait(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            for p in nodes:
-                os.killpg(p.pid, signal.SIGKILL)
-            raise
-        log = (tmp_path / f"node{i}.log").read_text()
-        assert code == 0, log[-3000:]
+    """The two launchers of the tiny data and DLRM options, then ``args`` (a repeated
+    ``--data-opt`` key replaces theirs)."""
+    return nodes_at(tmp_path, port, run_id, [*DATA, *TRAIN, *args])
 
 
 def planner_plan(tmp_path: Path, world_size: int) -> Path:
@@ -150,11 +111,7 @@ def test_a_node_lost_mid_training_the_job_reforms_on_the_other_and_resumes(tmp_p
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert not (tmp_path / "out.json").exists()  # still training
-    # node 1 is lost: its launcher and its workers (torchrun starts them in sessions of their own)
-    for pid in [nodes[1].pid, *_children(nodes[1].pid)]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    nodes[1].wait()
+    lose_node(nodes[1])  # its launcher and its workers
     finish(nodes[:1], tmp_path)
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["world_size"] == 2 and out["resumed_from"]["world_size"] == 4

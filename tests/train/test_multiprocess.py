@@ -19,6 +19,7 @@ import pytest
 from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.train.trainer import TrainConfig, Trainer
+from benchmarks.localhost_nodes import children
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("t_cat_0", "t_cat_1", "t_cat_2", "t_cat_3")
@@ -110,16 +111,9 @@ def test_checkpoint_saved_at_two_ranks_resumes_at_four(tmp_path):
     assert_same_run(outs["b"], reference)
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        out += [int(c) for c in (task / "children").read_text().split()]
-    return out + [g for c in out for g in _children(c)]
-
-
 def _worker(launcher: int, rank: int) -> int | None:
     """The pid of the first-attempt worker of ``rank`` under the launcher process."""
-    for pid in _children(launcher):
+    for pid in children(launcher):
         try:
             text = Path(f"/proc/{pid}/environ").read_text()
             env = dict(kv.split("=", 1) for kv in text.split("\0") if "=" in kv)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -22,7 +23,21 @@ def test_scripts_are_valid_bash(name):
     proc = subprocess.run(["bash", "-n", str(TRAINERS / name)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     text = (TRAINERS / name).read_text()
-    assert "autorec.cli train" in text and f"trainers/{name}" in text  # says how it is run
+    runs = "trainers/torchrun_multi_node.sh" if name == "slurm.sbatch" else "autorec.cli train"
+    assert runs in text and f"trainers/{name}" in text  # says how it is run
+
+
+def test_slurm_runs_the_multi_node_recipe_on_every_node_with_what_it_requires():
+    """Slurm's srun starts trainers/torchrun_multi_node.sh (run as two agents below) on each
+    node, with every variable that recipe requires set from the allocation."""
+    text = (TRAINERS / "slurm.sbatch").read_text()
+    srun = text[text.index("\nsrun "):]
+    assert "bash trainers/torchrun_multi_node.sh" in srun
+    required = re.findall(r'\$\{(\w+):\?', (TRAINERS / "torchrun_multi_node.sh").read_text())
+    assert set(required) >= {"NNODES", "RDZV_ENDPOINT", "RUN_ID", "CKPT"}
+    exported = set(re.findall(r"\b(\w+)=", "".join(line for line in text.splitlines(keepends=True)
+                                                   if line.startswith("export "))))
+    assert set(required) <= exported, set(required) - exported
 
 
 def test_readme_names_every_recipe():
@@ -92,3 +107,34 @@ def test_multi_node_recipe_with_two_agents(tmp_path):
         assert code == 0, (tmp_path / f"node{i}.log").read_text()[-3000:]
     outs = [json.loads(p.read_text()) for p in tmp_path.glob("out*.json")]
     assert len(outs) == 1 and outs[0]["world_size"] == 2  # rank 0 (on one of the nodes) reports
+
+
+@pytest.mark.slow
+def test_pytorchjob_pods_run_their_command_as_two_nodes(tmp_path):
+    """The manifest's container command, run twice on this machine as the training operator
+    runs it in the master and the worker pod: with the PET_* environment it sets (torchrun reads
+    it as its defaults), 2 processes per pod here instead of 8 GPUs; a test's data and batch
+    are appended (later flags win)."""
+    job = yaml.safe_load((TRAINERS / "k8s" / "pytorchjob.yaml").read_text())
+    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    command = [sys.executable if container["command"][0] == "python" else container["command"][0],
+               *container["command"][1:], *container["args"],
+               "--data-opt", "preset=tiny", "--data-opt", "num_samples=2000", "--epochs", "1",
+               "--batch-size", "200", "--checkpoint-dir", str(tmp_path / "ck")]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pods = []
+    for rank in range(2):
+        env = {**os.environ, "PET_NNODES": "2", "PET_NPROC_PER_NODE": "2", "PET_NODE_RANK": str(rank),
+               "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+        log = open(tmp_path / f"pod{rank}.log", "w")
+        pods.append((subprocess.Popen([*command, "--output", str(tmp_path / f"out{rank}.json")], cwd=ROOT,
+                                      env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    for rank, (pod, log) in enumerate(pods):
+        code = pod.wait(timeout=600)
+        log.close()
+        assert code == 0, (tmp_path / f"pod{rank}.log").read_text()[-3000:]
+    (out,) = [json.loads(p.read_text()) for p in tmp_path.glob("out*.json")]
+    assert out["world_size"] == 4 and out["test"]["n"] == 200
+    assert (tmp_path / "ck" / "LATEST").exists()
