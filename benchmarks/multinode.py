@@ -99,8 +99,8 @@ def two_nodes(folder: Path, args: list[str], name: str) -> dict[str, Any]:
 def part_torchrun(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     plan = planner_plan(folder, args.samples)
     common = [*train_args(args, args.samples), "--epochs", "1", "--plan", str(plan)]
-    one = one_node(folder, common, "one_node")
-    two = two_nodes(folder, common, "two_nodes")
+    one = one_node(folder, [*common, "--checkpoint-dir", str(folder / "ck1")], "one_node")
+    two = two_nodes(folder, [*common, "--checkpoint-dir", str(folder / "ck2")], "two_nodes")
     return {"torchrun_samples": args.samples, "torchrun_batch_size": args.batch_size,
             "torchrun_2node_auc_diff": abs(two["test"]["auc"] - one["test"]["auc"]),
             "torchrun_2node_logloss_diff": abs(two["test"]["logloss"] - one["test"]["logloss"]),
