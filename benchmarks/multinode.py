@@ -4,7 +4,7 @@
     .venv/bin/python -m benchmarks.multinode --parts ray,raytrain
 
 Parts:
-  torchrun  one DLRM training on 1 node x 4 processes, then on 2 nodes x 2 processes (two
+  torchrun  per preset (DLRM, Wukong), one training on 1 node x 4 processes, then on 2 x 2 (two
             ``autorec train --nnodes 2`` launchers, c10d rendezvous on 127.0.0.1), both with the
             plan ``autorec shard`` makes for 4 ranks: test AUC difference, samples/s of each.
   kill      an elastic 2-node job (``--nnodes 1:2 --max-restarts 3``) whose second node is killed
@@ -61,16 +61,16 @@ def train_args(args: argparse.Namespace, samples: int) -> list[str]:
             "--embedding-lr", "0.1", "--json"]
 
 
-def planner_plan(folder: Path, samples: int) -> Path:
-    """The plan ``autorec shard`` (greedy + polish) makes for the DLRM at 4 ranks."""
+def planner_plan(folder: Path, samples: int, arch: str) -> Path:
+    """The plan ``autorec shard`` (greedy + polish) makes for the ``arch`` preset at 4 ranks."""
     from autorec.cli import main as autorec
     from autorec.data import load_dataset
     from autorec.presets import preset
 
     data = load_dataset("synthetic", seed=0, preset="tiny", num_samples=samples)
-    preset("dlrm", data.schema).save(folder / "arch.json")
-    out = folder / "plan4.json"
-    code = autorec(["shard", "--arch", str(folder / "arch.json"), "--world-size", "4",
+    preset(arch, data.schema).save(folder / f"{arch}.json")
+    out = folder / f"plan4-{arch}.json"
+    code = autorec(["shard", "--arch", str(folder / f"{arch}.json"), "--world-size", "4",
                     "--memory-per-device", "1GB", "--out", str(out), "--no-baselines"])
     if code:
         raise SystemExit(f"autorec shard exited with {code}")
@@ -97,18 +97,30 @@ def two_nodes(folder: Path, args: list[str], name: str) -> dict[str, Any]:
 
 
 def part_torchrun(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    plan = planner_plan(folder, args.samples)
-    common = [*train_args(args, args.samples), "--epochs", "1", "--plan", str(plan)]
-    one = one_node(folder, [*common, "--checkpoint-dir", str(folder / "ck1")], "one_node")
-    two = two_nodes(folder, [*common, "--checkpoint-dir", str(folder / "ck2")], "two_nodes")
-    return {"torchrun_samples": args.samples, "torchrun_batch_size": args.batch_size,
-            "torchrun_2node_auc_diff": abs(two["test"]["auc"] - one["test"]["auc"]),
-            "torchrun_2node_logloss_diff": abs(two["test"]["logloss"] - one["test"]["logloss"]),
-            "torchrun_1x4_test_auc": one["test"]["auc"], "torchrun_2x2_test_auc": two["test"]["auc"],
-            "torchrun_1x4_samples_per_s": one["train_samples_per_s"],
-            "torchrun_2x2_samples_per_s": two["train_samples_per_s"],
-            "torchrun_2x2_vs_1x4_speed": two["train_samples_per_s"] / one["train_samples_per_s"],
-            "torchrun_world_sizes": [one["world_size"], two["world_size"]]}
+    """Per preset (``--archs``): ``torchrun_<arch>_...`` figures; ``torchrun_2node_auc_diff`` is
+    the largest difference over them, the unprefixed samples/s the first preset's."""
+    out: dict[str, Any] = {"torchrun_samples": args.samples, "torchrun_batch_size": args.batch_size}
+    for arch in args.archs.split(","):
+        plan = planner_plan(folder, args.samples, arch)
+        common = [*train_args(args, args.samples), "--arch", arch, "--epochs", "1", "--plan", str(plan)]
+        one = one_node(folder, [*common, "--checkpoint-dir", str(folder / f"ck1-{arch}")], f"one-{arch}")
+        two = two_nodes(folder, [*common, "--checkpoint-dir", str(folder / f"ck2-{arch}")], f"two-{arch}")
+        if one["world_size"] != 4 or two["world_size"] != 4:
+            raise RuntimeError(f"{arch}: world sizes {one['world_size']} and {two['world_size']}, expected 4")
+        one_test, two_test = one["test"], two["test"]
+        out.update({f"torchrun_{arch}_2node_auc_diff": abs(two_test["auc"] - one_test["auc"]),
+                    f"torchrun_{arch}_2node_logloss_diff": abs(two_test["logloss"] - one_test["logloss"]),
+                    f"torchrun_{arch}_1x4_test_auc": one["test"]["auc"],
+                    f"torchrun_{arch}_2x2_test_auc": two["test"]["auc"],
+                    f"torchrun_{arch}_1x4_samples_per_s": one["train_samples_per_s"],
+                    f"torchrun_{arch}_2x2_samples_per_s": two["train_samples_per_s"]})
+    archs = args.archs.split(",")
+    first = archs[0]
+    out["torchrun_2node_auc_diff"] = max(out[f"torchrun_{a}_2node_auc_diff"] for a in archs)
+    out["torchrun_1x4_samples_per_s"] = out[f"torchrun_{first}_1x4_samples_per_s"]
+    out["torchrun_2x2_samples_per_s"] = out[f"torchrun_{first}_2x2_samples_per_s"]
+    out["torchrun_2x2_vs_1x4_speed"] = out["torchrun_2x2_samples_per_s"] / out["torchrun_1x4_samples_per_s"]
+    return out
 
 
 def part_kill(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -209,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-samples", type=int, default=30001,
                         help="the kill and raytrain parts' samples")
     parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--archs", default="dlrm,wukong", help="the torchrun part's presets")
     parser.add_argument("--json", type=Path, default=RESULTS / "multinode.json")
     args = parser.parse_args(argv)
     parts = args.parts.split(",")

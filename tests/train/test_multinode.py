@@ -4,7 +4,8 @@ exactly as ``trainers/torchrun_multi_node.sh`` runs on a cluster (one launcher p
 
 The tables are placed by the project's planner (``autorec shard``: table-wise over the 4 ranks,
 so two tables live on the second node) or column-wise across the two nodes; the 2 x 2 run must
-train as one process does (table-wise) or as one node of 4 processes does (column-wise). A node
+train as one process does (table-wise) or as one node of 4 processes does (column-wise; and a
+Wukong preset with the planner's plan). A node
 lost mid-training (its launcher and workers killed with -9) re-forms the elastic job
 (``--nnodes 1:2``) on the other node, which resumes from the last checkpoint. The launchers are
 :mod:`benchmarks.localhost_nodes`' (``benchmarks/multinode.py`` measures the same runs).
@@ -37,11 +38,11 @@ def start_nodes(tmp_path: Path, port: int, run_id: str, *args: str) -> list[subp
     return nodes_at(tmp_path, port, run_id, [*DATA, *TRAIN, *args])
 
 
-def planner_plan(tmp_path: Path, world_size: int) -> Path:
-    """The plan ``autorec shard`` (greedy + polish, the default planner) makes for the DLRM."""
+def planner_plan(tmp_path: Path, world_size: int, arch: str = "dlrm") -> Path:
+    """The plan ``autorec shard`` (greedy + polish, the default planner) makes for the preset."""
     data = load_dataset("synthetic", seed=0, preset="tiny", num_samples=3001)
-    preset("dlrm", data.schema).save(tmp_path / "arch.json")
-    out = tmp_path / f"plan{world_size}.json"
+    preset(arch, data.schema).save(tmp_path / "arch.json")
+    out = tmp_path / f"plan{world_size}-{arch}.json"
     assert autorec(["shard", "--arch", str(tmp_path / "arch.json"), "--world-size", str(world_size),
                     "--memory-per-device", "1GB", "--out", str(out), "--no-baselines"]) == 0
     return out
@@ -80,9 +81,13 @@ def test_a_column_wise_table_across_two_nodes_trains_as_one_node_of_four(tmp_pat
         TABLES[1]: {"sharding_type": "column_wise", "ranks": [1, 2]},  # one column block per node
         TABLES[2]: {"sharding_type": "table_wise", "ranks": [3]},
         TABLES[3]: {"sharding_type": "table_wise", "ranks": [0]}}}))
-    port = free_port()
-    args = ["--epochs", "1", "--plan", str(plan), "--checkpoint-dir", str(tmp_path / "ck2")]
-    finish(start_nodes(tmp_path, port, "cw", *args, "--output", str(tmp_path / "two.json")), tmp_path)
+    assert_two_nodes_train_as_one_node_of_four(tmp_path, "cw", ["--epochs", "1", "--plan", str(plan)])
+
+
+def assert_two_nodes_train_as_one_node_of_four(tmp_path: Path, run_id: str, args: list[str]) -> None:
+    """2 x 2 (two launchers) and 1 x 4 (one) of the same ``args``: the same curve and metrics."""
+    finish(start_nodes(tmp_path, free_port(), run_id, *args, "--checkpoint-dir", str(tmp_path / "ck2"),
+                       "--output", str(tmp_path / "two.json")), tmp_path)
     one_node = [sys.executable, "-m", "autorec.cli", "train", *DATA, *TRAIN, "--nproc-per-node", "4", *args,
                 "--checkpoint-dir", str(tmp_path / "ck1"), "--output", str(tmp_path / "one.json")]
     one = subprocess.run(one_node, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -92,6 +97,15 @@ def test_a_column_wise_table_across_two_nodes_trains_as_one_node_of_four(tmp_pat
     assert two["step_losses"] == pytest.approx(four["step_losses"], abs=2e-5)
     for split in ("val", "test"):
         assert two[split]["auc"] == pytest.approx(four[split]["auc"], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_a_wukong_on_two_nodes_trains_as_one_node_of_four(tmp_path):
+    plan = planner_plan(tmp_path, 4, arch="wukong")
+    ranks = {r for t in json.loads(plan.read_text())["tables"].values() for r in t.get("ranks", [])}
+    assert ranks & {2, 3}, "the planner left the second node without a table"
+    assert_two_nodes_train_as_one_node_of_four(tmp_path, "wukong",
+                                               ["--arch", "wukong", "--epochs", "1", "--plan", str(plan)])
 
 
 @pytest.mark.slow
