@@ -100,6 +100,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             save_plan(trainer.model.plan, trainer.world_size, args.save_plan)
         result = trainer.fit()
+        if under_launcher():
+            from autorec.train.distributed import leave_process_group
+
+            leave_process_group()
         if trainer.rank != 0:  # rank 0 speaks for the run; the metrics are the same on every rank
             return 0
         full = {**result.to_dict(), "world_size": trainer.world_size, "step_losses": result.step_losses}

@@ -58,6 +58,17 @@ def ensure_process_group() -> None:
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 
 
+def leave_process_group() -> None:
+    """Wait for every rank, then destroy the process group: call it once a worker's training is
+    over. A worker that exits with its gloo group alive can abort in interpreter teardown
+    (SIGABRT, "terminate called without an active exception": gloo's threads still hold work
+    objects), which failed a finished two-node run once in about ten here; torch leaves the
+    call to the training script (its atexit fix, pytorch#179291, was abandoned)."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def _attempt_store(world_size: int) -> dist.Store:
     """The torchrun agent's store, under a prefix of its own for this attempt.
 
