@@ -62,7 +62,7 @@ def leave_process_group() -> None:
     """Wait for every rank, then destroy the process group: call it once a worker's training is
     over. A worker that exits with its gloo group alive can abort in interpreter teardown
     (SIGABRT, "terminate called without an active exception": gloo's threads still hold work
-    objects), which failed a finished two-node run once in about ten here; torch leaves the
+    objects), which failed a finished two-node run of the test suite here; torch leaves the
     call to the training script (its atexit fix, pytorch#179291, was abandoned)."""
     if dist.is_initialized():
         dist.barrier()

@@ -3,11 +3,9 @@ and the page, scales a searched export beside the presets, and refuses bad reque
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -25,6 +23,7 @@ from autorec.export import export_trained
 from autorec.presets import preset
 from autorec.study import StudyConfig, open_storage
 from autorec.train.trainer import TrainConfig, Trainer
+from benchmarks.localhost_nodes import trial_states
 
 DATA = {"name": "synthetic", "options": {"preset": "tiny", "num_samples": 6000}, "seed": 0}
 
@@ -48,16 +47,9 @@ def rungs_of(path: Path) -> Counter:
 
 
 def completed_trials(db: Path) -> int:
-    """COMPLETE trials in the SQLite study at ``db``, read-only (0 while its tables do not exist):
-    a poller must not open an Optuna storage on it while the run under test is still creating its
-    tables, or the two race to create them."""
-    if not db.exists():
-        return 0
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as con:
-            return con.execute("SELECT count(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0]
-    except sqlite3.OperationalError:  # no such table yet, or locked for a moment
-        return 0
+    """COMPLETE trials in the SQLite study at ``db``, read without opening an Optuna storage on
+    it (which would race the run under test to create its tables)."""
+    return trial_states(db)["COMPLETE"]
 
 
 def test_kill_minus_nine_then_the_rerun_trains_each_remaining_rung_once(tmp_path):
