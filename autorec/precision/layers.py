@@ -46,15 +46,17 @@ import torch.nn.functional as F
 from torch import nn
 from torchrec.modules.crossnet import CrossNet, LowRankCrossNet
 
-from autorec.precision.native import native_linear
+from autorec.precision.native import scaled_product
 from autorec.precision.quantisers import Quantiser
 from autorec.precision.recipes import Recipe, recipe
 
-NATIVE_FP8 = {"fp8_e4m3": False, "fp8_e4m3_rowwise": True}  # recipe -> row-wise scales
+NATIVE_RECIPES = ("fp8_e4m3", "fp8_e4m3_rowwise")  # their three products may run natively
 
 
 class _QuantMatmul(torch.autograd.Function):
-    """x [M, K] @ weight[N, K]^T (+ bias) in a recipe's formats; see the module docstring."""
+    """x [M, K] @ weight[N, K]^T (+ bias) in a recipe's formats; see the module docstring.
+    Each product runs natively (:mod:`autorec.precision.native`) where it can, else emulated
+    in float32."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -62,24 +64,31 @@ class _QuantMatmul(torch.autograd.Function):
         qw, qa, _ = rec.quantisers
         ctx.save_for_backward(x, weight)
         ctx.recipe, ctx.has_bias = rec, bias is not None
-        out = None
-        if rec.weight == rec.activation and rec.weight in NATIVE_FP8:
-            out = native_linear(x, weight, rowwise=NATIVE_FP8[rec.weight])
+        ctx.native = rec.weight == rec.activation and rec.weight in NATIVE_RECIPES
+        out = scaled_product(x, weight, rec.activation, rec.weight, x.dtype) if ctx.native else None
         if out is None:
-            out = (qa.quantise(x) @ qw.quantise(weight).T).to(x.dtype)
-        return out + bias if bias is not None else out
+            out = (qa.quantise(x.float()) @ qw.quantise(weight.float()).T).to(x.dtype)
+        return out + bias.to(out.dtype) if bias is not None else out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight = ctx.saved_tensors
-        qw, qa, qg = ctx.recipe.quantisers
+        rec = ctx.recipe
+        qw, qa, qg = rec.quantisers
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:  # dX = dY W: reduction over N
-            grad_x = (qg.quantise(grad, axis=1) @ qw.quantise(weight, axis=0)).to(x.dtype)
+            if ctx.native:
+                grad_x = scaled_product(grad, weight.t(), rec.gradient, rec.weight, x.dtype)
+            if grad_x is None:
+                grad_x = (qg.quantise(grad.float(), axis=1) @ qw.quantise(weight.float(), axis=0)).to(x.dtype)
         if ctx.needs_input_grad[1]:  # dW = dY^T X: reduction over M
-            grad_w = (qg.quantise(grad, axis=0).T @ qa.quantise(x, axis=0)).to(weight.dtype)
+            if ctx.native:
+                grad_w = scaled_product(grad.t(), x.t(), rec.gradient, rec.activation, weight.dtype)
+            if grad_w is None:
+                grad_w = qg.quantise(grad.float(), axis=0).T @ qa.quantise(x.float(), axis=0)
+                grad_w = grad_w.to(weight.dtype)
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_b = grad.sum(0)
+            grad_b = grad.sum(0).to(weight.dtype)
         return grad_x, grad_w, grad_b, None
 
 
