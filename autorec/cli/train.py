@@ -24,7 +24,8 @@ from autorec.config.train import RAY_PLACEMENTS, TrainSettings
 # The TrainSettings fields this command takes as flags, and the flags not named after their field.
 TRAIN_FIELDS = ("epochs", "batch_size", "dense_lr", "embedding_lr", "dense_optimizer", "lr_schedule",
                 "warmup_steps", "dense_weight_decay", "embedding_weight_decay", "patience",
-                "monitor", "max_steps_per_epoch", "checkpoint_dir", "num_workers")
+                "monitor", "max_steps_per_epoch", "checkpoint_dir", "num_workers",
+                "prefetch")
 DISTRIBUTED_FIELDS = ("plan", "dense_parallel", "checkpoint_every", "pipeline")
 FLAGS = {"dense_lr": "--lr", "dense_optimizer": "--optimizer"}
 

@@ -59,6 +59,7 @@ from autorec.train.embedding_init import init_embeddings
 from autorec.train.partition import rank_batches
 from autorec.train.pipeline import SparseDistPipeline
 from autorec.train.plan import load_plan
+from autorec.train.prefetch import prefetched
 from autorec.train.records import (
     DENSE_OPTIMIZERS,
     EpochRecord,
@@ -386,28 +387,30 @@ class Trainer:
         t0 = time.perf_counter() - progress["seconds"]
         if bar is not None and task is not None:
             bar.update(task, advance=start)
-        batches = Waited(itertools.islice(self._batches("train", cfg.batch_size, True, epoch), start,
-                                          cfg.max_steps_per_epoch), progress.get("data_wait_s", 0.0))
-        steps = (self._pipeline.run(batches) if self._pipeline is not None
-                 else (self.train_step(b) for b in batches))
+        source = itertools.islice(self._batches("train", cfg.batch_size, True, epoch), start,
+                                  cfg.max_steps_per_epoch)
         global_step = progress["global_step"]
         self._set_lr(global_step, total_steps)
-        for step, (loss, n) in enumerate(steps, start):
-            if not math.isfinite(loss):
-                raise TrainingDiverged(f"loss is {loss} at epoch {epoch} step {step}")
-            self._check_time(f"at epoch {epoch} step {step}")
-            losses.append(loss)
-            step_losses.append(loss)
-            samples += n
-            global_step += 1
-            self._set_lr(global_step, total_steps)
-            if bar is not None and task is not None:
-                rate = samples / max(time.perf_counter() - t0, 1e-9)
-                bar.update(task, advance=1, rate=f"{rate:,.0f} samples/s  loss {loss:.4f}")
-            if cfg.checkpoint_every and global_step % cfg.checkpoint_every == 0:
-                checkpoint({"epoch": epoch, "step": step + 1, "global_step": global_step,
-                            "losses": losses, "samples": samples,
-                            "seconds": time.perf_counter() - t0, "data_wait_s": batches.seconds})
+        with prefetched(source, cfg.prefetch) as ahead:  # a cut epoch leaves no thread behind
+            batches = Waited(ahead, progress.get("data_wait_s", 0.0))
+            steps = (self._pipeline.run(batches) if self._pipeline is not None
+                     else (self.train_step(b) for b in batches))
+            for step, (loss, n) in enumerate(steps, start):
+                if not math.isfinite(loss):
+                    raise TrainingDiverged(f"loss is {loss} at epoch {epoch} step {step}")
+                self._check_time(f"at epoch {epoch} step {step}")
+                losses.append(loss)
+                step_losses.append(loss)
+                samples += n
+                global_step += 1
+                self._set_lr(global_step, total_steps)
+                if bar is not None and task is not None:
+                    rate = samples / max(time.perf_counter() - t0, 1e-9)
+                    bar.update(task, advance=1, rate=f"{rate:,.0f} samples/s  loss {loss:.4f}")
+                if cfg.checkpoint_every and global_step % cfg.checkpoint_every == 0:
+                    checkpoint({"epoch": epoch, "step": step + 1, "global_step": global_step,
+                                "losses": losses, "samples": samples,
+                                "seconds": time.perf_counter() - t0, "data_wait_s": batches.seconds})
         progress["global_step"] = global_step
         seconds = time.perf_counter() - t0
         val = self.evaluate("val")

@@ -137,7 +137,7 @@ def test_the_schedule_reaches_every_optimizer(planted_data, schedule, factor):
 def test_the_time_waiting_for_batches_is_measured(planted_data):
     """Every batch here takes at least 20 ms to arrive: the epoch's data wait holds those
     seconds (and no more than the epoch), and the result's share is wait / training time."""
-    config = dataclasses.replace(FAST, epochs=1, max_steps_per_epoch=5)
+    config = dataclasses.replace(FAST, epochs=1, max_steps_per_epoch=5, prefetch=0)
     trainer = Trainer(preset("dlrm", planted_data.schema, dim=8), planted_data, config)
     plain = trainer._batches
 
@@ -154,6 +154,55 @@ def test_the_time_waiting_for_batches_is_measured(planted_data):
     assert result.to_dict()["data_wait_share"] == round(result.data_wait_share, 4)
     quick = Trainer(preset("dlrm", planted_data.schema, dim=8), planted_data, config).fit()
     assert 0 <= quick.history[0].data_wait_s < epoch.data_wait_s
+
+
+def _slowed(trainer: Trainer, batch_s: float, step_s: float) -> Trainer:
+    """``trainer`` whose batches take ``batch_s`` to build and whose steps take ``step_s`` more."""
+    plain_batches, plain_step = trainer._batches, trainer.train_step
+
+    def batches(*args, **kwargs):
+        for batch in plain_batches(*args, **kwargs):
+            time.sleep(batch_s)
+            yield batch
+
+    def step(batch):
+        time.sleep(step_s)
+        return plain_step(batch)
+
+    trainer._batches, trainer.train_step = batches, step
+    return trainer
+
+
+def test_prefetching_builds_the_next_batches_during_the_step(planted_data):
+    """Batches take 40 ms to build, steps 60 ms: on the training thread the epoch waits for
+    every batch; built ahead on the prefetch thread, only for the first."""
+    spec = preset("dlrm", planted_data.schema, dim=8)
+    waits = {}
+    for depth in (0, 2):
+        config = dataclasses.replace(FAST, epochs=1, max_steps_per_epoch=6, prefetch=depth)
+        waits[depth] = _slowed(Trainer(spec, planted_data, config), 0.04, 0.06).fit().history[0].data_wait_s
+    assert waits[0] >= 6 * 0.04
+    assert waits[2] < 3 * 0.04, waits
+
+
+def test_prefetching_trains_the_same_model(planted_data):
+    spec = preset("dlrm", planted_data.schema, dim=8)
+    results = [Trainer(spec, planted_data, dataclasses.replace(FAST, epochs=2, prefetch=depth)).fit()
+               for depth in (0, 1, 3)]
+    assert results[0].test == results[1].test == results[2].test
+    assert results[0].step_losses == results[2].step_losses
+
+
+def test_a_failed_epoch_leaves_no_prefetch_thread(planted_data):
+    import threading
+
+    splits = dict(planted_data.splits)
+    train = splits["train"]
+    splits["train"] = dataclasses.replace(train, dense=torch.full_like(train.dense, float("nan")))
+    broken = InMemoryDataset("broken", splits)
+    with pytest.raises(TrainingDiverged):
+        Trainer(preset("dlrm", broken.schema, dim=8), broken, dataclasses.replace(FAST, prefetch=4)).fit()
+    assert not [t for t in threading.enumerate() if t.name == "autorec-prefetch"]
 
 
 def test_val_samples_validates_on_the_first_samples_only(planted_data):
