@@ -116,12 +116,17 @@ class SupernetTraining:
     # ---- one step ---------------------------------------------------------------------
     def step(self, batch: Any) -> float:
         """One update on ``batch``: the fair paths' summed gradients, or one uniform path."""
-        search = self.search
         if self.config.sampling == "uniform" or not self.choices:
             paths = [{c.name: int(torch.randint(len(c.values), (1,), generator=self.generator))
                       for c in self.choices}]
         else:
             paths = fair_paths(self.choices, self.generator)
+        return self.train_paths(batch, paths)
+
+    def train_paths(self, batch: Any, paths: list[dict[str, int]]) -> float:
+        """One update on ``batch`` from the mean of ``paths``' gradients (each path: choice name
+        -> index of its value); returns the paths' mean loss."""
+        search = self.search
         search.weight_optimizer.zero_grad()
         batch = batch.to(search.device)
         total = 0.0
