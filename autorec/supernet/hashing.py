@@ -17,7 +17,7 @@ import torch
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from autorec.models import fold_ids
-from autorec.supernet.mixed import Weights
+from autorec.supernet.mixed import Weights, one_hot_index
 
 if TYPE_CHECKING:
     from autorec.supernet.supernet import Supernet
@@ -32,7 +32,7 @@ def pooled_by_hash(net: Supernet, sparse: KeyedJaggedTensor, weights: Weights) -
         return net.sparse_arch(fold_ids(sparse, net.hash_row_maps[0])).to_dict()
     per_group = {group: net.weights_of(weights, f"emb.{group}.hash", len(net.hash_values))
                  for group, _ in net.groups}
-    chosen = {group: _one_hot_index(w) for group, w in per_group.items()}
+    chosen = {group: one_hot_index(w) for group, w in per_group.items()}
     if all(k is not None for k in chosen.values()):
         rows = {name: net.hash_row_maps[chosen[group]][name] for group, features in net.groups
                 for name in features}
@@ -52,10 +52,3 @@ def pooled_by_hash(net: Supernet, sparse: KeyedJaggedTensor, weights: Weights) -
                 out[name] = term if name not in out else out[name] + term
     return out
 
-
-def _one_hot_index(w: torch.Tensor) -> int | None:
-    """The index of the single 1 in ``w`` (a one-hot weight vector), else None."""
-    nonzero = torch.nonzero(w.detach()).flatten()
-    if len(nonzero) != 1 or float(w[nonzero[0]]) != 1.0:
-        return None
-    return int(nonzero[0])

@@ -130,6 +130,57 @@ def width_mask(weights: torch.Tensor, widths: Sequence[int], size: int) -> torch
     return weights @ steps.to(weights.dtype)
 
 
+def one_hot_index(w: torch.Tensor) -> int | None:
+    """The index of the single 1 in ``w`` (a one-hot weight vector: a single path), else None.
+
+    Example:
+        >>> one_hot_index(torch.tensor([0.0, 1.0, 0.0])), one_hot_index(torch.tensor([0.5, 0.5]))
+        (1, None)
+    """
+    nonzero = torch.nonzero(w.detach()).flatten()
+    if len(nonzero) != 1 or float(w[nonzero[0]]) != 1.0:
+        return None
+    return int(nonzero[0])
+
+
+def projected_width(e: torch.Tensor, w: torch.Tensor, projection: nn.Linear, widths: Sequence[int],
+                    dim: int) -> torch.Tensor:
+    """One feature's X0 vector under its embedding-width choice: ``e`` [B, table width] (the
+    widest table's row) kept to each width ``widths[c]`` and projected to ``dim`` (a width equal
+    to ``dim`` passes unprojected, a width 0 drops the feature), mixed by ``w`` [C].
+
+    On a single path (``w`` one-hot) only the chosen width is computed: its columns times the
+    matching columns of the projection, no mask; soft weights mask one projection's input by
+    the expected width (:func:`width_mask`).
+
+    Shapes: e [B, W], w [C] -> [B, dim].
+
+    Example:
+        >>> proj = nn.Linear(4, 2, bias=False)
+        >>> e = torch.randn(3, 4)
+        >>> torch.equal(projected_width(e, torch.tensor([1.0, 0.0]), proj, (2, 4), 2), e[:, :2])  # = dim
+        True
+        >>> torch.allclose(projected_width(e, torch.tensor([0.0, 1.0]), proj, (2, 4), 2), proj(e))
+        True
+        >>> soft = projected_width(e, torch.tensor([0.5, 0.5]), proj, (2, 4), 2)  # both, mixed
+        >>> torch.allclose(soft, 0.5 * e[:, :2] + 0.5 * proj(e))
+        True
+    """
+    identity = widths.index(dim) if dim in widths else None
+    j = one_hot_index(w)
+    if j is not None:
+        if j == identity:
+            return w[j] * e[:, :dim]
+        if widths[j] == 0:
+            return w[j] * e.new_zeros(e.shape[0], dim)
+        return w[j] * F.linear(e[:, : widths[j]], projection.weight[:, : widths[j]])
+    others = [i for i in range(len(widths)) if i != identity]
+    out = torch.zeros(()) if identity is None else w[identity] * e[:, :dim]
+    if others:  # w_c * proj(e masked to width c), summed: one projection, masked input
+        out = out + projection(e * width_mask(w[others], [widths[i] for i in others], e.shape[1]))
+    return out
+
+
 def pad_features(x: torch.Tensor, num: int) -> torch.Tensor:
     """Zero-pad [B, F, D] to [B, num, D]: a candidate with fewer outputs leaves the rest empty."""
     if x.shape[1] > num:
@@ -258,6 +309,13 @@ class MaskedOverArch(nn.Module):
 
     def forward(self, x: torch.Tensor, weights: Weights) -> torch.Tensor:
         w = weights[self.name]
+        j = one_hot_index(w)
+        if j is not None:  # a single path: the chosen sizes' slices of the weights, no mask
+            for layer, size in zip(self.mlp._mlp, self.values[j], strict=True):
+                linear = layer._linear
+                x = w[j] * layer._activation_fn(
+                    F.linear(x, linear.weight[:size, : x.shape[1]], linear.bias[:size]))
+            return F.linear(x, self.out.weight[:, : x.shape[1]], self.out.bias)
         for i, layer in enumerate(self.mlp._mlp):
             x = layer(x) * width_mask(w, [v[i] for v in self.values], self.sizes[i])
         return self.out(x)

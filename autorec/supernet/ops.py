@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from autorec.arch import DHEN_MODULES, BlockConfig, DhenConfig
@@ -26,7 +27,7 @@ from autorec.blocks import kind, out_features
 from autorec.blocks.dhen import _interaction_module
 from autorec.blocks.mlp import FeatureLinear
 from autorec.precision.layers import PrecisionAware, quant_linear
-from autorec.supernet.mixed import Choice, Weights, pad_features, width_mask
+from autorec.supernet.mixed import Choice, Weights, one_hot_index, pad_features, width_mask
 
 Fields = Mapping[str, tuple[Any, ...]]  # config field -> the values the supernet searches
 
@@ -117,6 +118,12 @@ class MaskedMLP(nn.Module):
             self.chains[str(d)] = nn.ModuleList([*layers, nn.Linear(sizes[-1], out_size)])
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        j = one_hot_index(weights)
+        if j is not None:  # a single path: the chosen widths' slices of the chain, no mask
+            chain, h = self.chains[str(len(self.options[j]))], x
+            for layer, size in zip(chain, self.options[j], strict=False):
+                h = torch.relu(F.linear(h, layer.weight[:size, : h.shape[1]], layer.bias[:size]))
+            return weights[j] * F.linear(h, chain[-1].weight[:, : h.shape[1]], chain[-1].bias)
         out: torch.Tensor | None = None
         for d, members in self.groups.items():
             group = weights[members]

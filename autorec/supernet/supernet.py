@@ -54,7 +54,14 @@ from autorec.space import SearchSpace, SpaceError
 from autorec.space.stacks import groups_of
 from autorec.space.tables import hashed_rows
 from autorec.supernet.hashing import pooled_by_hash
-from autorec.supernet.mixed import Choice, ChoiceSet, MaskedOverArch, MixedChoice, Weights, width_mask
+from autorec.supernet.mixed import (
+    Choice,
+    ChoiceSet,
+    MaskedOverArch,
+    MixedChoice,
+    Weights,
+    projected_width,
+)
 from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock
 from autorec.supernet.towers import SuperTowers
 
@@ -267,20 +274,12 @@ class Supernet(nn.Module):
         """
         pooled = pooled_by_hash(self, sparse, weights)
         vectors = [self.dense_arch(dense)] if self.dense_arch is not None else []
-        identity = self.emb_widths.index(self.dim) if self.dim in self.emb_widths else None
         for group, features in self.groups:
             w = self.weights_of(weights, f"emb.{group}", 1)
             for name in features:
                 e = pooled[name].detach() if detach_embeddings else pooled[name]
-                if not self.projections:
-                    vectors.append(e)
-                    continue
-                others = [i for i in range(len(self.emb_widths)) if i != identity]
-                out = torch.zeros(()) if identity is None else w[identity] * e[:, : self.dim]
-                if others:  # w_c * proj(e masked to width c), summed: one projection, masked input
-                    mask = width_mask(w[others], [self.emb_widths[i] for i in others], self.table_width)
-                    out = out + self.projections[name](e * mask)
-                vectors.append(out)
+                vectors.append(projected_width(e, w, self.projections[name], self.emb_widths, self.dim)
+                               if self.projections else e)
         x = torch.stack(vectors, dim=1)
         if self.towers is not None:
             first = 1 if self.dense_arch is not None else 0
