@@ -352,6 +352,8 @@ class SuperCross(SuperBlock, PrecisionAware):
         ranks = self.fields["rank"]
         w_full = w_rank[ranks.index(0)] if self.full else x0.new_zeros(())
         out = x0.new_zeros(x0.shape)
+        # Layers past every depth with weight (gate 0) leave x_l as it is: they are not run.
+        layers = sum(1 for g in gate if g.item() != 0.0)
         if self.full and w_full.item() != 0.0:
             xl = x0
             for layer in range(layers):
@@ -361,11 +363,15 @@ class SuperCross(SuperBlock, PrecisionAware):
         low = [(w, r) for w, r in zip(w_rank, ranks, strict=True) if r > 0]
         w_low = sum((w for w, _ in low), x0.new_zeros(()))
         if self.r_max and w_low.item() != 0.0:
-            mask = width_mask(torch.stack([w for w, _ in low]) / w_low, [r for _, r in low], self.r_max)
+            share = torch.stack([w for w, _ in low]) / w_low
+            one = one_hot_index(share)  # a single rank: the first r rows of V, columns of W
+            r = low[one][1] if one is not None else self.r_max
+            mask = width_mask(share, [r for _, r in low], self.r_max) if one is None else None
             xl = x0
             for layer in range(layers):
-                v = quant_linear(xl, self.V[layer], None, self.precision) * mask
-                product = quant_linear(v, self.W[layer], self.low_bias[layer], self.precision)
+                v = quant_linear(xl, self.V[layer][:r], None, self.precision)
+                v = v * mask if mask is not None else v
+                product = quant_linear(v, self.W[layer][:, :r], self.low_bias[layer], self.precision)
                 xl = xl + gate[layer] * x0 * product
             out = out + w_low * xl
         return out.view_as(x)
