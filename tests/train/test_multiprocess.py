@@ -143,8 +143,19 @@ def test_kill_9_of_one_rank_resumes_from_the_last_checkpoint(tmp_path):
     assert launcher.wait(timeout=600) == 0, log.read_text()[-3000:]
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["resumed_from"] is not None and out["resumed_from"]["world_size"] == 2, out["resumed_from"]
+    # The resumed run is the uncut two-process run, step for step: the same arithmetic, so any
+    # lost optimizer state or table would show far above float noise.
+    autorec_train("--epochs", "4", "--patience", "4", "--nproc-per-node", "2",
+                  "--plan", plan(tmp_path / "p2.json", [1, 0, 1]), "--output", str(tmp_path / "uncut.json"))
+    uncut = json.loads((tmp_path / "uncut.json").read_text())
+    np.testing.assert_allclose(out["step_losses"], uncut["step_losses"], rtol=0, atol=1e-6)
+    for split in ("val", "test"):
+        for key in ("auc", "logloss", "ne"):
+            assert out[split][key] == pytest.approx(uncut[split][key], abs=1e-6), (split, key)
+    # Against one process the sums run in another order; over 52 Adam steps that drift reached
+    # 3.3e-4 in the loss on an Intel Xeon (below 1e-4 on an AMD EPYC): a lost state is > 1e-3.
     _, reference = single_process(plan(tmp_path / "p1.json", [0, 0, 0]), epochs=4)
-    assert_same_run(out, reference, loss_tol=1e-4, metric_tol=1e-3)  # the very same curve, 48 steps
+    assert_same_run(out, reference, loss_tol=1e-3, metric_tol=1e-3)
 
 
 @pytest.mark.slow
