@@ -82,5 +82,10 @@ class Strategy(ABC):
         ladder's data budget per rung. None by default."""
         return {}
 
+    def requeue_lost(self, study: optuna.Study) -> list[dict[str, Any]]:
+        """Queue again the proposals a resumed study would otherwise never make (called after
+        interrupted trials are recovered); returns the parameters queued. None by default."""
+        return []
+
     def prepare_trainer(self, trial: optuna.Trial, trainer: Any) -> None:  # noqa: B027 - as bind
         """Called with the trainer of ``trial``'s proposal before it trains (DNAS warm start)."""

@@ -122,6 +122,24 @@ class LadderStrategy(Strategy):
             trial.set_user_attr("bayes_logloss", bayes("test"))
         return scale_spec(self.start(family, schema), rung)
 
+    def requeue_lost(self, study: optuna.Study) -> list[dict[str, Any]]:
+        """Queue every (family, rung) that no trial completed, runs or waits for: a trial killed
+        after the grid sampler gave it its point but before it suggested the values keeps that
+        point (Optuna counts the failed trial as a visit) and has no values to retry."""
+        from optuna.trial import TrialState
+
+        trials = study.get_trials(deepcopy=False)
+        if not any(t.state == TrialState.FAIL and not t.params for t in trials):
+            return []  # no point can be lost: the sampler walks the rest of the grid
+        states = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+        planned = {(p.get("family"), p.get("rung")) for t in trials if t.state in states
+                   for p in [t.params or t.system_attrs.get("fixed_params") or {}]}
+        lost = [{"family": f, "rung": r} for f in self.families for r in range(self.rungs)
+                if (f, r) not in planned]
+        for params in lost:
+            study.enqueue_trial(params)
+        return lost
+
     def rung_samples(self, rung: int) -> int | None:
         """The training samples of ``rung`` (None: the study budget's)."""
         if self.samples is None:

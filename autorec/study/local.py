@@ -31,6 +31,7 @@ from autorec.study.recovery import (
     BudgetClaim,
     finished_count,
     recover_interrupted,
+    requeue_lost,
     worker_mark,
 )
 from autorec.study.results import StudySummary, summarize
@@ -154,6 +155,7 @@ def run_study(config: StudyConfig, workers: int | None = None,
     claim.acquire()  # no local worker is between creating a trial and marking it meanwhile
     try:
         recovered = recover_interrupted(study, storage, claimed=True)
+        requeue_lost(config, study, log)
     finally:
         claim.release()
     if recovered:

@@ -43,6 +43,7 @@ from autorec.study.recovery import (
     finished_count,
     mark_interrupted,
     recover_interrupted,
+    requeue_lost,
     worker_mark,
 )
 from autorec.study.results import StudySummary, summarize
@@ -390,6 +391,7 @@ def run_study_ray(config: StudyConfig, address: str | None = None, workers: int 
     recovered = recover_interrupted(study, storage)
     if recovered:
         log(f"resumed: trials {recovered} were interrupted; marked failed and queued again")
+    requeue_lost(config, study, log)
     train_baselines(config, study, log)
     remaining = _remaining(config, study)
     if remaining > 0:

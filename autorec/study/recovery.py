@@ -21,13 +21,17 @@ import os
 import socket
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import optuna
 from optuna.trial import TrialState
 
 from autorec.study.reuse import FREE_ATTR
+
+if TYPE_CHECKING:
+    from autorec.study.config import StudyConfig
 
 WORKER_ATTR = "worker"  # trial user attr: {host, pid} of the process running it
 INTERRUPTED_ATTR = "interrupted"  # trial user attr: cut short (not its own failure), retried
@@ -179,3 +183,14 @@ class BudgetClaim:
             fcntl.flock(self.held, fcntl.LOCK_UN)
             self.held.close()
             self.held = None
+
+
+def requeue_lost(config: StudyConfig, study: optuna.Study, log: Callable[[str], None]) -> None:
+    """Queue again what the study's strategy would otherwise never propose after a resume
+    (:meth:`~autorec.strategies.base.Strategy.requeue_lost`: a ladder's grid points whose trial
+    was cut before it suggested them), saying so in ``log``."""
+    from autorec.strategies import make_strategy
+
+    lost = make_strategy(config.strategy.name, config.seed, **config.strategy.options).requeue_lost(study)
+    if lost:
+        log(f"resumed: queued again {lost}, cut before their trials could suggest them")
