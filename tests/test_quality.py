@@ -30,8 +30,9 @@ def test_dhen_closes_half_of_dlrms_gap_on_a_third_order_teacher(order3_gaps):
     assert order3_gaps["models"]["dhen"]["gap_closed"] >= 0.5, order3_gaps
 
 
-@pytest.mark.xfail(strict=True, reason="under the tuned recipe (dense lr 3e-3, tables 0.2) DLRM gained "
-                   "more than Wukong: gap closed 0.487 at commit 1978760 (0.52 under the old recipe); "
-                   "BENCHMARKS.md, 'Wukong and DHEN against DLRM on a planted 3rd-order teacher'")
+@pytest.mark.xfail(strict=False, reason="on the line: under the tuned recipe (dense lr 3e-3, tables 0.2) "
+                   "Wukong closed 0.487 of the gap at commit 1978760 on an AMD EPYC (0.52 under the old "
+                   "recipe) and more than half on an Intel Xeon (2026-11-27, float order); BENCHMARKS.md, "
+                   "'Wukong and DHEN against DLRM on a planted 3rd-order teacher'")
 def test_wukong_closes_half_of_dlrms_gap_on_a_third_order_teacher(order3_gaps):
     assert order3_gaps["models"]["wukong"]["gap_closed"] >= 0.5, order3_gaps
