@@ -9,7 +9,7 @@ Adam) trains the dlrm preset, batch 4096, for ``--steps`` steps of one epoch fro
   kept under ``benchmarks/out/``), streamed, parsed and hashed (2^18 rows a table) as it trains.
 
 Each source trains with the batches built on the training thread (``prefetch 0``, the baseline)
-and built ahead on the prefetch thread (``prefetch 2``, the default), in alternating rounds.
+and built ahead on the prefetch thread (``prefetch 2``), in alternating rounds.
 ``data_stall_share`` is the epoch's seconds spent in the batch iterator's ``next()`` over its
 training seconds (what ``autorec train`` prints as ``data_wait_share``). Flat keys are merged into
 ``benchmarks/results/throughput.json``.

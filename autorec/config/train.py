@@ -51,7 +51,7 @@ class TrainSettings(BaseModel):
         None, description="keep checkpoints here (default: a temporary folder)")
     num_workers: int = Field(0, ge=0, description="DataLoader prefetch workers")
     prefetch: int = Field(
-        2, ge=0, description="training batches built ahead on a background thread (0: none)")
+        0, ge=0, description="training batches built ahead on a background thread (0: none)")
     progress: bool = Field(True, description="draw a progress bar")
     plan: str | None = Field(None, description="sharding plan JSON: table -> sharding type and ranks")
     dense_parallel: DenseParallel = Field("ddp", description="dense parts under DDP or FSDP2 (fully_shard)")

@@ -93,7 +93,7 @@ class TrainConfig:
     max_steps_per_epoch: int | None = None
     checkpoint_dir: str | None = None
     num_workers: int = 0
-    prefetch: int = 2  # batches built ahead on a thread (autorec.train.prefetch); 0: none
+    prefetch: int = 0  # batches built ahead on a thread (autorec.train.prefetch); 0: none
     progress: bool = True
     plan: str | None = None
     dense_parallel: str = "ddp"
