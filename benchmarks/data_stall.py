@@ -9,10 +9,13 @@ Adam) trains the dlrm preset, batch 4096, for ``--steps`` steps of one epoch fro
   kept under ``benchmarks/out/``), streamed, parsed and hashed (2^18 rows a table) as it trains.
 
 Each source trains with the batches built on the training thread (``prefetch 0``, the baseline)
-and built ahead on the prefetch thread (``prefetch 2``), in alternating rounds.
-``data_stall_share`` is the epoch's seconds spent in the batch iterator's ``next()`` over its
-training seconds (what ``autorec train`` prints as ``data_wait_share``). Flat keys are merged into
-``benchmarks/results/throughput.json``.
+and built ahead on the prefetch thread (``prefetch 2``); the TSV also with its blocks parsed by
+one and by two DataLoader worker processes (``workers 1``, ``workers 2``: outside the training
+process's GIL), all in alternating rounds. ``data_stall_share`` is the epoch's seconds spent in
+the batch iterator's ``next()`` over its training seconds (what ``autorec train`` prints as
+``data_wait_share``). Flat keys are merged into ``benchmarks/results/throughput.json``:
+``data_stall_share_<source>`` (prefetch 2), ``..._no_prefetch`` (the baseline),
+``..._workers<n>``, and ``data_stall_samples_per_s_...`` alike.
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.data_stall [--steps 40] [--rounds 2]
 """
@@ -33,7 +36,9 @@ from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.criteo_read import generate
 from benchmarks.results_file import RESULTS, ROOT, merge_results
 
-DEPTHS = (0, 2)
+# name suffix -> (prefetch depth, DataLoader workers); workers only where the source streams
+SETTINGS = {"_no_prefetch": (0, 0), "": (2, 0)}
+STREAMED = {"_workers1": (0, 1), "_workers2": (0, 2)}
 
 
 def sources(steps: int, batch_size: int) -> dict[str, RecDataset]:
@@ -45,10 +50,12 @@ def sources(steps: int, batch_size: int) -> dict[str, RecDataset]:
             "criteo_tsv": load_criteo(path=str(tsv), seed=0, hash_size=2**18, max_rows=meta["lines"])}
 
 
-def train_once(data: RecDataset, steps: int, batch_size: int, depth: int) -> dict[str, float]:
+def train_once(data: RecDataset, steps: int, batch_size: int, depth: int,
+               workers: int) -> dict[str, float]:
     """One epoch of ``steps`` steps of the dlrm preset: its data wait, seconds and samples/s."""
     config = TrainConfig(epochs=1, batch_size=batch_size, max_steps_per_epoch=steps, prefetch=depth,
-                         progress=False, evaluate_test=False, val_samples=batch_size)
+                         num_workers=workers, progress=False, evaluate_test=False,
+                         val_samples=batch_size)
     epoch = Trainer(preset("dlrm", data.schema), data, config).fit().history[0]
     return {"wait_s": epoch.data_wait_s, "seconds": epoch.seconds,
             "samples_per_s": epoch.samples_per_s}
@@ -65,20 +72,21 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
     figures: dict[str, Any] = {"data_stall_steps": args.steps, "data_stall_batch_size": args.batch_size,
-                               "data_stall_prefetch_depth": DEPTHS[-1]}
-    print("| source | prefetch | data wait share | samples/s |\n|---|---|---|---|")
+                               "data_stall_prefetch_depth": SETTINGS[""][0]}
+    print("| source | prefetch | workers | data wait share | samples/s |\n|---|---|---|---|---|")
     for name, data in sources(args.steps, args.batch_size).items():
-        runs: dict[int, list[dict[str, float]]] = {d: [] for d in DEPTHS}
+        settings = SETTINGS | (STREAMED if name == "criteo_tsv" else {})
+        runs: dict[str, list[dict[str, float]]] = {suffix: [] for suffix in settings}
         for _ in range(args.rounds):
-            for depth in DEPTHS:
-                runs[depth].append(train_once(data, args.steps, args.batch_size, depth))
-        for depth, rows in runs.items():
+            for suffix, (depth, workers) in settings.items():
+                runs[suffix].append(train_once(data, args.steps, args.batch_size, depth, workers))
+        for suffix, rows in runs.items():
             share = statistics.median(r["wait_s"] / r["seconds"] for r in rows)
             rate = statistics.median(r["samples_per_s"] for r in rows)
-            suffix = "" if depth else "_no_prefetch"
             figures[f"data_stall_share_{name}{suffix}"] = share
             figures[f"data_stall_samples_per_s_{name}{suffix}"] = rate
-            print(f"| {name} | {depth} | {share:.3f} | {rate:,.0f} |", flush=True)
+            depth, workers = settings[suffix]
+            print(f"| {name} | {depth} | {workers} | {share:.3f} | {rate:,.0f} |", flush=True)
     merge_results(Path(args.json), figures, prefix="data_stall")
 
 

@@ -22,6 +22,7 @@ import statistics
 import tempfile
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,11 @@ def _timed(step: Any, batches: list[Any]) -> float:
     for batch in batches:
         step(batch)
     return (time.perf_counter() - start) / len(batches)
+
+
+def _path_step(training: SupernetTraining, path: dict[str, int], batch: Any) -> Any:
+    """The supernet's update on ``path`` alone."""
+    return training.train_paths(batch, [path])
 
 
 def main() -> None:
@@ -70,7 +76,7 @@ def main() -> None:
         values = {c.name: c.values[path[c.name]] for c in training.choices}
         spec = training.search.supernet.derive(values)
         alone = Trainer(spec, data, TrainConfig(batch_size=args.batch_size, progress=False, prefetch=0))
-        supernet_step = lambda b, path=path: training.train_paths(b, [path])  # noqa: E731
+        supernet_step = partial(_path_step, training, path)
         for step in (supernet_step, alone.train_step):  # warm up both
             step(batches[0])
         times: dict[str, list[float]] = {"supernet": [], "alone": []}

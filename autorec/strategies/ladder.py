@@ -123,16 +123,17 @@ class LadderStrategy(Strategy):
         return scale_spec(self.start(family, schema), rung)
 
     def requeue_lost(self, study: optuna.Study) -> list[dict[str, Any]]:
-        """Queue every (family, rung) that no trial completed, runs or waits for: a trial killed
-        after the grid sampler gave it its point but before it suggested the values keeps that
-        point (Optuna counts the failed trial as a visit) and has no values to retry."""
+        """Queue every (family, rung) that no trial holds: a trial killed after the grid sampler
+        gave it its point but before it suggested the values keeps that point (Optuna counts the
+        failed trial as a visit) and has no values to retry. A point a trial holds is not queued,
+        whatever that trial's state: a trial cut after suggesting has its retry queued already
+        (by recovery, before this is called), and a rung that failed on its own would fail again."""
         from optuna.trial import TrialState
 
         trials = study.get_trials(deepcopy=False)
         if not any(t.state == TrialState.FAIL and not t.params for t in trials):
             return []  # no point can be lost: the sampler walks the rest of the grid
-        states = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
-        planned = {(p.get("family"), p.get("rung")) for t in trials if t.state in states
+        planned = {(p.get("family"), p.get("rung")) for t in trials
                    for p in [t.params or t.system_attrs.get("fixed_params") or {}]}
         lost = [{"family": f, "rung": r} for f in self.families for r in range(self.rungs)
                 if (f, r) not in planned]

@@ -37,6 +37,29 @@ class _Failed:
         self.error = error
 
 
+def _put(into: queue.Queue[Any], stop: threading.Event, item: Any) -> bool:
+    """Put ``item`` unless stopped meanwhile; whether it was put."""
+    while not stop.is_set():
+        try:
+            into.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _fill(source: Iterator[Any], into: queue.Queue[Any], stop: threading.Event) -> None:
+    """The thread: ``source``'s items into ``into``, then the end or the error, until ``stop``."""
+    try:
+        for item in source:
+            if not _put(into, stop, item):
+                return
+    except BaseException as error:  # handed to the consumer, raised there
+        _put(into, stop, _Failed(error))
+        return
+    _put(into, stop, _DONE)
+
+
 class Prefetched(Generic[T]):
     """An iterator over ``source`` whose items are drawn up to ``depth`` ahead on a thread."""
 
@@ -46,29 +69,11 @@ class Prefetched(Generic[T]):
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._finished = False
-        self._thread = threading.Thread(target=self._fill, args=(source,), name="autorec-prefetch",
-                                        daemon=True)
+        # The thread holds the queue and the event, not this object, so an abandoned iterator is
+        # collected and its __del__ stops the thread.
+        self._thread = threading.Thread(target=_fill, args=(source, self._queue, self._stop),
+                                        name="autorec-prefetch", daemon=True)
         self._thread.start()
-
-    def _put(self, item: Any) -> bool:
-        """Put ``item`` unless stopped meanwhile; whether it was put."""
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _fill(self, source: Iterator[T]) -> None:
-        try:
-            for item in source:
-                if not self._put(item):
-                    return
-        except BaseException as error:  # handed to the consumer, raised there
-            self._put(_Failed(error))
-            return
-        self._put(_DONE)
 
     def __iter__(self) -> Prefetched[T]:
         return self

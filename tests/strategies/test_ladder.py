@@ -43,3 +43,24 @@ def test_nothing_is_queued_when_no_point_can_be_lost():
     ran = _run(study, strategy)
     study.enqueue_trial({"family": "dlrm", "rung": 1 - ran["rung"]})
     assert strategy.requeue_lost(study) == []
+
+
+def test_a_rung_that_failed_on_its_own_is_not_queued_again():
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    strategy = LadderStrategy(families=["dlrm"], rungs=3)
+    study = optuna.create_study(sampler=strategy.sampler(1))
+    cut = study.ask()  # lost: killed before it suggested its grid point
+    study.tell(cut, state=TrialState.FAIL)
+
+    def diverges(trial: optuna.Trial) -> float:
+        trial.suggest_categorical("family", strategy.families)
+        trial.suggest_categorical("rung", list(range(strategy.rungs)))
+        raise FloatingPointError("loss is nan")
+
+    study.optimize(diverges, n_trials=1, catch=(FloatingPointError,))
+    failed = study.trials[-1].params
+    ran = _run(study, strategy)
+    lost = strategy.requeue_lost(study)
+    assert failed not in lost and ran not in lost
+    assert lost == [{"family": "dlrm", "rung": r} for r in range(3)
+                    if r not in (failed["rung"], ran["rung"])]

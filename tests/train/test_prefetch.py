@@ -1,3 +1,5 @@
+import gc
+import itertools
 import threading
 import time
 
@@ -47,18 +49,23 @@ def test_an_error_of_the_source_is_raised_where_it_happened():
 
 
 def test_close_stops_a_thread_blocked_on_a_full_queue():
-    def endless():
-        i = 0
-        while True:
-            yield i
-            i += 1
-
-    items = Prefetched(endless(), depth=1)
+    items = Prefetched(itertools.count(), depth=1)
     assert next(items) == 0
     items.close()
     assert not _alive()
     with pytest.raises(StopIteration):
         next(items)
+
+
+def test_an_abandoned_iterator_is_collected_and_its_thread_stops():
+    items = Prefetched(itertools.count(), depth=1)
+    assert next(items) == 0
+    del items  # never closed: garbage collection must stop the thread
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while _alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive()
 
 
 def test_the_context_stops_the_thread_when_the_block_fails():
