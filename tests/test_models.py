@@ -59,7 +59,7 @@ def test_dlrm_matches_torchrec_dlrm_with_the_same_weights():
 def test_narrow_tables_are_projected_to_the_model_width():
     spec = ArchSpec(dim=8, n_dense=3, dense_arch=(8,), over_arch=(8,), layers=(WukongConfig(),),
                     tables=(TableSpec(name="a", features=("u", "i"), num_embeddings=50, dim=8),
-                            TableSpec(name="b", features=("g",), num_embeddings=10, dim=3)))
+                            TableSpec(name="b", features=("g",), num_embeddings=10, dim=4)))
     model = build_model(spec)
     assert set(model.projections) == {"g"}
     x0 = model.embed(torch.randn(4, 3), kjt(4))

@@ -31,6 +31,7 @@ from autorec.arch.checks import (
     FORMAT_VERSION,
     INT8_TABLES,
     PRECISIONS,
+    TABLE_WIDTH_MULTIPLE,
     ArchSpecError,
 )
 from autorec.arch.layers import (
@@ -48,7 +49,7 @@ from autorec.arch.spec import ArchSpec, TableSpec, TowerSpec
 
 __all__ = [
     "BLOCK_CONFIGS", "DHEN_ENSEMBLES", "DHEN_MODULES", "EMBEDDING_PRECISIONS", "FORMAT_VERSION",
-    "INT8_TABLES", "PRECISIONS", "ArchSpec", "ArchSpecError", "BlockConfig", "CrossConfig",
-    "DhenConfig", "DotConfig", "MLPConfig", "SkipConfig", "TableSpec", "TowerSpec", "WukongConfig",
-    "num_dots",
+    "INT8_TABLES", "PRECISIONS", "TABLE_WIDTH_MULTIPLE", "ArchSpec", "ArchSpecError", "BlockConfig",
+    "CrossConfig", "DhenConfig", "DotConfig", "MLPConfig", "SkipConfig", "TableSpec", "TowerSpec",
+    "WukongConfig", "num_dots",
 ]

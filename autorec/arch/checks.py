@@ -29,6 +29,9 @@ INT8_TABLES = ("int8 tables cannot be trained: fbgemm's fused embedding kernel (
                "plus a per-row scale and bias have a forward but no backward kernel on CPU). Train "
                "the table in fp16 (half the bytes of fp32) and quantise it to int8 for inference "
                "with autorec.precision.embeddings.quantize_tables")
+# torchrec's sharded embedding kernels (fbgemm's TBE) refuse a table whose width is not a multiple
+# of 4 (torchrec.distributed.batched_embedding_kernel asserts it, on CPU as on GPU).
+TABLE_WIDTH_MULTIPLE = 4
 DHEN_MODULES = ("dot", "attention", "dcn", "linear", "conv")
 DHEN_ENSEMBLES = ("concat", "sum", "weighted_sum")
 

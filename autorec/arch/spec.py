@@ -21,6 +21,7 @@ from autorec.arch.checks import (
     FORMAT_VERSION,
     INT8_TABLES,
     PRECISIONS,
+    TABLE_WIDTH_MULTIPLE,
     ArchSpecError,
     check_choice,
     check_int,
@@ -57,6 +58,10 @@ class TableSpec:
                 fail(f"{path}.features[{i}]", f"expected a feature name, got {name!r}")
         check_int(f"{path}.num_embeddings", self.num_embeddings, 1)
         check_int(f"{path}.dim", self.dim, 1)
+        if self.dim % TABLE_WIDTH_MULTIPLE:
+            fail(f"{path}.dim", f"expected a multiple of {TABLE_WIDTH_MULTIPLE}, got {self.dim}: torchrec's "
+                 f"fused embedding kernels (fbgemm) train only tables whose width is a multiple of "
+                 f"{TABLE_WIDTH_MULTIPLE}")
         if self.hash_from is not None:
             check_int(f"{path}.hash_from", self.hash_from, self.num_embeddings + 1)
         if self.precision == "int8":

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from autorec.arch import EMBEDDING_PRECISIONS, PRECISIONS, BlockConfig
+from autorec.arch import EMBEDDING_PRECISIONS, PRECISIONS, TABLE_WIDTH_MULTIPLE, BlockConfig
 from autorec.blocks import default_kind, kind_names
 from autorec.blocks import kind as block_kind
 from autorec.space.values import (
@@ -46,6 +46,8 @@ class LayerChoices:
     kinds: tuple[str, ...] = field(default_factory=lambda: (default_kind(),))
     blocks: Mapping[str, Mapping[str, Values]] = field(default_factory=dict)
 
+_KERNEL_WIDTHS = "torchrec's fused embedding kernels (fbgemm) train only such table widths"
+
 
 def parse_embedding(data: Any, dims: Values) -> EmbeddingChoices:
     emb = parse_mapping(data, "embedding", EMBEDDING_KEYS)
@@ -54,6 +56,11 @@ def parse_embedding(data: Any, dims: Values) -> EmbeddingChoices:
     width = parse_values(emb["dim"], "embedding.dim", "int", minimum=0) if "dim" in emb else None
     if width is not None and not any(width):
         raise Invalid("embedding.dim", "expected at least one width > 0 (0 drops a feature)")
+    for i, w in enumerate(width or ()):
+        if w % TABLE_WIDTH_MULTIPLE:
+            where = key_path("embedding.dim", i) if len(width or ()) > 1 else "embedding.dim"
+            raise Invalid(where, f"expected 0 or a multiple of {TABLE_WIDTH_MULTIPLE}, got {w}: "
+                          f"{_KERNEL_WIDTHS}")
     hashes = parse_values(emb.get("hash", 1), "embedding.hash", "ratio")
     for i, fraction in enumerate(hashes):
         if fraction > 1:
@@ -63,10 +70,13 @@ def parse_embedding(data: Any, dims: Values) -> EmbeddingChoices:
     for i, ratio in enumerate(ratios):
         for d in dims:
             cols = Fraction(str(ratio)) * d
+            where = key_path("embedding.dim_ratio", i) if len(ratios) > 1 else "embedding.dim_ratio"
             if cols.denominator != 1 or cols < 1:
-                where = key_path("embedding.dim_ratio", i) if len(ratios) > 1 else "embedding.dim_ratio"
                 raise Invalid(where, f"{ratio} * dim {d} = {float(cols):g} is not a whole number >= 1 "
                               "of columns")
+            if cols % TABLE_WIDTH_MULTIPLE:
+                raise Invalid(where, f"{ratio} * dim {d} = {cols} columns is not a multiple of "
+                              f"{TABLE_WIDTH_MULTIPLE}: {_KERNEL_WIDTHS}")
     precision = parse_values(emb.get("precision", "fp32"), "embedding.precision", "str",
                         one_of=EMBEDDING_PRECISIONS)
     return EmbeddingChoices(dim=width, dim_ratio=ratios, groups=parse_groups(emb.get("groups")),

@@ -69,6 +69,7 @@ def test_save_and_load(tmp_path):
                   TableSpec(name="b", features=("u",), num_embeddings=5, dim=8))), "tables[1].features"),
     (dict(tables=(TableSpec(name="a", features=("u",), num_embeddings=5, dim=8, precision="fp8"),)),
      "tables[0].precision"),
+    (dict(tables=(TableSpec(name="a", features=("u",), num_embeddings=5, dim=6),)), "tables[0].dim"),
 ])
 def test_invalid_specs_name_the_field(changes, where):
     with pytest.raises(ArchSpecError, match="^" + re.escape(where) + ":"):
@@ -92,6 +93,10 @@ def test_bad_json_names_file_line_and_key(tmp_path):
     del data["tables"][0]["dim"]
     with pytest.raises(ArchSpecError, match=r"tables\[0\].dim: required key is missing"):
         ArchSpec.from_dict(data)
+    data = json.loads(spec().to_json())
+    data["tables"][0]["dim"] = 6  # torchrec's fused kernels refuse it: an error on load, not in training
+    with pytest.raises(ArchSpecError, match=r"a.json: tables\[0\].dim: expected a multiple of 4, got 6"):
+        ArchSpec.from_dict(data, "a.json")
     data = json.loads(spec().to_json())
     data["format"] = 99
     with pytest.raises(ArchSpecError, match="format: expected 1"):

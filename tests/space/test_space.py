@@ -46,10 +46,11 @@ def shipped(name: str) -> SearchSpace:
 
 
 # ---- a tiny space whose architectures a brute force can list ------------------------------
-# Two widths, dims that narrow DHEN num_heads (8 divides neither), a Wukong layer that leaves one
+# Two widths (multiples of 4, as torchrec's kernels need), dims that narrow DHEN num_heads (16
+# divides neither), a Wukong layer that leaves one
 # vector (so DLRM n_passthrough and the DHEN dot module get narrowed), conditional DHEN fields.
 TINY = {
-    "dim": [4, 12],
+    "dim": [8, 24],
     "embedding": {"dim_ratio": [1, 0.5], "groups": {"ab": ["a", "b"]}},
     "dense_arch": [[8], []],
     "over_arch": [[8]],
@@ -58,7 +59,7 @@ TINY = {
         "kinds": ["wukong", "dhen", "dlrm", "dcnv2", "skip"],
         "wukong": {"n_fm": [1, 2], "n_lcb": [0, 1], "rank": [1], "mlp": [[4]]},
         "dhen": {"modules": [["dot"], ["attention"], ["linear", "dcn"]], "ensemble": ["concat", "sum"],
-                 "n_out": [1, 2], "num_heads": [1, 2, 8], "dcn_layers": [1, 2]},
+                 "n_out": [1, 2], "num_heads": [1, 2, 16], "dcn_layers": [1, 2]},
         "dlrm": {"n_passthrough": [0, 1, 2], "self_interaction": [False, True]},
         "dcnv2": {"num_layers": {"low": 1, "high": 2}, "rank": [0, 2]},
     },
@@ -75,7 +76,7 @@ def brute_force_layers() -> list:
     """Every layer config of TINY, unused DHEN fields at their defaults (as the space keeps them)."""
     layers = [WukongConfig(n_fm=f, n_lcb=c, rank=1, mlp=(4,)) for f in (1, 2) for c in (0, 1)]
     for modules, ensemble, n_out, heads, dcn in itertools.product(
-            [("dot",), ("attention",), ("linear", "dcn")], ["concat", "sum"], [1, 2], [1, 2, 8], [1, 2]):
+            [("dot",), ("attention",), ("linear", "dcn")], ["concat", "sum"], [1, 2], [1, 2, 16], [1, 2]):
         layers.append(DhenConfig(modules=modules, ensemble=ensemble, n_out=n_out,
                                  num_heads=heads if "attention" in modules else 2,
                                  dcn_layers=dcn if "dcn" in modules else 1))
@@ -90,7 +91,7 @@ def brute_force_specs() -> frozenset:
     """Every valid ArchSpec of TINY with tables as wide as D and dense arch [8], by trying them all."""
     configs = brute_force_layers()
     specs = set()
-    for dim, num in itertools.product([4, 12], [0, 1, 2]):
+    for dim, num in itertools.product([8, 24], [0, 1, 2]):
         for layers in itertools.product(configs, repeat=num):
             try:
                 specs.add(ArchSpec(name="tiny", dim=dim, tables=tables_for(TINY_SCHEMA, dim), n_dense=1,
@@ -144,10 +145,10 @@ def test_suggest_makes_exactly_the_valid_architectures():
     assert len(made) == len(set(made)) == space.size(TINY_SCHEMA)
     assert set(made) == brute_force_specs()
     # choices narrowed by D or by the input vectors are parameters of their own
-    assert {"layer0.dhen.num_heads@dim=4", "layer1.dlrm.n_passthrough@f_in=1",
-            "layer1.dhen.modules@dim=4,f_in=1"} <= set(distributions)
-    assert distributions["layer0.dhen.num_heads@dim=12"] == (1, 2)
-    assert distributions["layer1.dhen.modules@dim=12,f_in=1"] == ("attention", "linear+dcn")
+    assert {"layer0.dhen.num_heads@dim=8", "layer1.dlrm.n_passthrough@f_in=1",
+            "layer1.dhen.modules@dim=8,f_in=1"} <= set(distributions)
+    assert distributions["layer0.dhen.num_heads@dim=24"] == (1, 2)
+    assert distributions["layer1.dhen.modules@dim=24,f_in=1"] == ("attention", "linear+dcn")
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -238,10 +239,10 @@ def widths(schema: Schema, *dims: int) -> tuple:
 
 
 def test_embedding_groups_share_a_width():
-    space = SearchSpace.from_dict({"dim": [8], "embedding": {"dim_ratio": [1, 0.5, 0.25], "groups": "all"}})
+    space = SearchSpace.from_dict({"dim": [16], "embedding": {"dim_ratio": [1, 0.5, 0.25], "groups": "all"}})
     assert space.size(SMALL) == 3
     spec = space.from_params({"emb.all": 0.25}, SMALL)
-    assert {t.dim for t in spec.tables} == {2}
+    assert {t.dim for t in spec.tables} == {4}
     grouped = SearchSpace.from_dict({"dim": [8],
                                      "embedding": {"dim": [4, 8], "groups": {"g": ["tags", "user"]}}})
     assert grouped.size(SMALL) == 2 ** 4  # g, item, city, hour
@@ -345,6 +346,9 @@ def test_empty_file_is_the_dlrm_preset():
     ("embedding: {precision: bf16}\n", "embedding.precision: expected one of fp32, fp16, got 'bf16'"),
     ("dim: [8]\nembedding: {dim_ratio: [1, 0.3]}\n",
      "embedding.dim_ratio[1]: 0.3 * dim 8 = 2.4 is not a whole number >= 1 of columns"),
+    ("dim: [8, 16]\nembedding: {dim_ratio: [1, 0.25]}\n",
+     "embedding.dim_ratio[1]: 0.25 * dim 8 = 2 columns is not a multiple of 4: torchrec's fused"),
+    ("embedding: {dim: [0, 4, 6]}\n", "embedding.dim[2]: expected 0 or a multiple of 4, got 6"),
     ("embedding: {dim: [8], dim_ratio: [1]}\n", "embedding: give dim (absolute widths) or dim_ratio"),
     ("embedding: {groups: some}\n", "embedding.groups: expected per_feature, all or a mapping"),
     ("embedding: {groups: {a: [u], b: [u]}}\n", "embedding.groups.b[0]: feature 'u' is already in group 'a'"),

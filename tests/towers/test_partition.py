@@ -124,8 +124,11 @@ def test_a_feature_the_model_cannot_see_interacts_with_nothing() -> None:
     names, w = interaction_matrix(model, dense, kjt, method="ablation")
     d = names.index("d")
     assert names == ("a", "b", "c", "d") and w.shape == (4, 4)
-    assert np.all(w[d] == 0) and np.all(w[:, d] == 0)
-    assert w[0, 1] > 0 and np.allclose(w, w.T) and np.all(np.diag(w) == 0)
+    # zero up to float rounding: the ablated batches' matmuls may block (and round) differently
+    # with the thread count an earlier test left
+    tiny = 1e-6 * np.abs(w).max()
+    assert np.all(np.abs(w[d]) <= tiny) and np.all(np.abs(w[:, d]) <= tiny)
+    assert w[0, 1] > 1e3 * tiny and np.allclose(w, w.T) and np.all(np.diag(w) == 0)
     _, dots = interaction_matrix(model, dense, kjt, method="dot")
     assert np.all(dots[d] == 0) and dots[0, 1] > 0
     with pytest.raises(ValueError, match="method must be one of ablation, dot"):
