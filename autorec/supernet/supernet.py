@@ -53,6 +53,7 @@ from autorec.precision.layers import AtPrecision
 from autorec.space import SearchSpace, SpaceError
 from autorec.space.stacks import groups_of
 from autorec.space.tables import hashed_rows
+from autorec.supernet.compact import compact_forward, single_path
 from autorec.supernet.hashing import pooled_by_hash
 from autorec.supernet.mixed import (
     Choice,
@@ -196,6 +197,7 @@ class Supernet(nn.Module):
         runs: list[nn.Module] = []
         layers, num_in = [], self.f0
         self.rescale = rescale
+        self.compact = True  # single paths on their live vectors (autorec.supernet.compact)
         for i in range(max(space.layers.num)):
             kinds = tuple(space.layers.kinds)
             if i >= min(space.layers.num) and identity_kind() not in kinds:
@@ -293,7 +295,11 @@ class Supernet(nn.Module):
         weights: Weights,
         detach_embeddings: bool = False,
     ) -> torch.Tensor:
-        """Logits [B] of the architecture mix that ``weights`` (from ``arch.sample``) select."""
+        """Logits [B] of the architecture mix that ``weights`` (from ``arch.sample``) select
+        (a single path without gradient to the logits: on its live vectors only, see
+        :mod:`autorec.supernet.compact`; ``compact = False`` runs it padded)."""
+        if self.compact and self.towers is None and single_path(weights):
+            return compact_forward(self, dense, sparse, weights, detach_embeddings)
         x = self.embed(dense, sparse, weights, detach_embeddings)
         for run in self._runs:
             x = run(x, weights)

@@ -69,6 +69,10 @@ def test_arch_every_is_checked_and_spaces_the_architecture_steps():
 
 
 def count_candidate_calls(search: SupernetSearch) -> dict[str, int]:
+    """Runs of each layer-0 candidate, counted by forward hooks. A single path on its live
+    vectors (autorec.supernet.compact) computes some ops off their forward, so the counted
+    supernet runs padded (the same paths; tests/supernet/test_compact.py: the same numbers)."""
+    search.supernet.compact = False
     calls = dict.fromkeys(search.supernet.layer_kinds[0], 0)
     for kind, candidate in search.supernet.layers[0].candidates.items():
         candidate.register_forward_hook(lambda *_, kind=kind: calls.__setitem__(kind, calls[kind] + 1))
