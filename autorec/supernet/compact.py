@@ -263,16 +263,23 @@ def _op(op: nn.Module, live: Live, weights: Weights) -> Live:
     return Live(y.flatten(1), torch.arange(y[0].numel(), device=y.device))
 
 
+def _padded_run(mix: MixedChoice, live: Live, width: int, dim: int, weights: Weights) -> Live:
+    """The mix run as the padded supernet runs it; every output value counted live."""
+    y = mix(_padded(live, width, dim), weights)
+    return Live(y.flatten(1), torch.arange(y[0].numel(), device=y.device))
+
+
 def _mixed(mix: MixedChoice, live: Live, width: int, dim: int, weights: Weights) -> Live:
     """A mixed op on one path: the chosen candidate (rescaled as the padded mix does)."""
+    if mix.name not in weights and len(mix.candidates) > 1:
+        return _padded_run(mix, live, width, dim, weights)  # raises the mix's own error
     w = weights[mix.name] if mix.name in weights else torch.ones(1, device=live.x.device)
     j = one_hot_index(w)
     assert j is not None
     key, candidate = list(mix.candidates.items())[j]
     if isinstance(candidate, AtPrecision):  # a layer's precision choice around its kind choice
         if candidate.precision != "fp32":
-            y = mix(_padded(live, width, dim), weights)
-            return Live(y.flatten(1), torch.arange(y[0].numel(), device=y.device))
+            return _padded_run(mix, live, width, dim, weights)
         with as_precision(candidate.module, candidate.precision):
             out = _mixed(candidate.module, live, width, dim, weights)
         return Live(w[j] * out.x, out.cols)
