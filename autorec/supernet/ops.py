@@ -120,10 +120,14 @@ class MaskedMLP(nn.Module):
     def forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         j = one_hot_index(weights)
         if j is not None:  # a single path: the chosen widths' slices of the chain, no mask
+            # (in the layer's precision: under as_precision the Linears are QuantLinears)
             chain, h = self.chains[str(len(self.options[j]))], x
             for layer, size in zip(chain, self.options[j], strict=False):
-                h = torch.relu(F.linear(h, layer.weight[:size, : h.shape[1]], layer.bias[:size]))
-            return weights[j] * F.linear(h, chain[-1].weight[:, : h.shape[1]], chain[-1].bias)
+                h = torch.relu(quant_linear(h, layer.weight[:size, : h.shape[1]], layer.bias[:size],
+                                            getattr(layer, "precision", "fp32")))
+            last = chain[-1]
+            return weights[j] * quant_linear(h, last.weight[:, : h.shape[1]], last.bias,
+                                             getattr(last, "precision", "fp32"))
         out: torch.Tensor | None = None
         for d, members in self.groups.items():
             group = weights[members]

@@ -97,6 +97,19 @@ def test_width_choices_share_one_max_size_op():
     assert sum(p.numel() for p in one.parameters()) == sum(p.numel() for p in many.parameters())
 
 
+def test_a_masked_mlps_single_path_runs_in_the_layers_precision():
+    from autorec.precision.layers import as_precision
+
+    torch.manual_seed(0)
+    mlp = MaskedMLP("m", ((8,), (16,)), in_size=32, out_size=32)
+    x, widest = torch.randn(4, 32), torch.tensor([0.0, 1.0])  # the widest: no slice is partial
+    chain = mlp.chains["1"]
+    with as_precision(mlp, "mxfp4_e2m1"):
+        quantised = mlp(x, widest)
+        assert torch.allclose(quantised, chain[1](torch.relu(chain[0](x))))  # QuantLinear calls
+    assert not torch.allclose(quantised, mlp(x, widest))  # fp32 outside the block differs
+
+
 def test_a_smaller_width_is_the_prefix_of_the_same_weights():
     op = SuperWukong("w", {"n_fm": (2, 4), "n_lcb": (2,), "rank": (2, 4), "mlp": ((8,),)}, num_in=3, dim=4)
     x = torch.randn(5, 3, 4)
