@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from autorec.arch import DHEN_MODULES, BlockConfig, DhenConfig
