@@ -230,17 +230,17 @@ def _dhen(op: SuperDhen, live: Live, weights: Weights) -> Live:
     gates = op.weights(weights, "modules") @ op.member
     n_out = int(_chosen(op, weights, "n_out"))
     chosen = [i for i in range(len(op.names)) if gates[i].item() != 0.0]
-    outs = {i: gates[i] * _dhen_module(op.interactions[op.names[i]], op.names[i], x, vectors, op.num_in,
+    outs = {i: _dhen_module(op.interactions[op.names[i]], op.names[i], x, vectors, op.num_in,
                                        n_out) for i in chosen}
     ensemble = _chosen(op, weights, "ensemble")
     e = op.weights(weights, "ensemble")[op.fields["ensemble"].index(ensemble)]
     if ensemble == "concat":
-        mixed = torch.cat([outs[i] for i in chosen], dim=1)
+        mixed = torch.cat([gates[i] * outs[i] for i in chosen], dim=1)
         out = torch.tensor([i * op.n_max + t for i in chosen for t in range(n_out)], device=x.device)
     else:
         scale = gates * (torch.softmax(op.ensemble_logits, 0) if ensemble == "weighted_sum" else 1.0)
         scale = scale / scale.sum()
-        mixed = sum(scale[i] / gates[i] * outs[i] for i in chosen)
+        mixed = sum(scale[i] * outs[i] for i in chosen)
         out = torch.arange(n_out, device=x.device)
     shortcut = op.shortcut.linear.weight.index_select(0, out).index_select(1, vectors)
     return of_vectors(op.norm(e * mixed + _feature_linear(shortcut, x)), out)
