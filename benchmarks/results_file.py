@@ -41,8 +41,11 @@ def machine() -> str:
 
 def commit() -> str:
     """The short commit of the work tree the benchmark runs from ('' outside a git checkout)."""
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True).stdout.strip()
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True).stdout.strip() or os.environ.get("AUTOREC_COMMIT", "")
+    except OSError:  # no git on the machine (a lent device machine, say)
+        return os.environ.get("AUTOREC_COMMIT", "")
 
 
 def merge_results(path: Path, figures: Mapping[str, Any], prefix: str | None = None) -> dict[str, Any]:

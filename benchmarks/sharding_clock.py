@@ -31,6 +31,7 @@ baseline's. Nothing else may run on the machine while it measures.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -187,12 +188,17 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true",
                         help="recompute the figures from --times instead of measuring again")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "claims.json")
+    parser.add_argument("--cores-per-node", type=float, default=None,
+                        help="override the topology file's cores (a larger machine than the 2-core one)")
     args = parser.parse_args()
     model = ShardCostModel.load(args.cost_model)
     tables = workload()
     chosen = plans(tables, args.nproc, model, load_policy(args.cost_model), args.random_plans)
     print(f"{len(chosen)} plans on {args.nproc} processes", file=sys.stderr)
     topology = Topology.load(Path(args.cost_model) / TOPOLOGY_FILE)
+    if args.cores_per_node is not None:
+        topology = dataclasses.replace(topology, cores_per_node=args.cores_per_node,
+                                       ranks_per_node=args.nproc)
     cache = Path(args.times)
     runs = json.loads(cache.read_text()) if args.reuse and cache.exists() else []
     if not runs:
