@@ -5,7 +5,10 @@ sampler all follow it):
 
 1. the dense baseline: the full-size preset trained for ``--steps`` steps;
 2. the schedule search (``--search``: TPE or RL over the schedule space) with ``--budget`` trained
-   schedules, each scored on validation AUC and its total training FLOPs
+   schedules, all within ``--max-ratio`` of the dense FLOPs (schedules above it are answered
+   without training, and early stopping compares a run with the best finished one within the
+   budget, not with the dense curve; ``--no-constrain`` searches the whole space as before),
+   each scored on validation AUC and its total training FLOPs
    (:func:`autorec.costs.training.training_flops`: dense forward and backward, embedding lookups,
    Adam and row-wise Adagrad updates);
 3. the pick: the search's best validation AUC among its finished schedules at or under
@@ -98,10 +101,12 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     baseline = baseline_evaluation(spec, dataset, args.steps, config, lam=args.lam)
     stopper = CurveStopper()
-    stopper.offer(baseline.result.curve, baseline.val_auc)
+    if not args.constrain:  # the dense curve is the reference; constrained, the best cheap run is
+        stopper.offer(baseline.result.curve, baseline.val_auc)
     evaluator = ScheduleEvaluator(spec, dataset, space, config,
                                   TrainingCostModel(spec, args.batch_size, measure=False), lam=args.lam,
-                                  budget=args.budget, stopper=stopper, baseline=baseline)
+                                  budget=args.budget, stopper=stopper, baseline=baseline,
+                                  max_ratio=args.max_ratio if args.constrain else None)
     found = (tpe_search(evaluator, seed=seed) if args.search == "tpe"
              else rl_search(evaluator, batch_size=4, seed=seed))
     search_seconds = time.perf_counter() - t0
@@ -109,6 +114,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     cheapest = pick_at_equal_auc(found.evaluations, baseline.val_auc, args.tol)
     out: dict[str, Any] = {"seed": seed, "dense_val_auc": baseline.val_auc,
                            "dense_test_auc": baseline.test_auc, "trained": len(found.evaluations),
+                           "answered_untrained": evaluator.infeasible, "constrained": args.constrain,
                            "search_seconds": search_seconds, "pick": pick.to_dict() if pick else None,
                            "cheapest_at_equal_val": cheapest.to_dict() if cheapest else None,
                            "evaluations": [e.to_dict() for e in found.evaluations]}
@@ -158,6 +164,9 @@ def main() -> None:
     parser.add_argument("--lam", type=float, default=0.01)
     parser.add_argument("--max-ratio", type=float, default=0.7, help="the pick's FLOPs ratio at most")
     parser.add_argument("--tol", type=float, default=0.001, help="equal AUC: within this of dense")
+    parser.add_argument("--no-constrain", dest="constrain", action="store_false",
+                        help="search the whole space (schedules over --max-ratio trained too, stopped "
+                             "against the dense curve), as before the FLOPs-budgeted search")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timed retrainings")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--cache", type=Path, default=CACHE)
@@ -169,7 +178,8 @@ def main() -> None:
     tag = f"{args.data}-{args.preset or ''}-{args.num_samples or ''}-{args.arch}-{args.steps}-{args.search}"
     rows = []
     for seed in args.seeds:
-        path = args.cache / f"{tag}-b{args.budget}-r{args.max_ratio:g}-tol{args.tol:g}-seed{seed}.json"
+        mode = "-c" if args.constrain else ""
+        path = args.cache / f"{tag}-b{args.budget}-r{args.max_ratio:g}-tol{args.tol:g}{mode}-seed{seed}.json"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(run_seed(args, seed), indent=1, default=str))

@@ -25,7 +25,8 @@ calibrated
 (``a + b * prediction`` fitted leaving each plan out: the fixed per-step overhead of the gloo
 group, which no shard cost carries),
 and the measured step of the default planner's plan (greedy + polish, ``DEFAULT_PLAN``) against
-the best baseline's, and the RL plan's against greedy + polish's. Nothing else may run on the machine while it measures.
+the best baseline's, and the RL plan's against greedy + polish's. Nothing else may run on the
+machine while it measures.
 """
 
 from __future__ import annotations

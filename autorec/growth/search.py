@@ -14,7 +14,9 @@ training FLOPs over the full-size model's for the same steps (:class:`TrainingCo
 training needed). Kept cheap: every distinct schedule is trained at most once (equal schedules
 share one evaluation; schedules that are the dense baseline take its run), and learning-curve
 early stopping (:class:`~autorec.growth.train.CurveStopper`) cuts runs that fall behind the best
-curve so far. ``budget`` counts trained schedules; RL and TPE get the same.
+curve so far. ``budget`` counts trained schedules; RL and TPE get the same. Given a FLOPs budget
+(``max_ratio``), schedules above it are answered without training (a schedule's FLOPs are known
+before it runs), so every training goes to a schedule that can be picked.
 
 Example:
     >>> space = ScheduleSpace(parts=("over_arch",), total_steps=100, phases=1,
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from autorec.growth.train import CurveStopper, GrowthResult, GrowthTrainConfig
 
 SEARCHES = ("rl", "tpe")
+INFEASIBLE = -1.0  # the reward of a schedule over the evaluator's FLOPs budget (AUC is in [0, 1])
 
 
 def prunable_parts(spec: ArchSpec) -> tuple[str, ...]:
@@ -236,17 +239,25 @@ class ScheduleEvaluator:
         stopper: learning-curve early stopping (None: every run trains to the end).
         baseline: the dense baseline's evaluation (its schedule is then never trained again).
         on_trained: called with each new evaluation (progress logs).
+        max_ratio: a training-FLOPs budget (ratio to the dense run): a schedule above it is never
+            trained (its FLOPs are known beforehand) and scores :data:`INFEASIBLE` minus its cost
+            penalty, so the whole budget of trainings goes to schedules that can be picked.
     """
 
     def __init__(self, spec: ArchSpec, dataset: RecDataset, space: ScheduleSpace,
                  config: GrowthTrainConfig, cost_model: TrainingCostModel, *, lam: float = 0.01,
                  budget: int = 16, stopper: CurveStopper | None = None,
                  baseline: Evaluation | None = None,
-                 on_trained: Callable[[Evaluation], None] | None = None) -> None:
+                 on_trained: Callable[[Evaluation], None] | None = None,
+                 max_ratio: float | None = None) -> None:
         if budget < 1:
             raise ValueError(f"budget: expected a positive number of trained schedules, got {budget}")
         if not math.isfinite(lam) or lam < 0:
             raise ValueError(f"lambda: expected a finite weight >= 0, got {lam}")
+        if max_ratio is not None and not 0 < max_ratio <= 1:
+            raise ValueError(f"max_ratio: expected a FLOPs ratio in (0, 1], got {max_ratio}")
+        self.max_ratio = max_ratio
+        self.infeasible = 0  # requests over max_ratio (answered without training)
         self.spec, self.dataset, self.space, self.config = spec, dataset, space, config
         self.cost_model, self.lam, self.budget, self.stopper = cost_model, lam, budget, stopper
         self.cache: dict[GrowthSchedule, Evaluation] = {}
@@ -264,9 +275,13 @@ class ScheduleEvaluator:
         from autorec.growth.train import train_schedule
 
         self.requests += 1
+        ratio = self.cost_model.flops_ratio(schedule)
+        if self.max_ratio is not None and ratio > self.max_ratio + 1e-9:
+            self.infeasible += 1
+            return Evaluation(schedule, ratio, math.nan, math.nan, INFEASIBLE - self.lam * ratio,
+                              None, 0.0, False)
         if schedule in self.cache:
             return self.cache[schedule]
-        ratio = self.cost_model.flops_ratio(schedule)
         result = train_schedule(self.spec, schedule, self.dataset, self.config, stopper=self.stopper)
         test = result.test.get("auc", math.nan)
         evaluation = Evaluation(schedule, ratio, result.val_auc, test,
@@ -371,9 +386,12 @@ def search(spec: ArchSpec, dataset: RecDataset, *, method: str = "rl", total_ste
            seed: int = 0, phases: int = 2, shares: Sequence[float] | None = None,
            ratios: Sequence[float] | None = None, min_final: float = 0.2,
            early_stopping: bool = True, margin: float = 0.01, rl_batch_size: int = 4,
-           ) -> tuple[SearchResult, Evaluation]:
+           max_ratio: float | None = None) -> tuple[SearchResult, Evaluation]:
     """One schedule search for ``spec`` on ``dataset``: the dense baseline, then ``method``
-    (``rl`` or ``tpe``) with ``budget`` trained schedules. Returns (search, baseline)."""
+    (``rl`` or ``tpe``) with ``budget`` trained schedules. With ``max_ratio`` (a training-FLOPs
+    budget) only schedules within it are trained, and early stopping measures them against the
+    best of them that finished, not against the dense run (which lies outside the budget and
+    which a cheap schedule trails until its last phase). Returns (search, baseline)."""
     from autorec.growth.cost import TrainingCostModel
     from autorec.growth.train import CurveStopper, GrowthTrainConfig
 
@@ -389,10 +407,11 @@ def search(spec: ArchSpec, dataset: RecDataset, *, method: str = "rl", total_ste
         kwargs["ratios"] = tuple(ratios)
     space = ScheduleSpace(prunable_parts(spec), total_steps, **kwargs)
     stopper = CurveStopper(margin) if early_stopping else None
-    baseline = baseline_evaluation(spec, dataset, total_steps, config, lam=lam, stopper=stopper)
+    baseline = baseline_evaluation(spec, dataset, total_steps, config, lam=lam,
+                                   stopper=stopper if max_ratio is None else None)
     cost = TrainingCostModel(spec, config.batch_size, measure=False)
     evaluator = ScheduleEvaluator(spec, dataset, space, config, cost, lam=lam, budget=budget,
-                                  stopper=stopper, baseline=baseline)
+                                  stopper=stopper, baseline=baseline, max_ratio=max_ratio)
     if not space.parts:  # nothing to prune: the dense schedule is the only one
         return SearchResult(method, [], baseline), baseline
     if method == "rl":

@@ -58,6 +58,9 @@ class GrowthStrategy(Strategy):
         rl_batch_size: schedules per policy update (``rl``).
         retrain: ``scratch`` or ``warm`` (see the module docstring).
         n_startup_trials: random trials before the architecture sampler's TPE starts.
+        max_flops_ratio: a training-FLOPs budget (ratio to the dense run, in (0, 1]): only
+            schedules within it are trained and picked (``None``: the whole space, and the
+            best schedule must beat the dense baseline's reward).
 
     Example:
         >>> strategy = GrowthStrategy(seed=1, search="tpe", steps=200, budget=4, **{"lambda": 0.02})
@@ -71,7 +74,8 @@ class GrowthStrategy(Strategy):
     def __init__(self, seed: int = 0, search: str = "rl", steps: int = 400, budget: int = 8,
                  batch_size: int = 1024, phases: int = 2, shares: Any = None, ratios: Any = None,
                  min_final: float = 0.2, early_stopping: bool = True, rl_batch_size: int = 4,
-                 retrain: str = "scratch", n_startup_trials: int = 5, **options: Any) -> None:
+                 retrain: str = "scratch", n_startup_trials: int = 5,
+                 max_flops_ratio: float | None = None, **options: Any) -> None:
         from autorec.growth.search import SEARCHES
 
         lam = options.pop("lambda", 0.01)
@@ -91,6 +95,12 @@ class GrowthStrategy(Strategy):
         self.phases = _positive_int("phases", phases)
         self.rl_batch_size = _positive_int("rl_batch_size", rl_batch_size)
         self.n_startup_trials = n_startup_trials
+        if max_flops_ratio is not None and (isinstance(max_flops_ratio, bool)
+                                            or not isinstance(max_flops_ratio, (int, float))
+                                            or not 0 < max_flops_ratio <= 1):
+            raise ValueError("strategy 'growth': max_flops_ratio: expected a FLOPs ratio in (0, 1], "
+                             f"got {max_flops_ratio!r}")
+        self.max_flops_ratio = None if max_flops_ratio is None else float(max_flops_ratio)
         self.shares, self.ratios, self.min_final = shares, ratios, min_final
         self.early_stopping = bool(early_stopping)
         try:  # the schedule space's own checks, now rather than at the first trial
@@ -123,10 +133,13 @@ class GrowthStrategy(Strategy):
                                   budget=self.budget, lam=self.lam, config=config, seed=seed,
                                   phases=self.phases, shares=self.shares, ratios=self.ratios,
                                   min_final=self.min_final, early_stopping=self.early_stopping,
-                                  rl_batch_size=self.rl_batch_size)
-        best = result.best if result.best is not None and result.best.reward > baseline.reward else baseline
+                                  rl_batch_size=self.rl_batch_size, max_ratio=self.max_flops_ratio)
+        best = result.best or baseline
+        if self.max_flops_ratio is None and best.reward <= baseline.reward:
+            best = baseline  # unbudgeted, a schedule must beat the dense run; budgeted, it is in budget
         trial.set_user_attr(GROWTH_ATTR, {
             "search": self.search, "lambda": self.lam, "steps": self.steps, "budget": self.budget,
+            "max_flops_ratio": self.max_flops_ratio,
             "best": best.to_dict(), "baseline": baseline.to_dict(),
             "trained": len(result.evaluations),
             "stopped_early": sum(e.stopped_at is not None for e in result.evaluations),

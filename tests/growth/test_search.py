@@ -111,3 +111,32 @@ def test_search_end_to_end_and_bad_method():
     assert baseline.flops_ratio == 1.0 and len(result.evaluations) == 2
     with pytest.raises(ValueError, match="method: expected one of rl, tpe, got 'grid'"):
         search(SPEC, DATA, method="grid")
+
+
+@pytest.mark.parametrize("method", ["rl", "tpe"])
+def test_a_flops_budget_trains_only_schedules_within_it(method):
+    space = ScheduleSpace(("layers.0", "over_arch"), 10, phases=1, shares=(0.0, 0.3, 0.6),
+                          ratios=(0.25, 0.5, 1.0), min_final=0.4)
+    cost = TrainingCostModel(SPEC, 64, measure=False)
+    # the space holds schedules on both sides of the budget
+    every = [cost.flops_ratio(space.decode([s, a, b])) for s in range(3) for a in range(3) for b in range(3)]
+    assert min(every) < 0.8 < max(every)
+    baseline = baseline_evaluation(SPEC, DATA, 10, CONFIG)
+    evaluator = ScheduleEvaluator(SPEC, DATA, space, CONFIG, cost, budget=3, baseline=baseline,
+                                  max_ratio=0.8)
+    over = evaluator(GrowthSchedule.full_size(10))  # the dense run: above the budget, not trained
+    assert not over.trained and over.reward == pytest.approx(-1.0 - 0.01) and math.isnan(over.val_auc)
+    assert evaluator.infeasible == 1 and not evaluator.trained
+    found = (rl_search(evaluator, batch_size=2, seed=0) if method == "rl" else tpe_search(evaluator, seed=0))
+    assert len(found.evaluations) >= 3 and all(e.flops_ratio <= 0.8 for e in found.evaluations)
+    assert found.best is not None and found.best.flops_ratio <= 0.8 and found.best.trained
+    with pytest.raises(ValueError, match=r"max_ratio: expected a FLOPs ratio in \(0, 1\], got 1.5"):
+        ScheduleEvaluator(SPEC, DATA, space, CONFIG, cost, max_ratio=1.5)
+
+
+def test_a_budgeted_search_does_not_stop_cheap_runs_against_the_dense_curve():
+    result, baseline = search(SPEC, DATA, method="tpe", total_steps=10, budget=2, config=CONFIG,
+                              max_ratio=0.7, margin=0.0)
+    assert baseline.flops_ratio == 1.0 and len(result.evaluations) == 2
+    assert all(e.flops_ratio <= 0.7 for e in result.evaluations)
+    assert result.evaluations[0].stopped_at is None  # the first has no reference to trail

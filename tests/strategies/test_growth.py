@@ -31,7 +31,8 @@ def test_examples_run(module):
     assert_examples_run(module)
 
 
-def test_a_tiny_growth_study_records_and_draws_the_schedules(tmp_path):
+@pytest.mark.parametrize("max_flops_ratio", [None, 0.8])
+def test_a_tiny_growth_study_records_and_draws_the_schedules(tmp_path, max_flops_ratio):
     import yaml
 
     space = tmp_path / "space.yaml"
@@ -40,7 +41,7 @@ def test_a_tiny_growth_study_records_and_draws_the_schedules(tmp_path):
                                                            "max_steps_per_epoch": 3},
                        strategy={"name": "growth", "options": {
                            "steps": 8, "budget": 2, "batch_size": 128, "rl_batch_size": 2, "lambda": 0.5,
-                           "retrain": "warm"}})
+                           "retrain": "warm", "max_flops_ratio": max_flops_ratio}})
     config = StudyConfig.load(path)
     run_study(config, log=quiet)
     study = optuna.load_study(study_name="t", storage=config.storage_url)
@@ -56,6 +57,9 @@ def test_a_tiny_growth_study_records_and_draws_the_schedules(tmp_path):
         assert schedule.total_steps == 8 and schedule.phases[-1].full
         schedule.check_parts(spec)
         assert growth["trained"] >= 2 and growth["baseline"]["flops_ratio"] == 1.0
+        assert growth["max_flops_ratio"] == max_flops_ratio
+        if max_flops_ratio is not None:  # budgeted: the pick is a schedule within the budget
+            assert growth["best"]["flops_ratio"] <= max_flops_ratio and schedule.phases[0].widths
         assert any(n.startswith("sparse_arch.embedding_bags.") for n in t.user_attrs["warm_started"])
         assert f"schedule_trial{t.number}" in figures
         assert ArchSpec.from_dict(t.user_attrs["arch"]) == spec
@@ -97,6 +101,11 @@ def test_growth_options_are_checked():
     with pytest.raises(ValueError,
                        match=r"strategy 'growth': schedule space: ratios: expected choices in \(0, 1\]"):
         make_strategy("growth", ratios=[0.5, 2.0])
+    for bad, expected in ((0, r"a FLOPs ratio in \(0, 1\], got 0.0"),
+                          (1.5, r"a FLOPs ratio in \(0, 1\], got 1.5"),
+                          ("half", "a number, got 'half'"), (True, "a number, got True")):
+        with pytest.raises(ValueError, match=f"strategy 'growth': max_flops_ratio: expected {expected}"):
+            make_strategy("growth", max_flops_ratio=bad)
     strategy = make_strategy("growth")
     study = optuna.create_study()
     with pytest.raises(ValueError, match="call bind"):
