@@ -2,7 +2,9 @@
 
 Opening checks every file's first line, cuts the files at ``max_rows``, for a sequential split
 counts the lines (:mod:`autorec.data.criteo.assign`) and, for vocabulary ids, makes the one pass
-over the train split that counts the values.
+over the train split that counts the values. With ``cache=`` all of that, and one parse of every
+line, happens only when the column cache has no entry for these files and options
+(:mod:`autorec.data.criteo.cache`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from autorec.data.base import SPLITS, RecDataset
 from autorec.data.criteo.assign import FileSplits, LineSplit, RandomLines, SequentialLines
 from autorec.data.criteo.blocks import DataFile, cut_at_rows, gzip_error, list_files
+from autorec.data.criteo.cache import CachedCriteo, cache_key
 from autorec.data.criteo.encode import FIRST_VOCAB_ID, VocabCounter
 from autorec.data.criteo.parse import DENSE_NAMES, N_DENSE, N_SPARSE, SPARSE_NAMES, LineError, parse_block
 from autorec.data.criteo.stream import CriteoStream, Reader
@@ -127,7 +130,8 @@ def load_criteo(path: str | None = None, seed: int = 0, *, hash_size: int | None
                 split: str | None = None, fractions: Sequence[float] | None = None,
                 train: str | None = None, valid: str | None = None, test: str | None = None,
                 block_bytes: int = DEFAULT_BLOCK_BYTES,
-                shuffle_rows: int = DEFAULT_SHUFFLE_ROWS) -> CriteoDataset:
+                shuffle_rows: int = DEFAULT_SHUFFLE_ROWS,
+                cache: str | None = None) -> CriteoDataset | CachedCriteo:
     """Open Criteo TSV file(s) at ``path`` as a streaming dataset.
 
     Args:
@@ -144,6 +148,9 @@ def load_criteo(path: str | None = None, seed: int = 0, *, hash_size: int | None
         train, valid, test: a file or directory per split instead of ``path`` (a published split).
         block_bytes: unit of reading, parsing and sharing among DataLoader workers.
         shuffle_rows: rows shuffled together when ``batches(shuffle=True)``.
+        cache: a folder for a binary column cache (:mod:`autorec.data.criteo.cache`): the files
+            are parsed once, on the first open, and every later open trains from the mapped
+            columns (globally shuffled) instead of parsing again. None: stream the files.
 
     Example:
         >>> ds = load_criteo(path="train.txt", seed=0, hash_size=1 << 18)  # doctest: +SKIP
@@ -163,20 +170,30 @@ def load_criteo(path: str | None = None, seed: int = 0, *, hash_size: int | None
         raise ValueError(f"block_bytes must be positive, got {block_bytes}")
 
     named = named_split_files("criteo", path, split, fractions, train, valid, test)
-    files, assign = _line_split(path, seed, split, fractions, named, max_rows)
-    reader = Reader(files, assign, block_bytes, hash_size, None)
-    known = dict(zip(SPLITS, assign.rows, strict=True)) if isinstance(assign, SequentialLines) else None
-    if vocab_min_count is None:
-        return CriteoDataset(reader, shuffle_rows=shuffle_rows, rows=known)
 
-    counter, rows = VocabCounter(), dict.fromkeys(SPLITS, 0)
-    for i, offset, data in reader.blocks(0, 1, None):
-        parsed = reader.parse(i, offset, data)
-        of_lines = assign.of_lines(parsed.offsets, i)
-        for s, name in enumerate(SPLITS):
-            rows[name] += int((of_lines == s).sum())
-        kept = parsed.take(of_lines == 0)
-        counter.add(kept.cats, kept.missing)
-    vocabs = tuple(counter.vocabularies(vocab_min_count))
-    reader = Reader(reader.files, assign, block_bytes, hash_size, vocabs)
+    def make_reader() -> tuple[Reader, dict[str, int] | None]:
+        files, assign = _line_split(path, seed, split, fractions, named, max_rows)
+        reader = Reader(files, assign, block_bytes, hash_size, None)
+        if vocab_min_count is None:
+            counted = isinstance(assign, SequentialLines)
+            return reader, dict(zip(SPLITS, assign.rows, strict=True)) if counted else None
+        counter, rows = VocabCounter(), dict.fromkeys(SPLITS, 0)
+        for i, offset, data in reader.blocks(0, 1, None):
+            parsed = reader.parse(i, offset, data)
+            of_lines = assign.of_lines(parsed.offsets, i)
+            for s, name in enumerate(SPLITS):
+                rows[name] += int((of_lines == s).sum())
+            kept = parsed.take(of_lines == 0)
+            counter.add(kept.cats, kept.missing)
+        vocabs = tuple(counter.vocabularies(vocab_min_count))
+        return Reader(reader.files, assign, block_bytes, hash_size, vocabs), rows
+
+    if cache is not None and (named or path is not None):
+        sources = [f for p in (named.values() if named else [path]) for f in list_files(p)]
+        options = {"seed": seed, "split": split, "fractions": fractions, "named": bool(named),
+                   "max_rows": max_rows, "hash_size": None if vocab_min_count else hash_size,
+                   "vocab_min_count": vocab_min_count}
+        return CachedCriteo(cache, cache_key(sources, options), lambda: make_reader()[0],
+                            min_count=vocab_min_count)
+    reader, rows = make_reader()
     return CriteoDataset(reader, shuffle_rows=shuffle_rows, rows=rows, min_count=vocab_min_count)
