@@ -119,7 +119,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     cheapest = pick_at_equal_auc(found.evaluations, baseline.val_auc, args.tol)
     out: dict[str, Any] = {"seed": seed, "dense_val_auc": baseline.val_auc,
                            "dense_test_auc": baseline.test_auc, "trained": len(found.evaluations),
-                           "answered_untrained": evaluator.infeasible, "constrained": args.constrain,
+                           "answered_untrained": len(evaluator.over_budget), "constrained": args.constrain,
                            "search_seconds": search_seconds, "pick": pick.to_dict() if pick else None,
                            "cheapest_at_equal_val": cheapest.to_dict() if cheapest else None,
                            "evaluations": [e.to_dict() for e in found.evaluations]}

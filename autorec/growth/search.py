@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from autorec.growth.schedule import GrowthSchedule
+from autorec.growth.space import ScheduleSpace, fit_budget
 from autorec.rl import PolicyGradient, Rollout, masked_categorical
 
 if TYPE_CHECKING:
@@ -81,84 +82,6 @@ def prunable_parts(spec: ArchSpec) -> tuple[str, ...]:
             continue
         out.append(name)
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class ScheduleSpace:
-    """Schedules over ``total_steps`` of the parts ``parts`` (see the module docstring).
-
-    Args:
-        parts: the parts a reduced phase scales (e.g. :func:`prunable_parts`).
-        total_steps: the step budget of every schedule (the dense baseline's too).
-        phases: reduced phases before the final full-size one.
-        shares: the choices of a reduced phase's share of ``total_steps`` (0 drops it).
-        ratios: the choices of a part's width ratio in a reduced phase.
-        min_final: the smallest share left to the final full-size phase.
-        method: pruning method recorded in the schedules (``magnitude`` or ``gates``).
-    """
-
-    parts: tuple[str, ...]
-    total_steps: int
-    phases: int = 2
-    shares: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
-    ratios: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
-    min_final: float = 0.2
-    method: str = "magnitude"
-
-    def __post_init__(self) -> None:
-        def bad(key: str, expected: str, got: Any) -> ValueError:
-            return ValueError(f"schedule space: {key}: expected {expected}, got {got!r}")
-
-        steps = self.total_steps
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise bad("total_steps", "a positive integer", self.total_steps)
-        if isinstance(self.phases, bool) or not isinstance(self.phases, int) or self.phases < 1:
-            raise bad("phases", "a positive integer", self.phases)
-        if not self.shares or any(not 0 <= s < 1 for s in self.shares) or 0.0 not in self.shares:
-            raise bad("shares", "choices in [0, 1) including 0", self.shares)
-        if not self.ratios or any(not 0 < r <= 1 for r in self.ratios):
-            raise bad("ratios", "choices in (0, 1]", self.ratios)
-        if not 0 < self.min_final <= 1:
-            raise bad("min_final", "a share in (0, 1]", self.min_final)
-        if len(set(self.parts)) != len(self.parts):
-            raise bad("parts", "distinct part names", self.parts)
-
-    @property
-    def decisions(self) -> list[tuple[str, tuple[float, ...]]]:
-        """(name, choices) of every decision, in order."""
-        out: list[tuple[str, tuple[float, ...]]] = []
-        for k in range(self.phases):
-            out.append((f"phase{k}.share", tuple(self.shares)))
-            out += [(f"phase{k}.{part}", tuple(self.ratios)) for part in self.parts]
-        return out
-
-    def allowed(self, index: int, chosen: Sequence[float]) -> list[bool]:
-        """Which choices decision ``index`` allows after the values ``chosen`` (shares must
-        leave ``min_final`` to the final phase)."""
-        name, choices = self.decisions[index]
-        if not name.endswith(".share"):
-            return [True] * len(choices)
-        used = sum(v for (n, _), v in zip(self.decisions, chosen, strict=False) if n.endswith(".share"))
-        return [s == 0.0 or used + s <= 1.0 - self.min_final + 1e-9 for s in choices]
-
-    def schedule(self, values: Sequence[float]) -> GrowthSchedule:
-        """The schedule of one value per decision (shares past the budget are cut to fit)."""
-        if len(values) != len(self.decisions):
-            raise ValueError(f"expected {len(self.decisions)} decision values, got {len(values)}")
-        phases: list[tuple[float, dict[str, float]]] = []
-        left = 1.0 - self.min_final
-        per_phase = 1 + len(self.parts)
-        for k in range(self.phases):
-            block = values[k * per_phase:(k + 1) * per_phase]
-            share = max(0.0, min(float(block[0]), left))
-            left -= share
-            phases.append((share, {p: float(r) for p, r in zip(self.parts, block[1:], strict=True)}))
-        phases.append((1.0 - sum(s for s, _ in phases), {}))
-        return GrowthSchedule.from_fractions(self.total_steps, phases, self.method).merged()
-
-    def decode(self, actions: Sequence[int]) -> GrowthSchedule:
-        """The schedule of one choice index per decision."""
-        return self.schedule([choices[a] for (_, choices), a in zip(self.decisions, actions, strict=True)])
 
 
 class SchedulePolicy(nn.Module):
@@ -257,7 +180,7 @@ class ScheduleEvaluator:
         if max_ratio is not None and not 0 < max_ratio <= 1:
             raise ValueError(f"max_ratio: expected a FLOPs ratio in (0, 1], got {max_ratio}")
         self.max_ratio = max_ratio
-        self.infeasible = 0  # requests over max_ratio (answered without training)
+        self.over_budget: list[GrowthSchedule] = []  # requests over max_ratio, answered untrained
         self.spec, self.dataset, self.space, self.config = spec, dataset, space, config
         self.cost_model, self.lam, self.budget, self.stopper = cost_model, lam, budget, stopper
         self.cache: dict[GrowthSchedule, Evaluation] = {}
@@ -277,7 +200,7 @@ class ScheduleEvaluator:
         self.requests += 1
         ratio = self.cost_model.flops_ratio(schedule)
         if self.max_ratio is not None and ratio > self.max_ratio + 1e-9:
-            self.infeasible += 1
+            self.over_budget.append(schedule)
             return Evaluation(schedule, ratio, math.nan, math.nan, INFEASIBLE - self.lam * ratio,
                               None, 0.0, False)
         if schedule in self.cache:
@@ -346,7 +269,10 @@ def rl_search(evaluator: ScheduleEvaluator, *, batch_size: int = 4, lr: float = 
 def tpe_search(evaluator: ScheduleEvaluator, *, seed: int = 0, n_startup_trials: int | None = None,
                max_trials: int | None = None) -> SearchResult:
     """Optuna TPE over the same decisions (one categorical each; shares past the budget are cut
-    to fit, as the RL policy's mask forbids them) until the budget of trained schedules is spent."""
+    to fit, as the RL policy's mask forbids them) until the budget of trained schedules is spent.
+    Under the evaluator's FLOPs budget a proposal over it is narrowed onto the budget
+    (:func:`fit_budget`) and that schedule is scored, rather than answering it as infeasible:
+    a -1 pushes TPE's density model away from the budget's edge, where the best schedules lie."""
     startup = n_startup_trials if n_startup_trials is not None else max(2, evaluator.budget // 3)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(
         seed=seed, n_startup_trials=startup, multivariate=True))
@@ -355,7 +281,13 @@ def tpe_search(evaluator: ScheduleEvaluator, *, seed: int = 0, n_startup_trials:
     def objective(trial: optuna.Trial) -> float:
         values = [trial.suggest_categorical(name, list(choices))
                   for name, choices in evaluator.space.decisions]
-        evaluation = evaluator(evaluator.space.schedule(values))
+        schedule = evaluator.space.schedule(values)
+        if evaluator.max_ratio is not None:
+            fitted = fit_budget(evaluator.space, values, evaluator.cost_model.flops_ratio,
+                                evaluator.max_ratio)
+            trial.set_user_attr("narrowed_to_budget", fitted is not None and fitted != schedule)
+            schedule = fitted or schedule
+        evaluation = evaluator(schedule)
         trial.set_user_attr("flops_ratio", evaluation.flops_ratio)
         return evaluation.reward
 

@@ -18,6 +18,7 @@ from autorec.growth.search import (
     search,
     tpe_search,
 )
+from autorec.growth.space import fit_budget
 from autorec.growth.train import GrowthTrainConfig
 from autorec.presets import preset
 from tests.doctests import assert_examples_run
@@ -29,6 +30,21 @@ CONFIG = GrowthTrainConfig(batch_size=64, eval_batch_size=512)
 
 def test_examples_run():
     assert_examples_run("autorec.growth.search")
+    assert_examples_run("autorec.growth.space")
+
+
+def test_fit_budget_narrows_the_widest_part_until_the_schedule_fits():
+    space = ScheduleSpace(("layers.0", "over_arch"), 100, phases=2, shares=(0.0, 0.2, 0.4),
+                          ratios=(0.25, 0.5, 1.0), min_final=0.2)
+    cost = TrainingCostModel(SPEC, 64, measure=False)
+    values = [0.4, 1.0, 1.0, 0.2, 1.0, 0.5]  # the first phase at full width: 0.91 of dense
+    assert cost.flops_ratio(space.schedule(values)) > 0.8
+    fitted = fit_budget(space, values, cost.flops_ratio, 0.8)
+    assert fitted is not None and cost.flops_ratio(fitted) <= 0.8
+    first = fitted.to_dict()["phases"][0]["widths"]
+    assert first["layers.0"] < 1.0  # the widest parts went down, the first phase's first
+    assert fit_budget(space, values, cost.flops_ratio, 1.0) == space.schedule(values)  # fits already
+    assert fit_budget(space, [0.2, 0.25, 0.25, 0.0, 1.0, 1.0], cost.flops_ratio, 0.1) is None
 
 
 def test_prunable_parts_leave_out_what_cannot_be_grown_back():
@@ -126,9 +142,11 @@ def test_a_flops_budget_trains_only_schedules_within_it(method):
                                   max_ratio=0.8)
     over = evaluator(GrowthSchedule.full_size(10))  # the dense run: above the budget, not trained
     assert not over.trained and over.reward == pytest.approx(-1.0 - 0.01) and math.isnan(over.val_auc)
-    assert evaluator.infeasible == 1 and not evaluator.trained
+    assert evaluator.over_budget == [GrowthSchedule.full_size(10)] and not evaluator.trained
     found = (rl_search(evaluator, batch_size=2, seed=0) if method == "rl" else tpe_search(evaluator, seed=0))
     assert len(found.evaluations) >= 3 and all(e.flops_ratio <= 0.8 for e in found.evaluations)
+    if method == "tpe":  # over-budget proposals are narrowed onto the budget, not answered -1
+        assert all(len(s.phases) == 1 for s in evaluator.over_budget)  # only those with nothing to narrow
     assert found.best is not None and found.best.flops_ratio <= 0.8 and found.best.trained
     with pytest.raises(ValueError, match=r"max_ratio: expected a FLOPs ratio in \(0, 1\], got 1.5"):
         ScheduleEvaluator(SPEC, DATA, space, CONFIG, cost, max_ratio=1.5)
