@@ -194,7 +194,7 @@ def main() -> None:
     tag = f"{args.data}-{args.preset or ''}-{args.num_samples or ''}-{args.arch}-{args.steps}-{args.search}"
     rows = []
     for seed in args.seeds:
-        mode = ("-c" if args.constrain else "") + f"-m{args.rounds}"
+        mode = ("-cp" if args.constrain else "") + f"-m{args.rounds}"  # cp: budgeted, fit_budget
         path = args.cache / f"{tag}-b{args.budget}-r{args.max_ratio:g}-tol{args.tol:g}{mode}-seed{seed}.json"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
