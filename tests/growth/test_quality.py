@@ -54,9 +54,11 @@ def test_on_a_seed_drawn_at_run_time_the_search_finds_a_30_percent_cheaper_sched
     """Issue 23: the property, not a remembered schedule. The seed (data split, init, data order,
     sampler) is drawn when the test runs, never one of the benchmark's 0-2; the search's pick (its
     best validation AUC at <= 0.7 of the dense total FLOPs) must land within 0.003 of the dense
-    test AUC. The issue's 0.001 is the benchmark's figure and is not met at every seed (seed 1:
-    -0.0022; benchmarks/growth_seeds.py, BENCHMARKS.md "Growth savings over seeds"); 0.003 held
-    at the three MovieLens seeds measured and is about the noise of a 10k-row test AUC."""
+    test AUC (the mean of its run and one retraining at a new seed against the dense model's two,
+    the benchmark's rule with ``rounds=1``), searched under the 0.7 FLOPs budget. The issue's
+    0.001 is the benchmark's figure and is not met at every seed (seed 1: -0.0027 over four
+    paired runs; benchmarks/growth_seeds.py, BENCHMARKS.md "Growth savings over seeds"); 0.003
+    held at the three MovieLens seeds measured and is about the noise of a 10k-row test AUC."""
     import argparse
     import random
 
@@ -65,7 +67,7 @@ def test_on_a_seed_drawn_at_run_time_the_search_finds_a_30_percent_cheaper_sched
     seed = random.SystemRandom().randrange(3, 10_000)
     args = argparse.Namespace(data="movielens100k", preset=None, num_samples=None, arch="dcnv2", steps=240,
                               batch_size=1024, budget=12, search="rl", lam=0.01, max_ratio=0.7, tol=0.003,
-                              rounds=1)
+                              rounds=1, constrain=True)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
