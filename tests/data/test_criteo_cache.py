@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,27 @@ def test_a_leftover_temporary_folder_of_a_dead_build_is_replaced(tmp_path: Path,
     (root / f"{key}.tmp-{os.getpid()}" / "train.labels").write_bytes(b"half")
     again = load_criteo(path=str(tsv), seed=0, hash_size=1000, cache=str(root))
     assert entries(root) == [key] and again.num_rows("train") == ds.num_rows("train")
+
+
+def test_the_folder_of_a_killed_builder_in_another_process_is_cleared(tmp_path: Path, tsv: Path) -> None:
+    import subprocess
+    import sys
+
+    root = tmp_path / "cache"
+    ds = load_criteo(path=str(tsv), seed=0, hash_size=1000, cache=str(root))
+    key = ds.entry.name
+    shutil.rmtree(ds.entry)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a process that has exited: its pid is free
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for pid in (dead.pid, alive.pid):
+            (root / f"{key}.tmp-{pid}").mkdir()
+        load_criteo(path=str(tsv), seed=0, hash_size=1000, cache=str(root))
+        assert entries(root) == sorted([key, f"{key}.tmp-{alive.pid}"])  # a running build is left alone
+    finally:
+        alive.kill()
+        alive.wait()
 
 
 def test_two_builders_of_one_key_both_read_the_finished_entry(tmp_path: Path, tsv: Path, monkeypatch) -> None:

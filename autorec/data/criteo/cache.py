@@ -15,8 +15,9 @@ the cut at ``max_rows``, the split rule and seed, and the id mapping (hash size 
 vocabularies), so a changed file or option makes a new entry and never reads a stale one.
 
 An entry is built in a private temporary folder and renamed into place when complete, so a
-killed build leaves no half entry (its folder is removed by the next build of that key), and two
-processes building the same key at once both end up reading the one that was renamed first.
+killed build leaves no half entry, and two
+processes building the same key at once both end up reading the one that was renamed first; the
+folder a killed build left is removed by the next build of that entry once its process is gone.
 
 Example:
     >>> from autorec.data.criteo import load_criteo  # doctest: +SKIP
@@ -66,10 +67,30 @@ def _id_dtype(reader: Reader) -> np.dtype:
     return np.dtype(np.int32 if largest < 2**31 else np.int64)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _clear_dead_builds(entry: Path) -> None:
+    """Remove the temporary folders of this entry's builds whose process no longer runs (a
+    killed build) and this process's own."""
+    for tmp in entry.parent.glob(f"{entry.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and (int(pid) == os.getpid() or not _alive(int(pid))):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def build(reader: Reader, entry: Path) -> None:
     """Parse and encode every line once into ``entry`` (written aside, then renamed into place)."""
     tmp = entry.with_name(f"{entry.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    if entry.parent.is_dir():
+        _clear_dead_builds(entry)
     try:
         tmp.mkdir(parents=True)
     except OSError as err:
