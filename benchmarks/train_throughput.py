@@ -11,7 +11,9 @@ alternating rounds (``--rounds`` of ``--steps`` each), so slow drifts of the mac
 processes, thermal state, page cache) fall on both alike; their ratio is the median of the
 per-round ratios, with the spread of those ratios shown beside it.
 
-    .venv/bin/python benchmarks/train_throughput.py [--batch-size 4096] [--steps 5] [--rounds 12]
+    .venv/bin/python -m benchmarks.train_throughput [--batch-size 4096] [--steps 5] [--rounds 12]
+    # -> dlrm_vs_torchrec (median of the paired rounds' ratios) and the torchrec_* figures of
+    #    benchmarks/results/throughput.json
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torchrec.datasets.utils import Batch
@@ -40,6 +43,7 @@ from autorec.models import embedding_configs
 from autorec.presets import PRESETS, preset
 from autorec.train.distributed import shard
 from autorec.train.trainer import TrainConfig, Trainer
+from benchmarks.results_file import RESULTS, merge_results
 
 
 def reference_step(spec, lr: float, embedding_lr: float) -> Callable[[Batch], float]:
@@ -87,6 +91,8 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--presets", default=",".join(PRESETS))
     parser.add_argument("--rounds", type=int, default=12, help="alternating reference/dlrm rounds")
+    parser.add_argument("--json", default=str(RESULTS / "throughput.json"),
+                        help="merge the flat figures (dlrm_vs_torchrec, ...) into this file")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
@@ -133,6 +139,12 @@ def main() -> None:
     print("\n| model | samples/s | vs reference |\n|---|---|---|")
     for name, rate in rows:
         print(f"| {name} | {rate:,.0f} | {rate / ref_rate:.2f}x |")
+    figures = {"dlrm_vs_torchrec": median, "dlrm_vs_torchrec_min": ratios[0],
+               "dlrm_vs_torchrec_max": ratios[-1], "torchrec_rounds": args.rounds,
+               "torchrec_reference_samples_per_s": ref_rate, "torchrec_dlrm_samples_per_s": our_rate,
+               "torchrec_batch_size": args.batch_size, "torchrec_dim": args.dim, "torchrec_rows": args.rows}
+    figures |= {f"torchrec_{name.split()[1]}_samples_per_s": rate for name, rate in rows[2:]}
+    merge_results(Path(args.json), figures, prefix="torchrec")
 
 
 if __name__ == "__main__":
