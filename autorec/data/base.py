@@ -15,6 +15,14 @@ from autorec.data.tabular import TabularBatches, TabularData
 SPLITS = ("train", "val", "test")
 
 
+def check_batches(split: str, batch_size: int) -> None:
+    """The arguments of :meth:`RecDataset.batches`: a known split and a positive batch size."""
+    if split not in SPLITS:
+        raise KeyError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+
+
 class RecDataset(ABC):
     """A labelled CTR dataset with deterministic train/val/test splits.
 

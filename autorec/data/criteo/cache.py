@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torchrec.datasets.utils import Batch
 
-from autorec.data.base import SPLITS, RecDataset
+from autorec.data.base import SPLITS, RecDataset, check_batches
 from autorec.data.criteo.blocks import DataFile
 from autorec.data.criteo.parse import DENSE_NAMES, N_DENSE, N_SPARSE, SPARSE_NAMES
 from autorec.data.criteo.stream import Reader, to_batch
@@ -220,10 +220,7 @@ class CachedCriteo(RecDataset):
 
     def batches(self, split: str, batch_size: int, *, shuffle: bool, seed: int = 0,
                 epoch: int = 0) -> CachedColumns:
-        if split not in SPLITS:
-            raise KeyError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        check_batches(split, batch_size)
         stream = CachedColumns(self.columns[split], batch_size, shuffle=shuffle, seed=seed)
         stream.epoch = epoch
         return stream

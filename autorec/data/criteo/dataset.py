@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from autorec.data.base import SPLITS, RecDataset
+from autorec.data.base import SPLITS, RecDataset, check_batches
 from autorec.data.criteo.assign import FileSplits, LineSplit, RandomLines, SequentialLines
 from autorec.data.criteo.blocks import DataFile, cut_at_rows, gzip_error, list_files
 from autorec.data.criteo.cache import CachedCriteo, cache_key
@@ -45,10 +45,7 @@ class CriteoDataset(RecDataset):
 
     def batches(self, split: str, batch_size: int, *, shuffle: bool, seed: int = 0,
                 epoch: int = 0) -> CriteoStream:
-        if split not in SPLITS:
-            raise KeyError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        check_batches(split, batch_size)
         stream = CriteoStream(self.reader, SPLITS.index(split), batch_size, shuffle=shuffle, seed=seed,
                               shuffle_rows=self.shuffle_rows)
         stream.epoch = epoch
