@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
+from autorec.blocks.gram import pair_dots
 from autorec.precision.layers import AtPrecision, as_precision
 from autorec.supernet.hashing import pooled_by_hash
 from autorec.supernet.mixed import MaskedOverArch, MixedChoice, Weights, one_hot_index, projected_width
@@ -123,7 +124,7 @@ def _dot(op: SuperDot, live: Live, weights: Weights) -> Live:
     with_self = bool(_chosen(op, weights, "self_interaction")) if op.with_self else False
     kept = int((vectors < n_pass).sum())  # the first live vectors, as positions ascend
     first, second, places = _pair_places(op.triu, op.num_in, vectors, offset=0 if with_self else 1)
-    dots = torch.bmm(x, x.transpose(1, 2))[:, first, second]
+    dots = pair_dots(x, first, second)
     cols = torch.cat([_columns(vectors[:kept], op.dim), op.n_pass * op.dim + places])
     return Live(torch.cat([x[:, :kept].flatten(1), dots], dim=1), cols)
 
@@ -194,7 +195,7 @@ def _dhen_module(module: nn.Module, name: str, x: torch.Tensor, vectors: torch.T
     if name in ("dot", "dcn"):  # a flat input, then a linear to rows of D
         if name == "dot":
             first, second, cols = _pair_places(module.dots.triu, num_in, vectors, offset=1)
-            flat = torch.bmm(x, x.transpose(1, 2))[:, first, second]
+            flat = pair_dots(x, first, second)
         else:
             cols = _columns(vectors, dim)
             x0 = flat = x.flatten(1)

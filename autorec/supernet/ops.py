@@ -24,6 +24,7 @@ from torch import nn
 from autorec.arch import DHEN_MODULES, BlockConfig, DhenConfig
 from autorec.blocks import kind, out_features
 from autorec.blocks.dhen import _interaction_module
+from autorec.blocks.gram import pair_dots
 from autorec.blocks.mlp import FeatureLinear
 from autorec.precision.layers import PrecisionAware, quant_linear
 from autorec.supernet.mixed import Choice, Weights, one_hot_index, pad_features, width_mask
@@ -299,7 +300,7 @@ class SuperDot(SuperBlock):
 
     def forward(self, x: torch.Tensor, weights: Weights) -> torch.Tensor:
         passthrough = x[:, : self.n_pass] * self.mask(weights, "n_passthrough", self.n_pass)[None, :, None]
-        dots = torch.bmm(x, x.transpose(1, 2))[:, self.triu[0], self.triu[1]]
+        dots = pair_dots(x, self.triu[0], self.triu[1])
         if self.with_self:
             keep = self.weights(weights, "self_interaction")[self.fields["self_interaction"].index(True)]
             dots = dots * (1 - self.diagonal + keep * self.diagonal)

@@ -1,0 +1,64 @@
+"""pair_dots: the values and gradients of the indexing form, in every mode it takes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autorec.blocks.gram import pair_dots
+
+
+def _indexing(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    return torch.bmm(x, x.transpose(1, 2))[:, first, second]
+
+
+@pytest.mark.parametrize("offset", [0, 1], ids=["with-diagonal", "strict"])
+def test_values_and_gradients_match_the_indexing_form(offset: int) -> None:
+    torch.manual_seed(0)
+    first, second = torch.triu_indices(7, 7, offset=offset)
+    x = torch.randn(5, 7, 3, dtype=torch.float64)
+    upstream = torch.randn(5, first.numel(), dtype=torch.float64)
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = pair_dots(ours, first, second)
+    torch.testing.assert_close(out, _indexing(theirs, first, second))
+    (out * upstream).sum().backward()
+    (_indexing(theirs, first, second) * upstream).sum().backward()
+    torch.testing.assert_close(ours.grad, theirs.grad)
+
+
+def test_gradcheck_on_any_pairs_repeats_and_reversed_included() -> None:
+    """A subset of pairs in any order, one repeated and one below the diagonal (the compacted
+    supernet passes live vectors' pairs)."""
+    first, second = torch.tensor([2, 0, 3, 0, 1]), torch.tensor([2, 3, 1, 3, 1])
+    x = torch.randn(3, 4, 2, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: pair_dots(t, first, second), (x,))
+
+
+def test_a_non_contiguous_input_and_no_grad_give_the_same_values() -> None:
+    first, second = torch.triu_indices(6, 6, offset=1)
+    x = torch.randn(4, 3, 6).transpose(1, 2)  # [4, 6, 3], not contiguous
+    with torch.no_grad():
+        plain = pair_dots(x, first, second)
+    leaf = x.detach().requires_grad_()
+    torch.testing.assert_close(pair_dots(leaf, first, second), plain)
+    pair_dots(leaf, first, second).sum().backward()
+    assert leaf.grad is not None and leaf.grad.shape == (4, 6, 3)
+
+
+def test_under_bf16_autocast_the_gradient_keeps_the_input_dtype() -> None:
+    first, second = torch.triu_indices(5, 5, offset=1)
+    x = torch.randn(2, 5, 4, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = pair_dots(x, first, second)
+    out.float().sum().backward()
+    assert x.grad is not None and x.grad.dtype == torch.float32
+    reference = x.detach().clone().requires_grad_()
+    _indexing(reference, first, second).sum().backward()
+    torch.testing.assert_close(x.grad, reference.grad, atol=0.05, rtol=0.02)
+
+
+def test_compiled_it_traces_the_plain_form() -> None:
+    first, second = torch.triu_indices(4, 4, offset=1)
+    x = torch.randn(2, 4, 3, requires_grad=True)
+    compiled = torch.compile(lambda t: pair_dots(t, first, second), backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), _indexing(x.detach(), first, second))
