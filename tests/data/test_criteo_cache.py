@@ -75,7 +75,29 @@ def test_a_changed_file_or_option_makes_a_new_entry(tmp_path: Path, tsv: Path) -
     assert after.entry != before.entry and sum(after.num_rows(s) for s in ("train", "val", "test")) == 200
     other = load_criteo(path=str(tsv), seed=0, hash_size=512, cache=str(root))
     assert other.entry != after.entry and other.schema.sparse[0].num_embeddings == 512
-    assert len(entries(root)) == 3
+    # the entry of the file's old version can never be asked for again: removed by the build
+    assert entries(root) == sorted([after.entry.name, other.entry.name])
+
+
+def test_a_build_removes_entries_of_changed_or_gone_files_and_keeps_the_rest(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    a = write(tmp_path / "a.txt", criteo_lines(120, seed=1))
+    b = write(tmp_path / "b.txt", criteo_lines(120, seed=2))
+    gone = write(tmp_path / "gone.txt", criteo_lines(120, seed=3))
+    kept_a = load_criteo(path=str(a), seed=0, hash_size=100, cache=str(root)).entry
+    old_b = load_criteo(path=str(b), seed=0, hash_size=100, cache=str(root)).entry
+    old_gone = load_criteo(path=str(gone), seed=0, hash_size=100, cache=str(root)).entry
+    (root / "notes").mkdir()  # not an entry: left alone
+    other_build = root / f"{kept_a.name}.tmp-999999999"  # another build's folder: not touched here
+    other_build.mkdir()
+    gone.unlink()
+    write(b, criteo_lines(130, seed=2))
+    os.utime(b, ns=(7, 7))
+    new_b = load_criteo(path=str(b), seed=0, hash_size=100, cache=str(root)).entry
+    assert new_b != old_b and not old_gone.exists()
+    assert entries(root) == sorted([kept_a.name, new_b.name, "notes", other_build.name])
+    again = load_criteo(path=str(a), seed=0, hash_size=100, cache=str(root))  # still served
+    assert again.entry == kept_a and again.num_rows("train") > 0
 
 
 def test_shuffled_epochs_hold_every_row_once_and_follow_seed_and_epoch(tmp_path: Path, tsv: Path) -> None:

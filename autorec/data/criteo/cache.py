@@ -18,6 +18,9 @@ An entry is built in a private temporary folder and renamed into place when comp
 killed build leaves no half entry, and two
 processes building the same key at once both end up reading the one that was renamed first; the
 folder a killed build left is removed by the next build of that entry once its process is gone.
+When a build finishes, the entries built from files that have since changed or gone are removed
+(:func:`prune_stale`): their keys can never be asked for again. Entries of unchanged files
+under other options stay until the folder is deleted.
 
 Example:
     >>> from autorec.data.criteo import load_criteo  # doctest: +SKIP
@@ -51,13 +54,19 @@ FORMAT = 1
 COLUMNS = ("labels", "dense", "ids")
 
 
+def _stats(paths: list[Path]) -> list[list[Any]]:
+    """[absolute path, size, modification time in ns] of each file."""
+    out = []
+    for path in paths:
+        stat = path.stat()
+        out.append([str(path.resolve()), stat.st_size, stat.st_mtime_ns])
+    return out
+
+
 def cache_key(files: list[DataFile], options: dict[str, Any]) -> str:
     """The hex digest naming an entry: each file's absolute path, size and modification time,
     and the ``options`` that decide the content (split rule, seed, id mapping, ``max_rows``)."""
-    stats = []
-    for f in files:
-        stat = f.path.stat()
-        stats.append([str(f.path.resolve()), stat.st_size, stat.st_mtime_ns])
+    stats = _stats([f.path for f in files])
     text = json.dumps({"format": FORMAT, "files": stats, "options": options}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -121,6 +130,7 @@ def build(reader: Reader, entry: Path) -> None:
                  else [2 + len(v) for v in reader.vocabs])
         meta = {"format": FORMAT, "rows": rows, "ids_dtype": ids_dtype.name, "table_sizes": sizes,
                 "files": [str(f.path) for f in reader.files], "gzip": [f.gzip for f in reader.files],
+                "sources": _stats([f.path for f in reader.files]),
                 "split": reader.assign.describe()}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         try:
@@ -134,6 +144,37 @@ def build(reader: Reader, entry: Path) -> None:
             out.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _stale(entry: Path) -> bool:
+    """Whether ``entry`` was built from a file that has since changed or gone: its key can no
+    longer be asked for (keys hold each file's size and time), so nothing will read it again."""
+    try:
+        sources = json.loads((entry / "meta.json").read_text()).get("sources")
+    except (OSError, ValueError):
+        return False  # not an entry, or one being replaced: left alone
+    if not sources:
+        return False
+    for path, size, mtime_ns in sources:
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            return True
+        if (stat.st_size, stat.st_mtime_ns) != (size, mtime_ns):
+            return True
+    return False
+
+
+def prune_stale(root: Path) -> list[Path]:
+    """Remove the entries of ``root`` whose source files changed or were removed (see
+    :func:`_stale`); returns them. A process still reading one keeps its mapped pages (the
+    files go when it unmaps them). Entries of unchanged files under other options stay."""
+    removed = []
+    for entry in root.iterdir():
+        if entry.is_dir() and ".tmp-" not in entry.name and _stale(entry):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
 
 
 class CachedColumns(torch.utils.data.IterableDataset):
@@ -185,6 +226,7 @@ class CachedCriteo(RecDataset):
         self.entry = root / key
         if not (self.entry / "meta.json").exists():
             build(make_reader(), self.entry)
+            prune_stale(root)  # entries of this source's earlier versions are never read again
         self.meta = self._meta()
         self.columns = {s: self._columns(s) for s in SPLITS}
         self.schema = Schema(DENSE_NAMES, tuple(SparseFeature(n, int(size)) for n, size in
