@@ -5,11 +5,12 @@ of its backward in two places that are slow on the CPU: the advanced-indexing ba
 ``index_put_`` with accumulation into a [B, F, F] zero tensor) and the two batched matmuls that
 autograd runs for ``x`` and ``x.mT``. :func:`pair_dots` computes the same values, and its
 backward folds the gradient once into a symmetric [B, F, F] matrix (two ``index_add_`` along the
-flattened pair axis) and runs one batched matmul: ``dX = (G + G^T) X``. On the Intel Xeon of
-``benchmarks/train_throughput.py`` (B=4096, F=27, D=64, 2 threads) forward plus backward took
-about half the time of the indexing form (``tests/blocks/test_gram.py`` checks the values and
-gradients against it). When no gradient is taken, or under ``torch.compile``/``torch.export``
-(which trace plain operators), it runs the plain form.
+flattened pair axis) and runs one batched matmul: ``dX = (G + G^T) X``. At the shapes of
+``benchmarks/train_throughput.py`` (B=4096, F=27, D=64, 2 threads of an Intel Xeon) forward plus
+backward take about half the time of the indexing form (``python -m benchmarks.pair_dots``);
+``tests/blocks/test_gram.py`` checks the values and gradients against it. When no gradient is
+taken, or under ``torch.compile``/``torch.export`` (which trace plain operators), it runs the
+plain form.
 """
 
 from __future__ import annotations
