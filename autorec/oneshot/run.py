@@ -18,6 +18,9 @@
 4. The re-ranked candidate of best trained validation AUC is trained in full, ``final_epochs``
    (stage ``final``, resumable from its checkpoints); its test AUC is the study's answer.
 
+With ``capacity_tie`` set, steps 3 and 4 read a score within that margin of the best as a tie
+and break it by capacity (:func:`prefer_capacity`).
+
 Every stage is a set of trials of the study, so the dashboard and report show them; the
 supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
 attribute, with tau. A rerun after a kill continues: the supernet from its checkpoint, the
@@ -124,6 +127,19 @@ def family_bests(ranked: list[FrozenTrial], k: int) -> list[FrozenTrial]:
     return in_family_turns(ranked)[:k]
 
 
+def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
+                    tie: float) -> list[FrozenTrial]:
+    """``ranked`` (best first) with the trials whose ``auc`` is within ``tie`` of the best moved
+    to the front in order of forward FLOPs per sample, largest first (ties in FLOPs keep their
+    rank); the others follow in their order. ``tie`` 0 changes nothing."""
+    if not tie or not ranked:
+        return list(ranked)
+    best = max(auc(t) for t in ranked)
+    near = [t for t in ranked if auc(t) >= best - tie]
+    near = sorted(near, key=lambda t: -t.user_attrs["costs"]["flops"])  # stable: rank breaks FLOPs ties
+    return near + [t for t in ranked if t not in near]
+
+
 def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
                 trial_attrs: dict[str, Any] | None = None,
                 on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> None:
@@ -159,6 +175,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     if strategy.rescore:
         record["rescore_seconds"] = record.get("rescore_seconds", 0.0) + time.perf_counter() - start
         ranked = sorted(ranked[:strategy.rescore], key=lambda t: -rescored[t.number]["val_auc"])
+    ranked = prefer_capacity(ranked, lambda t: rescored.get(t.number, t.user_attrs[PROXY_ATTR])["val_auc"],
+                             strategy.capacity_tie)
     chosen = family_bests(ranked, strategy.rerank) if strategy.diverse else ranked[:strategy.rerank]
     start = time.perf_counter()  # scoring the calibration samples is calibration time too
     calibration = space_samples(study, search, strategy.calibrate, config.seed, config.objectives)
@@ -200,8 +218,10 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     study.set_user_attr(ONESHOT_ATTR, record)
 
     if not stage_trials(study, "final"):
-        best = max((trained[t.number] for t in chosen), key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
-        proxy = next(t for t in proxies if t.number == best.user_attrs["proxy_trial"])
+        def trained_auc(t: FrozenTrial) -> float:
+            return trained[t.number].user_attrs["metrics"]["val"]["auc"]
+        ranked_chosen = sorted(chosen, key=lambda t: -trained_auc(t))
+        proxy = prefer_capacity(ranked_chosen, trained_auc, strategy.capacity_tie)[0]
         cfg = dataclasses.replace(runner.train_config(root / "final"),
                                   epochs=strategy.final_epochs or max(10, config.budget.epochs),
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking

@@ -20,8 +20,12 @@ the same samples, so fewer suffice to order them), ``calibrate``
 (architectures drawn at random from the space, for Kendall's tau, on the trial budget),
 ``diverse`` (the rescore takes the screen's best in turns over families, a family being the
 sequence of layer kinds, and the re-rank the best of each of the ``rerank`` best families: a
-screen that TPE narrowed onto one family still re-ranks others) and ``final_epochs`` (the
-winner's training; default max(10, the trial budget's epochs)).
+screen that TPE narrowed onto one family still re-ranks others), ``capacity_tie`` (an AUC
+margin, default 0: off; candidates whose validation AUC is within it of the best, by the proxy
+that picks the re-ranked ones and by the re-rank's training that picks the winner, go in order
+of forward FLOPs per sample, largest first: short-horizon scores cannot see the capacity a full
+training pays for) and ``final_epochs`` (the winner's training; default max(10, the trial
+budget's epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]
@@ -58,7 +62,7 @@ class OneShotStrategy(Strategy):
                  search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,
                  rerank_steps: int | None = None, final_epochs: int | None = None, rescore: int = 0,
                  rescore_samples: int | None = None, rerank_val_samples: int | None = None,
-                 diverse: bool = False, **options: Any) -> None:
+                 diverse: bool = False, capacity_tie: float = 0.0, **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -91,13 +95,16 @@ class OneShotStrategy(Strategy):
         if not rescore and rescore_samples is not None:
             raise ValueError("strategy 'oneshot': rescore_samples: set without rescore (how many candidates "
                              "to score again)")
+        if not 0.0 <= capacity_tie < 0.5:
+            raise ValueError(f"strategy 'oneshot': capacity_tie: expected an AUC margin in [0, 0.5), "
+                             f"got {capacity_tie}")
         if search not in SEARCHES:
             raise ValueError(f"strategy 'oneshot': search: expected one of {', '.join(SEARCHES)}, "
                              f"got {search!r}")
         self.candidates, self.search, self.selection_samples = candidates, search, selection_samples
         self.rerank, self.calibrate, self.final_epochs = rerank, calibrate, final_epochs
         self.rerank_steps, self.rescore, self.rescore_samples = rerank_steps, rescore, rescore_samples
-        self.rerank_val_samples, self.diverse = rerank_val_samples, diverse
+        self.rerank_val_samples, self.diverse, self.capacity_tie = rerank_val_samples, diverse, capacity_tie
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

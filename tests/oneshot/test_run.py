@@ -20,6 +20,7 @@ from autorec.oneshot.run import (
     family,
     family_bests,
     in_family_turns,
+    prefer_capacity,
     rank_correlation,
 )
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR
@@ -67,6 +68,8 @@ def test_rank_correlation():
     ({"rescore": -1}, "rescore: expected an integer >= 0, got -1"),
     ({"rerank_val_samples": 1000}, "rerank_val_samples: set without rerank_steps"),
     ({"rerank_val_samples": 0, "rerank_steps": 5}, "rerank_val_samples: expected an integer >= 1, got 0"),
+    ({"capacity_tie": -0.001}, r"capacity_tie: expected an AUC margin in \[0, 0.5\), got -0.001"),
+    ({"capacity_tie": "small"}, "capacity_tie: expected a number, got 'small'"),
 ])
 def test_bad_strategy_options(options, message):
     with pytest.raises(ValueError, match=message):
@@ -215,9 +218,11 @@ def test_a_rescore_ranks_the_screens_best_again_on_more_samples(tmp_path):
         "oneshot"]["rescored"] == record["rescored"]
 
 
-def _candidate(number: int, kinds: tuple[str, ...], score: float) -> optuna.trial.FrozenTrial:
+def _candidate(number: int, kinds: tuple[str, ...], score: float,
+               flops: float = 1.0) -> optuna.trial.FrozenTrial:
     made = optuna.trial.create_trial(value=score, user_attrs={
-        "arch": {"layers": [{"kind": k} for k in kinds]}, PROXY_ATTR: {"val_auc": score}})
+        "arch": {"layers": [{"kind": k} for k in kinds]}, PROXY_ATTR: {"val_auc": score},
+        "costs": {"flops": flops}})
     made.number = number
     return made
 
@@ -229,6 +234,37 @@ def test_family_turns_and_bests():
     assert [t.number for t in family_bests(ranked, 2)] == [0, 2]
     assert [t.number for t in family_bests(ranked, 4)] == [0, 2, 4, 1]  # three families: then the next best
     assert in_family_turns([]) == [] and family_bests([], 2) == []
+
+
+def test_capacity_breaks_ties_within_the_margin_only():
+    scores, flops = [0.700, 0.699, 0.6985, 0.690, 0.689], [10, 30, 20, 99, 5]
+    ranked = [_candidate(i, ("dlrm",), s, f) for i, (s, f) in enumerate(zip(scores, flops, strict=True))]
+
+    def auc(t):
+        return t.user_attrs[PROXY_ATTR]["val_auc"]
+    # within 0.002 of the best: 0, 1, 2, by FLOPs; 3 (the largest, 0.010 behind) keeps its rank
+    assert [t.number for t in prefer_capacity(ranked, auc, 0.002)] == [1, 2, 0, 3, 4]
+    assert [t.number for t in prefer_capacity(ranked, auc, 0.0)] == [0, 1, 2, 3, 4]
+    assert [t.number for t in prefer_capacity(ranked, auc, 0.2)] == [3, 1, 2, 0, 4]
+    assert prefer_capacity([], auc, 0.01) == []
+
+
+def test_a_capacity_tie_reranks_and_trains_the_largest_of_the_near_best(tmp_path):
+    # a margin no two scores exceed: every candidate ties, so capacity alone picks
+    options = {**ONESHOT["options"], "steps": 6, "candidates": 10, "rerank": 2, "calibrate": 0,
+               "selection_samples": 128, "capacity_tie": 0.49}
+    config = StudyConfig.load(write_study(tmp_path, budget=BUDGET,
+                                          strategy={"name": "oneshot", "options": options}))
+    run_study(config, log=quiet)
+    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    proxies = distinct_best([t for t in study.trials if t.user_attrs["stage"] == "proxy"], 99)
+    flops = {t.number: t.user_attrs["costs"]["flops"] for t in proxies}
+    assert len(set(flops.values())) >= 3  # the candidates differ in size (the test means something)
+    rerank = {t.user_attrs["proxy_trial"] for t in study.trials if t.user_attrs["stage"] == "rerank"}
+    largest = sorted(flops, key=lambda n: -flops[n])[:2]
+    assert sorted(flops[n] for n in rerank) == sorted(flops[n] for n in largest)
+    final = next(t for t in study.trials if t.user_attrs["stage"] == "final")
+    assert flops[final.user_attrs["proxy_trial"]] == max(flops.values())
 
 
 def test_a_diverse_screen_rescores_and_reranks_across_families(tmp_path):
