@@ -50,9 +50,10 @@ from autorec.data.synthetic.dataset import generate
 from autorec.data.tabular import TabularData
 from autorec.metrics import binary_metrics
 from autorec.models import build_model
-from autorec.scaling.fit import FitError, fit_law, holdout
 from autorec.scaling.ladder import build_ladder, family_start
+from autorec.scaling.results import Rung, summarize_ladder
 from autorec.train.embedding_init import init_embeddings
+from autorec.train.records import DENSE_OPTIMIZERS, TrainConfig
 from benchmarks.results_file import commit, machine
 
 OPTIMISTIC_FLOPS = 4e14  # training FLOP/s no rung beats on one H100/H200 (bf16 dense peak ~1e15)
@@ -101,8 +102,7 @@ def rung_samples(rung: int, first: int, last: int, anchor_rungs: int) -> int:
 
 
 def train_rung(spec: ArchSpec, train: DeviceSplit, samples: int, batch_size: int, device: torch.device,
-               deadline: float = math.inf, seed: int = 0, dense_lr: float = 3e-3,
-               embedding_lr: float = 0.2) -> tuple[torch.nn.Module, float] | None:
+               deadline: float = math.inf, seed: int = 0) -> tuple[torch.nn.Module, float] | None:
     """One pass over the first ``samples`` rows of ``train``: (model, mean training loss), or None
     when ``time.perf_counter()`` passed ``deadline`` first (checked every 100 steps)."""
     torch.manual_seed(seed)
@@ -110,7 +110,9 @@ def train_rung(spec: ArchSpec, train: DeviceSplit, samples: int, batch_size: int
     init_embeddings(model, seed)
     tables = [p for n, p in model.named_parameters() if n.startswith("sparse_arch.")]
     dense = [p for n, p in model.named_parameters() if not n.startswith("sparse_arch.")]
-    optimizers = [torch.optim.Adam(dense, lr=dense_lr), RowWiseAdagrad(tables, lr=embedding_lr)]
+    recipe = TrainConfig()  # the trainer's defaults: the CPU ladder's recipe
+    optimizers = [DENSE_OPTIMIZERS[recipe.dense_optimizer](dense, lr=recipe.dense_lr),
+                  RowWiseAdagrad(tables, lr=recipe.embedding_lr)]
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     total = torch.zeros((), device=device, dtype=torch.float64)
     model.train()
@@ -144,29 +146,23 @@ def evaluate(model: torch.nn.Module, split: DeviceSplit, device: torch.device,
     return binary_metrics(split.labels.cpu().numpy(), torch.cat(probs).cpu().double().numpy())
 
 
-def family_fits(rows: list[dict], floor: float, prefix: str) -> dict[str, float | str]:
-    """The law over ``rows`` (one family's rungs): alpha, held-out error on the top rung."""
-    compute = [r["compute"] for r in rows]
-    loss = [r["test_logloss"] for r in rows]
-    out: dict[str, float | str] = {}
-    try:
-        law = fit_law(compute, loss, floor)
-        out[f"{prefix}_alpha"] = law.alpha
-        out[f"{prefix}_gain_per_decade_at_top"] = law.gain_per_decade(max(compute))
-        if len(rows) >= 4:
-            check = holdout(compute, loss, floor)
-            out[f"{prefix}_holdout_rel_err"] = check["rel_err"]
-            below = sorted(rows, key=lambda r: r["compute"])[-2]
-            carried = below["test_logloss"] - floor  # the simplest baseline: the rung below's excess
-            measured = check["measured_excess"]
-            out[f"{prefix}_holdout_carry_rel_err"] = abs(carried - measured) / measured
-    except FitError as error:
-        out[f"{prefix}_fit_error"] = str(error)
+def family_fits(rows: list[dict], floor: float, prefix: str) -> dict[str, Any]:
+    """The law over ``rows`` (one family's rungs) by :func:`summarize_ladder`, as the CPU
+    ladder's, under ``prefix``; and the simplest baseline of its held-out check: the top rung's
+    excess taken to be the rung below's (``<prefix>_holdout_carry_rel_err``)."""
+    rows = sorted(rows, key=lambda r: r["compute"])
+    rungs = [Rung(rung=r["rung"], trial=r["rung"], compute=r["compute"], flops=r["mflops"] * 1e6,
+                  logloss=r["test_logloss"], auc=r["test_auc"], seconds=r["seconds"]) for r in rows]
+    out: dict[str, Any] = summarize_ladder({prefix: rungs}, floor, bootstrap_samples=200).flat()
+    out.pop("bayes_logloss")
+    top, below = rows[-1]["test_logloss"] - floor, rows[-2]["test_logloss"] - floor
+    out[f"{prefix}_holdout_carry_rel_err"] = abs(below - top) / top
     return out
 
 
 def summarize(rungs: dict[str, list[dict]], floor: float, anchor_rungs: int) -> dict[str, Any]:
-    """Flat figures: ``<family>_r<k>_<field>`` per rung and the fits per family."""
+    """Flat figures: ``<family>_r<k>_<field>`` per rung and the fits per family (the family's
+    from 3 rungs; ``<family>_cpu_span_*`` over rungs below ``anchor_rungs`` once there are more)."""
     out: dict[str, Any] = {}
     for family, rows in rungs.items():
         for r in rows:
@@ -176,9 +172,8 @@ def summarize(rungs: dict[str, list[dict]], floor: float, anchor_rungs: int) -> 
             low = [r for r in rows if r["rung"] < anchor_rungs]
             if len(low) >= 3 and len(low) < len(rows):
                 out.update(family_fits(low, floor, f"{family}_cpu_span"))
-        out[f"{family}_rungs"] = len(rows)
-        if rows:
-            out[f"{family}_flops_span_decades"] = math.log10(rows[-1]["mflops"] / rows[0]["mflops"])
+        else:
+            out[f"{family}_rungs"] = len(rows)
     return out
 
 
