@@ -140,6 +140,13 @@ def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], floa
     return near + [t for t in ranked if t not in near]
 
 
+def winner(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
+           tie: float) -> FrozenTrial:
+    """The re-ranked candidate to train in full: the best ``trained_auc``, or, with ``tie``, the
+    largest (forward FLOPs) of those within ``tie`` of it."""
+    return prefer_capacity(sorted(chosen, key=lambda t: -trained_auc(t)), trained_auc, tie)[0]
+
+
 def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
                 trial_attrs: dict[str, Any] | None = None,
                 on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> None:
@@ -218,10 +225,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     study.set_user_attr(ONESHOT_ATTR, record)
 
     if not stage_trials(study, "final"):
-        def trained_auc(t: FrozenTrial) -> float:
-            return trained[t.number].user_attrs["metrics"]["val"]["auc"]
-        ranked_chosen = sorted(chosen, key=lambda t: -trained_auc(t))
-        proxy = prefer_capacity(ranked_chosen, trained_auc, strategy.capacity_tie)[0]
+        proxy = winner(chosen, lambda t: trained[t.number].user_attrs["metrics"]["val"]["auc"],
+                       strategy.capacity_tie)
         cfg = dataclasses.replace(runner.train_config(root / "final"),
                                   epochs=strategy.final_epochs or max(10, config.budget.epochs),
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking

@@ -22,6 +22,7 @@ from autorec.oneshot.run import (
     in_family_turns,
     prefer_capacity,
     rank_correlation,
+    winner,
 )
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR
 from autorec.report import data as report_data
@@ -247,6 +248,18 @@ def test_capacity_breaks_ties_within_the_margin_only():
     assert [t.number for t in prefer_capacity(ranked, auc, 0.0)] == [0, 1, 2, 3, 4]
     assert [t.number for t in prefer_capacity(ranked, auc, 0.2)] == [3, 1, 2, 0, 4]
     assert prefer_capacity([], auc, 0.01) == []
+
+
+def test_the_winner_is_the_largest_within_the_margin_of_the_best_trained():
+    chosen = [_candidate(0, ("dlrm",), 0.5, flops=10), _candidate(1, ("dhen",), 0.5, flops=40),
+              _candidate(2, ("wukong",), 0.5, flops=90)]
+    trained = {0: 0.650, 1: 0.6495, 2: 0.640}
+
+    def auc(t):
+        return trained[t.number]
+    assert winner(chosen, auc, 0.0).number == 0  # off: the best trained
+    assert winner(chosen, auc, 0.001).number == 1  # 1 ties with 0 and is larger; 2 is 0.010 behind
+    assert winner(chosen, auc, 0.02).number == 2
 
 
 def test_a_capacity_tie_reranks_and_trains_the_largest_of_the_near_best(tmp_path):
