@@ -44,6 +44,19 @@ def quiet(*_: object) -> None:
     pass
 
 
+def run_oneshot(tmp_path: Path, options: dict, **study: object) -> tuple[StudyConfig, optuna.Study]:
+    """Run a one-shot study of ``options`` (over ``ONESHOT``'s) on the small budget; the study as stored."""
+    strategy = {"name": "oneshot", "options": {**ONESHOT["options"], **options}}
+    config = StudyConfig.load(write_study(tmp_path, budget=BUDGET, strategy=strategy, **study))
+    run_study(config, log=quiet)
+    return config, optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+
+
+def of_stage(study: optuna.Study, stage: str) -> list:
+    """The trials of one stage (proxy, sample, rerank, calibrate, final), in trial order."""
+    return [t for t in study.trials if t.user_attrs["stage"] == stage]
+
+
 def test_the_report_spells_the_oneshot_attributes_as_oneshot_does():
     assert (report_data.STAGE_ATTR, report_data.PROXY_ATTR, report_data.ONESHOT_ATTR) == (
         STAGE_ATTR, PROXY_ATTR, ONESHOT_ATTR)
@@ -137,11 +150,8 @@ def test_a_space_of_per_feature_drops_and_hash_sizes_runs_every_stage(tmp_path):
     space = tmp_path / "micro.yaml"
     space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
                      "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
-    options = {**ONESHOT["options"], "steps": 6, "candidates": 10, "rerank": 2, "calibrate": 1}
-    config = StudyConfig.load(write_study(tmp_path, space=str(space), budget=BUDGET,
-                                          strategy={"name": "oneshot", "options": options}))
-    run_study(config, log=quiet)
-    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 1},
+                           space=str(space))
     specs = [trial_arch(t) for t in study.trials]
     assert any(s.dropped for s in specs) and any(t.hash_from for s in specs for t in s.tables)
     assert all(SearchSpace.load(space).contains(s) for s in specs)
@@ -149,15 +159,9 @@ def test_a_space_of_per_feature_drops_and_hash_sizes_runs_every_stage(tmp_path):
 
 
 def test_short_reranks_keep_tau_on_trainings_of_the_trial_budget(tmp_path):
-    options = {**ONESHOT["options"], "steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
-               "rerank_steps": 1, "rerank_val_samples": 100}
-    config = StudyConfig.load(write_study(tmp_path, budget=BUDGET,
-                                          strategy={"name": "oneshot", "options": options}))
-    run_study(config, log=quiet)
-    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
-    by_stage: dict[str, list] = {}
-    for t in study.trials:
-        by_stage.setdefault(t.user_attrs["stage"], []).append(t)
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
+                                      "rerank_steps": 1, "rerank_val_samples": 100})
+    by_stage = {stage: of_stage(study, stage) for stage in ("sample", "rerank", "calibrate", "final")}
     assert [len(by_stage[s]) for s in ("sample", "rerank", "calibrate", "final")] == [2, 2, 4, 1]
     # batch 128: a re-rank trains 1 step, a calibration training the trial budget's 4
     assert {t.user_attrs["metrics"]["train_samples"] for t in by_stage["rerank"]} == {128}
@@ -187,15 +191,11 @@ def test_the_ray_backend_refuses_a_oneshot_study(tmp_path):
 
 
 def test_a_rescore_ranks_the_screens_best_again_on_more_samples(tmp_path):
-    options = {**ONESHOT["options"], "steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
-               "selection_samples": 128, "rescore": 4, "rescore_samples": 1000}
-    config = StudyConfig.load(write_study(tmp_path, budget=BUDGET,
-                                          strategy={"name": "oneshot", "options": options}))
-    run_study(config, log=quiet)
-    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
+    config, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
+                                           "selection_samples": 128, "rescore": 4, "rescore_samples": 1000})
     record = study.user_attrs["oneshot"]
-    proxies = {t.number: t for t in study.trials if t.user_attrs["stage"] == "proxy"}
-    samples = [t.number for t in study.trials if t.user_attrs["stage"] == "sample"]
+    proxies = {t.number: t for t in of_stage(study, "proxy")}
+    samples = [t.number for t in of_stage(study, "sample")]
     rescored = {int(k): v for k, v in record["rescored"].items()}
     # the screen's 4 best distinct candidates and the 2 calibration samples, scored again
     screen = sorted(proxies.values(), key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"])
@@ -206,7 +206,7 @@ def test_a_rescore_ranks_the_screens_best_again_on_more_samples(tmp_path):
     assert any(rescored[n]["val_auc"] != proxies[n].user_attrs[PROXY_ATTR]["val_auc"]
                for n in set(rescored) & set(proxies))
     # the re-ranked ones are the rescore's best two, and their trials carry the rescore
-    rerank = [t for t in study.trials if t.user_attrs["stage"] == "rerank"]  # chosen, then calibration
+    rerank = of_stage(study, "rerank")  # the chosen ones, then the calibration samples
     assert sorted(t.user_attrs["proxy_trial"] for t in rerank[2:]) == samples
     rerank = rerank[:2]
     best_two = sorted((n for n in rescored if n in proxies), key=lambda n: -rescored[n]["val_auc"])[:2]
@@ -264,35 +264,28 @@ def test_the_winner_is_the_largest_within_the_margin_of_the_best_trained():
 
 def test_a_capacity_tie_reranks_and_trains_the_largest_of_the_near_best(tmp_path):
     # a margin no two scores exceed: every candidate ties, so capacity alone picks
-    options = {**ONESHOT["options"], "steps": 6, "candidates": 10, "rerank": 2, "calibrate": 0,
-               "selection_samples": 128, "capacity_tie": 0.49}
-    config = StudyConfig.load(write_study(tmp_path, budget=BUDGET,
-                                          strategy={"name": "oneshot", "options": options}))
-    run_study(config, log=quiet)
-    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
-    proxies = distinct_best([t for t in study.trials if t.user_attrs["stage"] == "proxy"], 99)
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 0,
+                                      "selection_samples": 128, "capacity_tie": 0.49})
+    proxies = distinct_best(of_stage(study, "proxy"), 99)
     flops = {t.number: t.user_attrs["costs"]["flops"] for t in proxies}
     assert len(set(flops.values())) >= 3  # the candidates differ in size (the test means something)
-    rerank = {t.user_attrs["proxy_trial"] for t in study.trials if t.user_attrs["stage"] == "rerank"}
+    rerank = {t.user_attrs["proxy_trial"] for t in of_stage(study, "rerank")}
     largest = sorted(flops, key=lambda n: -flops[n])[:2]
     assert sorted(flops[n] for n in rerank) == sorted(flops[n] for n in largest)
-    final = next(t for t in study.trials if t.user_attrs["stage"] == "final")
+    final = of_stage(study, "final")[0]
     assert flops[final.user_attrs["proxy_trial"]] == max(flops.values())
 
 
 def test_a_diverse_screen_rescores_and_reranks_across_families(tmp_path):
-    options = {**ONESHOT["options"], "steps": 6, "candidates": 16, "rerank": 2, "calibrate": 0,
-               "selection_samples": 128, "rescore": 4, "rescore_samples": 1000, "diverse": True}
-    config = StudyConfig.load(write_study(tmp_path, budget=BUDGET,
-                                          strategy={"name": "oneshot", "options": options}))
-    run_study(config, log=quiet)
-    study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
-    proxies = [t for t in study.trials if t.user_attrs["stage"] == "proxy"]
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 16, "rerank": 2, "calibrate": 0,
+                                      "selection_samples": 128, "rescore": 4, "rescore_samples": 1000,
+                                      "diverse": True})
+    proxies = of_stage(study, "proxy")
     rescored = {int(k) for k in study.user_attrs["oneshot"]["rescored"]}
     # the rescore took the screen's best in turns over its families
     expected = in_family_turns(distinct_best(proxies, len(proxies)))[:4]
     assert rescored == {t.number for t in expected}
     assert len({family(t) for t in proxies}) >= 2  # the space offers several (the test means something)
-    rerank = [t for t in study.trials if t.user_attrs["stage"] == "rerank"]
+    rerank = of_stage(study, "rerank")
     kinds = [tuple(layer["kind"] for layer in t.user_attrs["arch"]["layers"]) for t in rerank]
     assert len(rerank) == 2 and kinds[0] != kinds[1]  # two families re-ranked
