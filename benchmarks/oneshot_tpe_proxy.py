@@ -1,0 +1,142 @@
+"""Does the one-shot proxy see what TPE found? TPE's trained trials scored on a one-shot supernet.
+
+Issue 20's tau is taken on architectures drawn from the whole space, where trained AUCs spread
+wide. The question a miss asks is narrower: among architectures as good as TPE's best, does the
+inherited-weight score still rank them? TPE's study (``benchmarks/oneshot_vs_tpe.py --stage tpe``)
+holds that region, each trial trained on the same trial budget the calibration trainings use.
+This script loads a one-shot study's trained supernet (no training: its last checkpoint) and
+scores, with inherited weights on ``--samples`` validation samples (the rescore's), every TPE
+trial that finished its trial budget, then reports:
+
+- Kendall's tau and Spearman of those scores against the TPE trials' trained validation AUC;
+- where TPE's best trial (by validation) would rank among the one-shot study's rescored
+  candidates, and its score beside theirs: a high score the search missed is a search problem
+  (too few or too narrow candidates), a low one a proxy problem.
+
+Every TPE architecture is mapped to the supernet's choices and derived back; a derived spec that
+differs from the trial's own (beyond its name) is an error, so a score is never of another model.
+
+Run (after a one-shot seed and the TPE stage; a few minutes: the dataset, then a forward pass
+per trial): ``python -m benchmarks.oneshot_tpe_proxy --tag _r3k --seed 0``; figures merged into
+``benchmarks/results/oneshot_tpe_proxy.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+from scipy.stats import kendalltau, spearmanr
+
+from benchmarks.results_file import RESULTS, commit, machine, merge_results
+
+ROOT = Path.home() / ".cache" / "autorec-bench" / "oneshot"
+
+
+def supernet_values(params: Mapping[str, Any], names: Mapping[str, list[str]]) -> dict[str, str]:
+    """A multi-trial study's parameters as the supernet's choice names: a choice the trial did not
+    draw (a hash of a dropped feature, the layers past ``num_layers``) is ``skip`` for a layer
+    kind and the first value otherwise (derive() ignores it).
+
+    Example:
+        >>> supernet_values({"num_layers": 1, "layer0.kind": "dlrm", "emb.a": 0},
+        ...                 {"layer0.kind": ["dlrm", "dcnv2"], "layer1.kind": ["dlrm", "skip"],
+        ...                  "emb.a": ["0", "8"], "emb.a.hash": ["1", "0.25"]})
+        {'layer0.kind': 'dlrm', 'layer1.kind': 'skip', 'emb.a': '0', 'emb.a.hash': '1'}
+    """
+    out = {}
+    for name, choices in names.items():
+        if name in params:
+            value = params[name]
+            text = "-".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+            if text not in choices:
+                raise ValueError(f"{name}: {value!r} is not among the supernet's choices {choices}")
+            out[name] = text
+        elif name.endswith(".kind") and "skip" in choices:
+            out[name] = "skip"
+        else:
+            out[name] = choices[0]
+    return out
+
+
+def _same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    strip = ("name", "metadata")
+    return {k: v for k, v in a.items() if k not in strip} == {k: v for k, v in b.items() if k not in strip}
+
+
+def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path) -> dict[str, Any]:
+    from autorec.oneshot.search import CandidateSearch
+    from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
+    from autorec.study import StudyConfig, TrialRunner
+
+    name = f"oneshot{tag}_seed{seed}"
+    config = StudyConfig.load(root / name / "study.yaml")
+    db = config.directory / "study.db"
+    if not (config.directory / "oneshot" / "supernet").is_dir():
+        raise SystemExit(f"{config.directory}: no trained supernet (run the one-shot stage for seed {seed})")
+    oneshot = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    tpe_db = root / tpe_stage / tpe_stage / "study.db"
+    tpe = optuna.load_study(study_name=tpe_stage, storage=f"sqlite:///{tpe_db}")
+    trained = [t for t in tpe.get_trials(deepcopy=False)
+               if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs]
+    if len(trained) < 3:
+        raise SystemExit(f"{tpe_db}: {len(trained)} complete trials; at least 3 are needed")
+
+    runner = TrialRunner(config)
+    training = SupernetTraining(runner.space, runner.dataset,
+                                OneShotTrainConfig(**runner.strategy.train_options),
+                                config.directory / "oneshot" / "supernet")
+    state = training.fit()  # a trained supernet resumes at its last step: nothing trains
+    search = CandidateSearch(training, samples, config.objectives)
+    rows = []
+    for t in trained:
+        values = search.values_of(supernet_values(t.params, search.names))
+        spec = search.net.derive(values)
+        if not _same_model(spec.to_dict(), t.user_attrs["arch"]):
+            raise ValueError(f"{tpe_db}: trial {t.number}'s architecture does not derive back from the "
+                             f"supernet's choices; its score would be another model's")
+        rows.append({"trial": t.number, "proxy": search.rescore(values, samples)["val_auc"],
+                     "trained": t.user_attrs["metrics"]["val"]["auc"]})
+    best = max(trained, key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
+    best_proxy = next(r["proxy"] for r in rows if r["trial"] == best.number)
+    rescored = [v["val_auc"] for v in oneshot.user_attrs.get("oneshot", {}).get("rescored", {}).values()]
+    out = {
+        "machine": machine(), "commit": commit(), "study": name, "tpe_stage": tpe_stage,
+        "supernet_steps": state.step, "samples": samples, "tpe_trials": len(rows),
+        "kendall_tau": float(kendalltau([r["proxy"] for r in rows], [r["trained"] for r in rows]).statistic),
+        "spearman": float(spearmanr([r["proxy"] for r in rows], [r["trained"] for r in rows]).statistic),
+        "tpe_best_trial": best.number, "tpe_best_trained_val_auc": best.user_attrs["metrics"]["val"]["auc"],
+        "tpe_best_proxy": best_proxy,
+        "oneshot_rescored": len(rescored),
+        "oneshot_rescored_best": max(rescored, default=float("nan")),
+        "tpe_best_rank_among_rescored": 1 + sum(v > best_proxy for v in rescored),
+    }
+    return {**out, "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tag", default="_r3k")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tpe-stage", default="tpe", choices=["tpe", "tpe_shared"])
+    parser.add_argument("--samples", type=int, default=32768, help="validation samples per score")
+    parser.add_argument("--root", type=Path, default=ROOT)
+    parser.add_argument("--out", type=Path, default=RESULTS / "oneshot_tpe_proxy.json")
+    args = parser.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    figures = score_tpe(args.tag, args.seed, args.tpe_stage, args.samples, args.root)
+    for row in figures.pop("rows"):
+        print(f"trial {row['trial']:3d}: proxy {row['proxy']:.4f}  trained {row['trained']:.4f}")
+    for key, value in figures.items():
+        print(f"{key:32s} {value:.4f}" if isinstance(value, float) else f"{key:32s} {value}")
+    prefix = f"{args.tpe_stage}_on{args.tag}_seed{args.seed}"
+    flat = {f"{prefix}_{k}": v for k, v in figures.items() if k not in ("machine", "commit")}
+    merge_results(args.out, flat, prefix=prefix)
+
+
+if __name__ == "__main__":
+    main()
