@@ -10,8 +10,13 @@ trial that finished its trial budget, then reports:
 
 - Kendall's tau and Spearman of those scores against the TPE trials' trained validation AUC;
 - where TPE's best trial (by validation) would rank among the one-shot study's rescored
-  candidates, and its score beside theirs: a high score the search missed is a search problem
-  (too few or too narrow candidates), a low one a proxy problem.
+  candidates (the screen's best, scored on the same samples), and its score beside theirs: a
+  high score the search missed is a search problem (too few or too narrow candidates), a low
+  one a proxy problem.
+
+``--finetune-steps N`` scores each path after N steps of it alone from the supernet's weights
+(reloaded for every path; the same batches for each), a proxy nearer a stand-alone training;
+TPE's best is then compared with the one-shot study's re-ranked candidates fine-tuned alike.
 
 Every TPE architecture is mapped to the supernet's choices and derived back; a derived spec that
 differs from the trial's own (beyond its name) is an error, so a score is never of another model.
@@ -68,7 +73,8 @@ def _same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return {k: v for k, v in a.items() if k not in strip} == {k: v for k, v in b.items() if k not in strip}
 
 
-def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path) -> dict[str, Any]:
+def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path,
+              finetune: int = 0) -> dict[str, Any]:
     from autorec.oneshot.search import CandidateSearch
     from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
     from autorec.study import StudyConfig, TrialRunner
@@ -92,6 +98,19 @@ def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path) -> 
                                 config.directory / "oneshot" / "supernet")
     state = training.fit()  # a trained supernet resumes at its last step: nothing trains
     search = CandidateSearch(training, samples, config.objectives)
+
+    def score(values: dict[str, Any]) -> float:
+        """The inherited-weight validation AUC of the path at ``values``, after ``finetune``
+        steps of that path alone from the supernet's weights (reloaded first: every
+        candidate starts from the same weights and trains on the same batches)."""
+        if finetune:
+            training.resume()
+            batches, _ = training.search.batches()
+            path = {c.name: c.values.index(values[c.name]) for c in training.choices}
+            for _ in range(finetune):
+                training.train_paths(next(batches), [path])
+        return search.rescore(values, samples)["val_auc"]
+
     rows = []
     for t in trained:
         values = search.values_of(supernet_values(t.params, search.names))
@@ -99,21 +118,29 @@ def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path) -> 
         if not _same_model(spec.to_dict(), t.user_attrs["arch"]):
             raise ValueError(f"{tpe_db}: trial {t.number}'s architecture does not derive back from the "
                              f"supernet's choices; its score would be another model's")
-        rows.append({"trial": t.number, "proxy": search.rescore(values, samples)["val_auc"],
+        rows.append({"trial": t.number, "proxy": score(values),
                      "trained": t.user_attrs["metrics"]["val"]["auc"]})
     best = max(trained, key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
     best_proxy = next(r["proxy"] for r in rows if r["trial"] == best.number)
-    rescored = [v["val_auc"] for v in oneshot.user_attrs.get("oneshot", {}).get("rescored", {}).values()]
+    record = oneshot.user_attrs.get("oneshot", {})
+    if finetune:  # the one-shot's re-ranked candidates, fine-tuned as TPE's trials were
+        by_number = {t.number: t for t in oneshot.get_trials(deepcopy=False)}
+        compared = [score(search.values_of({k: str(v) for k, v in by_number[n].params.items()}))
+                    for n in record.get("rerank_numbers", [])]
+    else:  # the rescored candidates, as the study stored them (not tau's calibration samples)
+        candidates = {t.number for t in oneshot.get_trials(deepcopy=False)
+                      if t.user_attrs.get("stage") == "proxy"}
+        compared = [v["val_auc"] for k, v in record.get("rescored", {}).items() if int(k) in candidates]
     out = {
         "machine": machine(), "commit": commit(), "study": name, "tpe_stage": tpe_stage,
-        "supernet_steps": state.step, "samples": samples, "tpe_trials": len(rows),
+        "supernet_steps": state.step, "samples": samples, "finetune_steps": finetune, "tpe_trials": len(rows),
         "kendall_tau": float(kendalltau([r["proxy"] for r in rows], [r["trained"] for r in rows]).statistic),
         "spearman": float(spearmanr([r["proxy"] for r in rows], [r["trained"] for r in rows]).statistic),
         "tpe_best_trial": best.number, "tpe_best_trained_val_auc": best.user_attrs["metrics"]["val"]["auc"],
         "tpe_best_proxy": best_proxy,
-        "oneshot_rescored": len(rescored),
-        "oneshot_rescored_best": max(rescored, default=float("nan")),
-        "tpe_best_rank_among_rescored": 1 + sum(v > best_proxy for v in rescored),
+        "oneshot_compared": len(compared),
+        "oneshot_compared_best": max(compared, default=float("nan")),
+        "tpe_best_rank": 1 + sum(v > best_proxy for v in compared),
     }
     return {**out, "rows": rows}
 
@@ -124,16 +151,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tpe-stage", default="tpe", choices=["tpe", "tpe_shared"])
     parser.add_argument("--samples", type=int, default=32768, help="validation samples per score")
+    parser.add_argument("--finetune-steps", type=int, default=0,
+                        help="steps of each path alone from the supernet's weights before it is scored")
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=RESULTS / "oneshot_tpe_proxy.json")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    figures = score_tpe(args.tag, args.seed, args.tpe_stage, args.samples, args.root)
+    if args.finetune_steps < 0:
+        parser.error(f"--finetune-steps: expected an integer >= 0, got {args.finetune_steps}")
+    figures = score_tpe(args.tag, args.seed, args.tpe_stage, args.samples, args.root, args.finetune_steps)
     for row in figures.pop("rows"):
         print(f"trial {row['trial']:3d}: proxy {row['proxy']:.4f}  trained {row['trained']:.4f}")
     for key, value in figures.items():
         print(f"{key:32s} {value:.4f}" if isinstance(value, float) else f"{key:32s} {value}")
-    prefix = f"{args.tpe_stage}_on{args.tag}_seed{args.seed}"
+    prefix = f"{args.tpe_stage}_on{args.tag}_seed{args.seed}" + (
+        f"_ft{args.finetune_steps}" if args.finetune_steps else "")
     flat = {f"{prefix}_{k}": v for k, v in figures.items() if k not in ("machine", "commit")}
     merge_results(args.out, flat, prefix=prefix)
 

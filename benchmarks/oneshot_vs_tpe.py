@@ -312,7 +312,8 @@ def status(args: argparse.Namespace) -> dict[str, Any]:
 def report(args: argparse.Namespace) -> dict[str, Any]:
     from autorec.data.synthetic import SyntheticConfig, load_synthetic
 
-    tpe = [f for f in (tpe_figures(args, s) for s in ("tpe", "tpe_shared")) if f is not None]
+    stages = [s for s in args.tpe_stages.split(",") if s]
+    tpe = [f for f in (tpe_figures(args, s) for s in stages) if f is not None]
     shots = [f for f in (oneshot_figures(args, int(s)) for s in args.seeds.split(",")) if f is not None]
     schema = SyntheticConfig.from_options(preset="scale").schema()
     reference_bytes = sum(f.num_embeddings for f in schema.sparse) * DIM64_BYTES
@@ -397,8 +398,14 @@ def main() -> None:
                         help="one-shot studies are oneshot<TAG>_seed<N>: each variant its own (the default "
                              "configuration's: _s3k; earlier ones: _u3k, _u2k, the fair pilot's '')")
     parser.add_argument("--oneshot-options", default="{}", help="JSON: more strategy options")
+    parser.add_argument("--tpe-stages", default="tpe,tpe_shared",
+                        help="report: the TPE studies to read (one whose trials are still running would "
+                             "have its best trained in full now, and again when it has more)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     args = parser.parse_args()
+    unknown = [s for s in args.tpe_stages.split(",") if s and s not in ("tpe", "tpe_shared")]
+    if unknown:
+        parser.error(f"--tpe-stages: {unknown} are not TPE stages (tpe, tpe_shared)")
     warnings.filterwarnings("ignore")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if args.stage == "status":

@@ -54,13 +54,16 @@ class OneShotTrainConfig:
     """How the supernet trains: steps, batch, learning rates, path sampling, checkpoints, and
     the one (dim, dense_arch) it is built for (None: the space's first). The over-arch is searched
     when the space's over-arch choices share one depth (masked widths), else ``over_arch`` (None:
-    the space's first) is fixed."""
+    the space's first) is fixed. ``embedding_warmup``: the first steps keep every feature at its
+    widest width and largest hash size (the other choices drawn as ``sampling`` says), so the
+    shared weights learn to use every feature before paths drop or narrow some."""
 
     steps: int = 2000
     batch_size: int = 1024
     dense_lr: float = 1e-3
     embedding_lr: float = 0.05
     sampling: str = "uniform"
+    embedding_warmup: int = 0
     checkpoint_every: int = 200
     dim: int | None = None
     dense_arch: tuple[int, ...] | None = None
@@ -72,6 +75,10 @@ class OneShotTrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        if isinstance(self.embedding_warmup, bool) or not isinstance(self.embedding_warmup, int) \
+                or not 0 <= self.embedding_warmup <= self.steps:
+            raise ValueError(f"embedding_warmup: expected an integer in [0, steps ({self.steps})], "
+                             f"got {self.embedding_warmup!r}")
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling: expected one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
         for name in ("dense_arch", "over_arch"):
@@ -114,14 +121,31 @@ class SupernetTraining:
         self.generator = torch.Generator().manual_seed(config.seed)
 
     # ---- one step ---------------------------------------------------------------------
-    def step(self, batch: Any) -> float:
-        """One update on ``batch``: the fair paths' summed gradients, or one uniform path."""
+    def step(self, batch: Any, index: int | None = None) -> float:
+        """One update on ``batch`` (step ``index`` of the run): the fair paths' summed gradients,
+        or one uniform path; during the embedding warm-up every path keeps every feature at its
+        widest width and largest hash size."""
         if self.config.sampling == "uniform" or not self.choices:
             paths = [{c.name: int(torch.randint(len(c.values), (1,), generator=self.generator))
                       for c in self.choices}]
         else:
             paths = fair_paths(self.choices, self.generator)
+        if index is not None and index < self.config.embedding_warmup:
+            paths = [{**path, **self.widest_embeddings} for path in paths]
         return self.train_paths(batch, paths)
+
+    @property
+    def widest_embeddings(self) -> dict[str, int]:
+        """Each embedding choice (a feature group's width, its hash size) -> its largest value's index."""
+        net = self.search.supernet
+        widths = dict(zip(net.emb_values, net.emb_widths, strict=True))
+        out = {}
+        for c in self.choices:
+            if c.name.startswith("emb.") and c.name.endswith(".hash"):
+                out[c.name] = max(range(len(c.values)), key=lambda i: c.values[i])
+            elif c.name.startswith("emb."):
+                out[c.name] = max(range(len(c.values)), key=lambda i: widths[c.values[i]])
+        return out
 
     def train_paths(self, batch: Any, paths: list[dict[str, int]]) -> float:
         """One update on ``batch`` from the mean of ``paths``' gradients (each path: choice name
@@ -153,7 +177,7 @@ class SupernetTraining:
             next(train)
         start = time.perf_counter()
         while state.step < self.config.steps:
-            state.losses.append(self.step(next(train)))
+            state.losses.append(self.step(next(train), state.step))
             state.step += 1
             if state.step % self.config.checkpoint_every == 0 or state.step == self.config.steps:
                 state.seconds += time.perf_counter() - start
@@ -180,6 +204,8 @@ class SupernetTraining:
         if newest is None:
             return TrainState()
         meta = read_meta(newest)
+        # An option added since the checkpoint was written was at its default there.
+        meta["config"] = {**_jsonable(asdict(OneShotTrainConfig())), **meta["config"]}
         if meta["config"] != _jsonable(asdict(self.config)):
             raise ValueError(f"{newest}: written with another configuration {meta['config']}; this "
                              f"run has {_jsonable(asdict(self.config))} (use another directory)")

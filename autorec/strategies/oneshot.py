@@ -8,7 +8,8 @@ the best few are re-ranked by short trainings and the winner trained in full
 
 Options (a study file's ``strategy.options``): ``steps``, ``batch_size``, ``dense_lr``,
 ``embedding_lr``, ``sampling`` (uniform or fair; uniform won issue 20's benchmark,
-BENCHMARKS.md), ``checkpoint_every``, ``dim``, ``dense_arch`` and ``over_arch`` (the one
+BENCHMARKS.md), ``embedding_warmup`` (first steps on which every feature keeps its widest width
+and largest hash size; default 0), ``checkpoint_every``, ``dim``, ``dense_arch`` and ``over_arch`` (the one
 supernet's; default: the space's first, the over-arch searched when its choices share a depth)
 for the supernet; ``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or
 random), ``selection_samples`` (validation samples each candidate is scored on), ``rescore``
@@ -56,7 +57,8 @@ class OneShotStrategy(Strategy):
 
     @checked_options
     def __init__(self, seed: int = 0, steps: int = 2000, batch_size: int = 1024, dense_lr: float = 1e-3,
-                 embedding_lr: float = 0.05, sampling: str = "uniform", checkpoint_every: int = 200,
+                 embedding_lr: float = 0.05, sampling: str = "uniform", embedding_warmup: int = 0,
+                 checkpoint_every: int = 200,
                  dim: int | None = None, dense_arch: list[int] | None = None,
                  over_arch: list[int] | None = None, candidates: int = 1000,
                  search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,
@@ -68,6 +70,7 @@ class OneShotStrategy(Strategy):
         super().__init__(seed, **options)
         self.train_options = {"steps": steps, "batch_size": batch_size, "dense_lr": dense_lr,
                               "embedding_lr": embedding_lr, "sampling": sampling,
+                              "embedding_warmup": embedding_warmup,
                               "checkpoint_every": checkpoint_every, "dim": dim,
                               "dense_arch": None if dense_arch is None else tuple(dense_arch),
                               "over_arch": None if over_arch is None else tuple(over_arch), "seed": seed}

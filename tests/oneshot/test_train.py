@@ -39,11 +39,11 @@ def test_a_run_cut_after_a_checkpoint_resumes_to_the_same_weights(data, tmp_path
     cut = SupernetTraining(space, data, config, tmp_path / "cut")
     real_step, calls = SupernetTraining.step, []
 
-    def step_then_die(self, batch):
+    def step_then_die(self, batch, index=None):
         if len(calls) == 5:  # the 5th step: after the checkpoint at step 4
             raise KeyboardInterrupt
         calls.append(1)
-        return real_step(self, batch)
+        return real_step(self, batch, index)
 
     monkeypatch.setattr(SupernetTraining, "step", step_then_die)
     with pytest.raises(KeyboardInterrupt):
@@ -72,10 +72,52 @@ def test_a_finished_run_does_nothing_and_another_config_is_refused(data, tmp_pat
 @pytest.mark.parametrize("options, message", [
     ({"steps": 0}, "steps: expected an integer >= 1, got 0"),
     ({"sampling": "sandwich"}, "sampling: expected one of fair, uniform, got 'sandwich'"),
+    ({"steps": 10, "embedding_warmup": 11},
+     r"embedding_warmup: expected an integer in \[0, steps \(10\)\], got 11"),
+    ({"embedding_warmup": -1}, r"embedding_warmup: expected an integer in \[0, steps \(2000\)\], got -1"),
+    ({"embedding_warmup": True}, r"embedding_warmup: .* got True"),
 ])
 def test_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
         OneShotTrainConfig(**options)
+
+
+def test_a_checkpoint_from_before_an_option_existed_resumes_at_its_default(data, tmp_path):
+    import json
+
+    space = SearchSpace.from_dict(SPACE)
+    config = OneShotTrainConfig(steps=2, batch_size=64, checkpoint_every=1)
+    SupernetTraining(space, data, config, tmp_path).fit()
+    for meta in tmp_path.glob("step-*/*.json"):
+        record = json.loads(meta.read_text())
+        if "config" in record:
+            del record["config"]["embedding_warmup"]
+            meta.write_text(json.dumps(record))
+    assert SupernetTraining(space, data, config, tmp_path).fit().resumed_from == [2]
+    with pytest.raises(ValueError, match="written with another configuration"):  # not at the default
+        SupernetTraining(space, data, OneShotTrainConfig(steps=2, batch_size=64, checkpoint_every=1,
+                                                         embedding_warmup=1), tmp_path).fit()
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "fair"])
+def test_the_embedding_warmup_keeps_every_feature_widest_then_draws(data, tmp_path, monkeypatch, sampling):
+    space = SearchSpace.from_dict({**SPACE, "embedding": {"dim": [0, 4, 8], "hash": [0.5, 1]}})
+    run = SupernetTraining(space, data, OneShotTrainConfig(steps=8, batch_size=64, checkpoint_every=8,
+                                                           embedding_warmup=3, sampling=sampling), tmp_path)
+    widest = run.widest_embeddings
+    emb = {c.name: c.values for c in run.choices if c.name.startswith("emb.")}
+    assert len(widest) == len(emb) == 2 * len(data.schema.sparse)
+    assert all(emb[name][i] == (1 if name.endswith(".hash") else 8) for name, i in widest.items())
+    steps: list[list[dict[str, int]]] = []
+    real = run.train_paths
+    monkeypatch.setattr(run, "train_paths", lambda batch, paths: steps.append(paths) or real(batch, paths))
+    run.fit()
+    assert len(steps) == 8
+    for paths in steps[:3]:
+        assert all({k: p[k] for k in widest} == widest for p in paths)
+        assert len({p["layer0.kind"] for p in steps[0]}) == (3 if sampling == "fair" else 1)  # drawn as ever
+    # then drawn: over 5 steps of 2 x 4 embedding choices, not every one at its widest
+    assert any({k: p[k] for k in widest} != widest for paths in steps[3:] for p in paths)
 
 
 def test_fair_steps_train_every_kind(data, tmp_path):
