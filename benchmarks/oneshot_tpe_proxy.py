@@ -18,6 +18,10 @@ trial that finished its trial budget, then reports:
 (reloaded for every path; the same batches for each), a proxy nearer a stand-alone training;
 TPE's best is then compared with the one-shot study's re-ranked candidates fine-tuned alike.
 
+Last, three crossings (``swap_*``) of TPE's best with the one-shot study's first re-ranked
+candidate are scored: TPE's embedding choices with the candidate's layers, the reverse, and TPE's
+best with every hash size full: which half of TPE's model the proxy under-rates.
+
 Every TPE architecture is mapped to the supernet's choices and derived back; a derived spec that
 differs from the trial's own (beyond its name) is an error, so a score is never of another model.
 
@@ -142,7 +146,39 @@ def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path,
         "oneshot_compared_best": max(compared, default=float("nan")),
         "tpe_best_rank": 1 + sum(v > best_proxy for v in compared),
     }
+    chosen = record.get("rerank_numbers", [])
+    if chosen:  # which half of TPE's best the proxy under-rates: its embeddings or its layers
+        by_number = {t.number: t for t in oneshot.get_trials(deepcopy=False)}
+        ours = {k: str(v) for k, v in by_number[chosen[0]].params.items()}
+        theirs = supernet_values(best.params, search.names)
+        crossed = swaps(theirs, ours, search.names)
+        out.update({f"swap_{k}": score(search.values_of(v)) for k, v in crossed.items()})
     return {**out, "rows": rows}
+
+
+def swaps(theirs: dict[str, str], ours: dict[str, str],
+          names: Mapping[str, list[str]]) -> dict[str, dict[str, str]]:
+    """Crossings of two candidates' choice values: ``theirs``' embedding choices (``emb.*``: widths
+    and hash sizes) with ``ours``' other choices, the reverse, and ``theirs`` with every hash size
+    at its largest value among ``names`` (the supernet's choices: every row kept).
+
+    Example:
+        >>> names = {"emb.a": ["4", "16"], "emb.a.hash": ["0.05", "1"], "layer0.kind": ["dcnv2", "dhen"]}
+        >>> crossed = swaps({"emb.a": "4", "emb.a.hash": "0.05", "layer0.kind": "dcnv2"},
+        ...                 {"emb.a": "16", "emb.a.hash": "1", "layer0.kind": "dhen"}, names)
+        >>> crossed["their_embeddings"], crossed["theirs_full_hash"]["emb.a.hash"]
+        ({'emb.a': '4', 'emb.a.hash': '0.05', 'layer0.kind': 'dhen'}, '1')
+    """
+    def emb(p: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in p.items() if k.startswith("emb.")}
+
+    def rest(p: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in p.items() if not k.startswith("emb.")}
+
+    return {"their_embeddings": {**emb(theirs), **rest(ours)},
+            "their_layers": {**emb(ours), **rest(theirs)},
+            "theirs_full_hash": {k: max(names[k], key=float) if k.endswith(".hash") else v
+                                 for k, v in theirs.items()}}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,6 +33,7 @@ import math
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ class SupernetTraining:
             paths = [{**path, **self.widest_embeddings} for path in paths]
         return self.train_paths(batch, paths)
 
-    @property
+    @cached_property
     def widest_embeddings(self) -> dict[str, int]:
         """Each embedding choice (a feature group's width, its hash size) -> its largest value's index."""
         net = self.search.supernet

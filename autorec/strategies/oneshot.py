@@ -7,26 +7,25 @@ the best few are re-ranked by short trainings and the winner trained in full
 (:mod:`autorec.oneshot.run`).
 
 Options (a study file's ``strategy.options``): ``steps``, ``batch_size``, ``dense_lr``,
-``embedding_lr``, ``sampling`` (uniform or fair; uniform won issue 20's benchmark,
-BENCHMARKS.md), ``embedding_warmup`` (first steps on which every feature keeps its widest width
-and largest hash size; default 0), ``checkpoint_every``, ``dim``, ``dense_arch`` and ``over_arch`` (the one
-supernet's; default: the space's first, the over-arch searched when its choices share a depth)
-for the supernet; ``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or
-random), ``selection_samples`` (validation samples each candidate is scored on), ``rescore``
-and ``rescore_samples`` (the ``rescore`` best candidates scored again on that many samples, and
-ranked by it: a cheap screen, then a precise look at its top; 0, the default: no rescore), ``rerank``
-(best candidates trained on the trial budget, or for ``rerank_steps`` steps, then validated on
-the first ``rerank_val_samples`` validation samples, default all: the candidates are compared on
-the same samples, so fewer suffice to order them), ``calibrate``
-(architectures drawn at random from the space, for Kendall's tau, on the trial budget),
-``diverse`` (the rescore takes the screen's best in turns over families, a family being the
-sequence of layer kinds, and the re-rank the best of each of the ``rerank`` best families: a
-screen that TPE narrowed onto one family still re-ranks others), ``capacity_tie`` (an AUC
-margin, default 0: off; candidates whose validation AUC is within it of the best, by the proxy
-that picks the re-ranked ones and by the re-rank's training that picks the winner, go in order
-of forward FLOPs per sample, largest first: short-horizon scores cannot see the capacity a full
-training pays for) and ``final_epochs`` (the winner's training; default max(10, the trial
-budget's epochs)).
+``embedding_lr``, ``sampling`` (uniform or fair; uniform won issue 20's benchmark, BENCHMARKS.md),
+``embedding_warmup`` (first steps on which every feature keeps its widest width and largest hash
+size; default 0), ``checkpoint_every``, ``dim``, ``dense_arch`` and ``over_arch`` (the one
+supernet's; default: the space's first, the over-arch searched when its choices share a depth) for
+the supernet; ``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or
+random), ``selection_samples`` (validation samples each candidate is scored on), ``rescore`` and
+``rescore_samples`` (the ``rescore`` best candidates scored again on that many samples, and ranked
+by it: a cheap screen, then a precise look at its top; 0, the default: no rescore), ``rerank``
+(best candidates trained on the trial budget, or for ``rerank_steps`` steps, then validated on the
+first ``rerank_val_samples`` validation samples, default all: the candidates are compared on the
+same samples, so fewer suffice to order them), ``calibrate`` (architectures drawn at random from
+the space, for Kendall's tau, on the trial budget), ``diverse`` (the rescore takes the screen's
+best in turns over families, a family being the sequence of layer kinds, and the re-rank the best
+of each of the ``rerank`` best families: a screen that TPE narrowed onto one family still re-ranks
+others), ``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation AUC is
+within it of the best, by the proxy that picks the re-ranked ones and by the re-rank's training
+that picks the winner, go in order of forward FLOPs per sample, largest first: short-horizon
+scores cannot see the capacity a full training pays for) and ``final_epochs`` (the winner's
+training; default max(10, the trial budget's epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from autorec.study import StudyConfig, run_study
-from benchmarks.oneshot_tpe_proxy import main, score_tpe, supernet_values
+from benchmarks.oneshot_tpe_proxy import main, score_tpe, supernet_values, swaps
 from tests.studyfiles import write_study
 
 BUDGET = {"trials": 5, "epochs": 1, "batch_size": 128, "max_steps_per_epoch": 4}
@@ -24,6 +24,19 @@ def test_parameters_map_to_the_supernets_choices():
     assert supernet_values({**params, "over_arch": [32, 16]}, NAMES)["over_arch"] == "32-16"
     with pytest.raises(ValueError, match=r"emb\.a: 4 is not among the supernet's choices \['0', '8'\]"):
         supernet_values({**params, "emb.a": 4}, NAMES)
+
+
+def test_crossings_swap_the_embedding_choices_and_keep_every_row():
+    theirs = {"emb.a": "0", "emb.a.hash": "0.25", "layer0.kind": "dcnv2", "over_arch": "16"}
+    ours = {"emb.a": "8", "emb.a.hash": "1", "layer0.kind": "dlrm", "over_arch": "32-16"}
+    names = {"emb.a": ["0", "8"], "emb.a.hash": ["0.25", "1"], "layer0.kind": ["dlrm", "dcnv2"],
+             "over_arch": ["32-16", "16"]}
+    crossed = swaps(theirs, ours, names)
+    assert crossed["their_embeddings"] == {"emb.a": "0", "emb.a.hash": "0.25", "layer0.kind": "dlrm",
+                                           "over_arch": "32-16"}
+    assert crossed["their_layers"] == {"emb.a": "8", "emb.a.hash": "1", "layer0.kind": "dcnv2",
+                                       "over_arch": "16"}
+    assert crossed["theirs_full_hash"] == {**theirs, "emb.a.hash": "1"}
 
 
 def _study(root: Path, name: str, space: Path, strategy: object) -> StudyConfig:
@@ -53,6 +66,9 @@ def test_a_multi_trial_studys_trials_are_scored_on_the_supernet(tmp_path):
     assert len(set(proxy)) > 1 and all(0.0 < p < 1.0 for p in proxy)  # the models differ, so do their scores
     assert figures["kendall_tau"] == pytest.approx(kendalltau(proxy, trained).statistic)
     assert figures["oneshot_compared"] == 3 and 1 <= figures["tpe_best_rank"] <= 4  # the 3 rescored
+    crossings = {k: v for k, v in figures.items() if k.startswith("swap_")}
+    assert sorted(crossings) == ["swap_their_embeddings", "swap_their_layers", "swap_theirs_full_hash"]
+    assert all(0.0 < v < 1.0 for v in crossings.values())
     # scored again: the same forward pass on the same samples gives the same scores
     assert score_tpe("_r3k", 0, "tpe", 512, tmp_path)["rows"] == figures["rows"]
     # fine-tuned: each path trains alone from the same reloaded weights on the same batches, so

@@ -115,7 +115,7 @@ def test_the_embedding_warmup_keeps_every_feature_widest_then_draws(data, tmp_pa
     assert len(steps) == 8
     for paths in steps[:3]:
         assert all({k: p[k] for k in widest} == widest for p in paths)
-        assert len({p["layer0.kind"] for p in steps[0]}) == (3 if sampling == "fair" else 1)  # drawn as ever
+        assert len({p["layer0.kind"] for p in paths}) == (3 if sampling == "fair" else 1)  # drawn as ever
     # then drawn: over 5 steps of 2 x 4 embedding choices, not every one at its widest
     assert any({k: p[k] for k in widest} != widest for paths in steps[3:] for p in paths)
 
