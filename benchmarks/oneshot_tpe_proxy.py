@@ -49,7 +49,8 @@ ROOT = Path.home() / ".cache" / "autorec-bench" / "oneshot"
 def supernet_values(params: Mapping[str, Any], names: Mapping[str, list[str]]) -> dict[str, str]:
     """A multi-trial study's parameters as the supernet's choice names: a choice the trial did not
     draw (a hash of a dropped feature, the layers past ``num_layers``) is ``skip`` for a layer
-    kind and the first value otherwise (derive() ignores it).
+    kind and the first value otherwise (derive() ignores it). A shared choice of a space whose
+    embedding group is ``all`` (``emb.all``, ``emb.all.hash``) is every feature's.
 
     Example:
         >>> supernet_values({"num_layers": 1, "layer0.kind": "dlrm", "emb.a": 0},
@@ -57,6 +58,12 @@ def supernet_values(params: Mapping[str, Any], names: Mapping[str, list[str]]) -
         ...                  "emb.a": ["0", "8"], "emb.a.hash": ["1", "0.25"]})
         {'layer0.kind': 'dlrm', 'layer1.kind': 'skip', 'emb.a': '0', 'emb.a.hash': '1'}
     """
+    params = dict(params)
+    for key in [k for k in params if k.startswith("emb.all")]:  # one shared choice for every feature
+        suffix = key[len("emb.all"):]
+        for name in names:
+            if name.startswith("emb.") and name.endswith(suffix) and name.count(".") == 1 + suffix.count("."):
+                params.setdefault(name, params[key])
     out = {}
     for name, choices in names.items():
         if name in params:

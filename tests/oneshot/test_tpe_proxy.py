@@ -22,6 +22,10 @@ def test_parameters_map_to_the_supernets_choices():
                                               "emb.a.hash": "0.25", "over_arch": "16"}
     # a list value (an over-arch as the space lists it) joins as the supernet names it
     assert supernet_values({**params, "over_arch": [32, 16]}, NAMES)["over_arch"] == "32-16"
+    # a space of one shared width and hash (group ``all``): every feature's
+    shared = supernet_values({"num_layers": 1, "layer0.kind": "dlrm", "emb.all": 8, "emb.all.hash": 1,
+                              "over_arch": "16"}, NAMES)
+    assert shared["emb.a"] == "8" and shared["emb.a.hash"] == "1"
     with pytest.raises(ValueError, match=r"emb\.a: 4 is not among the supernet's choices \['0', '8'\]"):
         supernet_values({**params, "emb.a": 4}, NAMES)
 
