@@ -403,9 +403,10 @@ def main() -> None:
                              "have its best trained in full now, and again when it has more)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     args = parser.parse_args()
-    unknown = [s for s in args.tpe_stages.split(",") if s and s not in ("tpe", "tpe_shared")]
+    tpe_stages = [stage for stage in SPACES if stage != "oneshot"]
+    unknown = [s for s in args.tpe_stages.split(",") if s and s not in tpe_stages]
     if unknown:
-        parser.error(f"--tpe-stages: {unknown} are not TPE stages (tpe, tpe_shared)")
+        parser.error(f"--tpe-stages: {unknown} are not TPE stages ({', '.join(tpe_stages)})")
     warnings.filterwarnings("ignore")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if args.stage == "status":
