@@ -3,7 +3,11 @@
 1. The supernet trains once per study (:mod:`autorec.oneshot.train`), checkpointed under
    ``studies/<name>/oneshot/supernet``.
 2. ``candidates`` trials score derived architectures with inherited weights (stage ``proxy``,
-   :mod:`autorec.oneshot.search`); the study's sampler proposes them.
+   :mod:`autorec.oneshot.search`); the study's sampler proposes them. With ``shared_crossings``
+   k, every all-alike embedding setting (each feature the same width and hash size) is then
+   scored on k of the screen's best layer settings (in turns over families): a per-feature
+   sampler almost never
+   proposes one, and on the ``scale`` workload the best trained models are there.
    With ``rescore`` set, the search's scores are a screen: the ``rescore`` best distinct
    candidates are scored again on ``rescore_samples`` validation samples (recorded in the study's
    ``oneshot`` attribute under ``rescored``), and that score ranks them from here on; the
@@ -16,7 +20,8 @@
    re-ranks the calibration set, stage ``calibrate``, holds the re-ranked ones trained on the
    trial budget too); their seconds are kept apart from the method's.
 4. The re-ranked candidate of best trained validation AUC is trained in full, ``final_epochs``
-   (stage ``final``, resumable from its checkpoints); its test AUC is the study's answer.
+   (stage ``final``, resumable from its checkpoints); its test AUC is the study's answer. It
+   trains before the calibration set (step 3's trainings for tau), so the answer comes first.
 
 With ``capacity_tie`` set, steps 3 and 4 read a score within that margin of the best as a tie
 and break it by capacity (:func:`prefer_capacity`).
@@ -30,6 +35,7 @@ search from the trials already recorded, and each stage from what it has not rec
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import time
 from collections.abc import Callable
@@ -46,6 +52,7 @@ from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, scor
 from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 
 ONESHOT_ATTR = "oneshot"  # study user attr: the run's record (seconds per stage, tau)
+CROSSING_ATTR = "crossing"  # trial user attr: the screen's trial whose layers a shared setting took
 SAMPLE_ATTR = "sample_index"  # trial user attr: which draw from the space a calibration sample is
 
 
@@ -88,6 +95,39 @@ def space_samples(study: optuna.Study, search: CandidateSearch, n: int, seed: in
             user_attrs={STAGE_ATTR: "sample", SAMPLE_ATTR: i, "arch": spec.to_dict(), "costs": costs,
                         PROXY_ATTR: scores}))
     return sorted(stage_trials(study, "sample"), key=lambda t: t.user_attrs[SAMPLE_ATTR])[:n]
+
+
+def layer_setting(t: FrozenTrial) -> str:
+    """What a candidate is apart from its embeddings: its derived layers, dense and over-arch."""
+    arch = t.user_attrs["arch"]
+    return json.dumps({k: arch.get(k) for k in ("layers", "dense_arch", "over_arch")}, sort_keys=True)
+
+
+def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
+                 on_trial: Callable[[optuna.Study, FrozenTrial], None] | None,
+                 log: Callable[[str], None]) -> int:
+    """Score every all-alike embedding setting (:meth:`CandidateSearch.shared_settings`) on each
+    of ``k`` layer settings of the screen, its best ones taken in turns over families (each
+    family's best, then each one's second, :func:`in_family_turns`), as more candidates (trials
+    of stage ``proxy``, user attribute ``crossing``); returns how many were scored now. A rerun after a
+    kill scores only those not recorded yet (the screen's best are the same: crossings are not
+    counted among them)."""
+    screen = [t for t in proxy_trials(study) if CROSSING_ATTR not in t.user_attrs]
+    distinct: dict[str, FrozenTrial] = {}  # each layer setting's best screen trial, best first
+    for t in sorted(screen, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"]):
+        distinct.setdefault(layer_setting(t), t)
+    layers = in_family_turns(list(distinct.values()))[:k]
+    settings = search.shared_settings()
+    for t in layers:
+        own = {name: str(value) for name, value in t.params.items() if not name.startswith("emb.")}
+        for setting in settings:
+            study.enqueue_trial({**own, **setting}, user_attrs={CROSSING_ATTR: t.number}, skip_if_exists=True)
+    waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+    if waiting:
+        log(f"one-shot search: {waiting} all-alike embedding settings on the screen's "
+            f"{len(layers)} best layers")
+        study.optimize(search.objective, n_trials=waiting, callbacks=[on_trial] if on_trial else None)
+    return waiting
 
 
 def distinct_best(trials: list[FrozenTrial], k: int) -> list[FrozenTrial]:
@@ -164,7 +204,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     study.set_user_attr(ONESHOT_ATTR, record)
 
     search = CandidateSearch(training, strategy.selection_samples, config.objectives, trial_attrs)
-    done = len(proxy_trials(study))
+    done = len([t for t in proxy_trials(study) if CROSSING_ATTR not in t.user_attrs])
     if done < strategy.candidates:
         log(f"one-shot search: {strategy.candidates - done} more candidates on inherited weights")
         start = time.perf_counter()
@@ -172,6 +212,11 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                        callbacks=[on_trial] if on_trial else None)
         record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
+    if strategy.shared_crossings:
+        start = time.perf_counter()
+        if cross_shared(study, search, strategy.shared_crossings, on_trial, log):
+            record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
+            study.set_user_attr(ONESHOT_ATTR, record)
 
     proxies = proxy_trials(study)
     ranked = distinct_best(proxies, len(proxies))
@@ -203,27 +248,25 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     else:
         jobs += [(t, "rerank", "calibration_seconds") for t in calibration]
     calibrated = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "calibrate")}
-    for t, stage, key in jobs:
-        done = trained if stage == "rerank" else calibrated
-        if t.number in done:
-            continue
-        train_config = runner.train_config(root / stage / str(t.number))
-        if stage == "rerank" and short:  # a ranking by validation: no test pass
-            train_config = dataclasses.replace(train_config, max_steps_per_epoch=strategy.rerank_steps,
-                                               evaluate_test=False, val_samples=strategy.rerank_val_samples)
-        start = time.perf_counter()
-        done[t.number] = _train_stage(config, study, runner, t, stage, train_config, log, proxy_of(t))
-        record[key] = record.get(key, 0.0) + time.perf_counter() - start
-        study.set_user_attr(ONESHOT_ATTR, record)
+
+    def train(jobs: list[tuple[FrozenTrial, str, str]]) -> None:
+        for t, stage, key in jobs:
+            done = trained if stage == "rerank" else calibrated
+            if t.number in done:
+                continue
+            train_config = runner.train_config(root / stage / str(t.number))
+            if stage == "rerank" and short:  # a ranking by validation: no test pass
+                train_config = dataclasses.replace(
+                    train_config, max_steps_per_epoch=strategy.rerank_steps, evaluate_test=False,
+                    val_samples=strategy.rerank_val_samples)
+            start = time.perf_counter()
+            done[t.number] = _train_stage(config, study, runner, t, stage, train_config, log, proxy_of(t))
+            record[key] = record.get(key, 0.0) + time.perf_counter() - start
+            study.set_user_attr(ONESHOT_ATTR, record)
+
+    train(jobs[:len(chosen)])  # the method's re-rank, then its winner; tau's trainings last
     record["rerank_numbers"] = sorted(t.number for t in chosen)
     record["calibration_numbers"] = sorted(t.number for t in calibration)
-    on_budget = calibrated if short else trained  # the trainings on the trial budget
-    pairs = [(proxy_of(t)["val_auc"], on_budget[t.number].user_attrs["metrics"]["val"]["auc"])
-             for t in [*chosen, *calibration] if t.number in on_budget]
-    record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
-    record["tau_pairs"] = len(pairs)
-    study.set_user_attr(ONESHOT_ATTR, record)
-
     if not stage_trials(study, "final"):
         proxy = winner(chosen, lambda t: trained[t.number].user_attrs["metrics"]["val"]["auc"],
                        strategy.capacity_tie)
@@ -235,6 +278,14 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
         _train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
         record["final_seconds"] = time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
+
+    train(jobs[len(chosen):])
+    on_budget = calibrated if short else trained  # the trainings on the trial budget
+    pairs = [(proxy_of(t)["val_auc"], on_budget[t.number].user_attrs["metrics"]["val"]["auc"])
+             for t in [*chosen, *calibration] if t.number in on_budget]
+    record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
+    record["tau_pairs"] = len(pairs)
+    study.set_user_attr(ONESHOT_ATTR, record)
 
 
 def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any],

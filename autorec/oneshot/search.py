@@ -72,6 +72,31 @@ class CandidateSearch:
         scores, costs = self._cache[key]
         return spec, scores, costs
 
+    def shared_settings(self) -> list[dict[str, str]]:
+        """The all-alike embedding settings as partial Optuna parameters (choice name -> value
+        name): for each width of the width choices and each hash size of the hash choices, every
+        feature set to them (one setting for width 0, which drops every feature whatever the
+        hash). A per-feature sampler almost never proposes them (``shared_crossings`` crosses them
+        with the screen's best layers), and they are the space a shared-width study searches."""
+        emb = {n: c for n, c in self.net.arch.choices.items() if n.startswith("emb.")}
+        widths = {n: c for n, c in emb.items() if not n.endswith(".hash")}
+        hashes = {n: c for n, c in emb.items() if n.endswith(".hash")}
+        if not widths and not hashes:
+            return []
+        width_values = sorted({v for c in widths.values() for v in c.values}, key=float) or [None]
+        hash_values = sorted({v for c in hashes.values() for v in c.values}, key=float, reverse=True)
+        hash_values = hash_values or [None]
+        out = []
+        for width in width_values:
+            for size in hash_values[:1] if width == 0 else hash_values:
+                params = {}
+                for group, value in ((widths, width), (hashes, size)):
+                    for name, choice in group.items():
+                        if value in choice.values:
+                            params[name] = self.names[name][choice.values.index(value)]
+                out.append(params)
+        return out
+
     def rescore(self, values: Mapping[str, Any], samples: int) -> dict[str, float]:
         """The inherited-weight scores of the path at ``values`` on ``samples`` validation samples
         (the screen's samples first, then more of the same seeded stream): a second, more precise

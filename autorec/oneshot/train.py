@@ -57,7 +57,11 @@ class OneShotTrainConfig:
     when the space's over-arch choices share one depth (masked widths), else ``over_arch`` (None:
     the space's first) is fixed. ``embedding_warmup``: the first steps keep every feature at its
     widest width and largest hash size (the other choices drawn as ``sampling`` says), so the
-    shared weights learn to use every feature before paths drop or narrow some."""
+    shared weights learn to use every feature before paths drop or narrow some. ``shared_paths``:
+    the share of steps whose paths give every feature one width and one hash size, drawn
+    uniformly from the choices' values (the rest as ``sampling`` says): per-feature draws almost
+    never visit the all-alike corner of the space (all 26 features kept at once has probability
+    0.75^26 = 6e-4 when one width in four drops), where a shared-width study searches."""
 
     steps: int = 2000
     batch_size: int = 1024
@@ -65,6 +69,7 @@ class OneShotTrainConfig:
     embedding_lr: float = 0.05
     sampling: str = "uniform"
     embedding_warmup: int = 0
+    shared_paths: float = 0.0
     checkpoint_every: int = 200
     dim: int | None = None
     dense_arch: tuple[int, ...] | None = None
@@ -80,6 +85,10 @@ class OneShotTrainConfig:
                 or not 0 <= self.embedding_warmup <= self.steps:
             raise ValueError(f"embedding_warmup: expected an integer in [0, steps ({self.steps})], "
                              f"got {self.embedding_warmup!r}")
+        if isinstance(self.shared_paths, bool) or not isinstance(self.shared_paths, (int, float)) \
+                or not 0.0 <= self.shared_paths <= 1.0:
+            raise ValueError(f"shared_paths: expected a share of steps in [0, 1], got {self.shared_paths!r}")
+        object.__setattr__(self, "shared_paths", float(self.shared_paths))
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling: expected one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
         for name in ("dense_arch", "over_arch"):
@@ -125,7 +134,8 @@ class SupernetTraining:
     def step(self, batch: Any, index: int | None = None) -> float:
         """One update on ``batch`` (step ``index`` of the run): the fair paths' summed gradients,
         or one uniform path; during the embedding warm-up every path keeps every feature at its
-        widest width and largest hash size."""
+        widest width and largest hash size; on a shared step (``shared_paths``) every path gives
+        every feature one width and one hash size, drawn per step."""
         if self.config.sampling == "uniform" or not self.choices:
             paths = [{c.name: int(torch.randint(len(c.values), (1,), generator=self.generator))
                       for c in self.choices}]
@@ -133,7 +143,28 @@ class SupernetTraining:
             paths = fair_paths(self.choices, self.generator)
         if index is not None and index < self.config.embedding_warmup:
             paths = [{**path, **self.widest_embeddings} for path in paths]
+        elif self.config.shared_paths and \
+                float(torch.rand((), generator=self.generator)) < self.config.shared_paths:
+            shared = self.shared_embeddings()
+            paths = [{**path, **shared} for path in paths]
         return self.train_paths(batch, paths)
+
+    def shared_embeddings(self) -> dict[str, int]:
+        """One draw of the all-alike corner: a width drawn uniformly from the width choices'
+        values and a hash size from the hash choices', every embedding choice set to it (choice
+        name -> value index; a choice that lacks the drawn value draws its own)."""
+        out: dict[str, int] = {}
+        for is_hash in (False, True):
+            group = [c for c in self.choices
+                     if c.name.startswith("emb.") and c.name.endswith(".hash") == is_hash]
+            values = sorted({v for c in group for v in c.values}, key=float)
+            if not values:
+                continue
+            value = values[int(torch.randint(len(values), (1,), generator=self.generator))]
+            for c in group:
+                out[c.name] = (c.values.index(value) if value in c.values
+                               else int(torch.randint(len(c.values), (1,), generator=self.generator)))
+        return out
 
     @cached_property
     def widest_embeddings(self) -> dict[str, int]:

@@ -9,23 +9,26 @@ the best few are re-ranked by short trainings and the winner trained in full
 Options (a study file's ``strategy.options``): ``steps``, ``batch_size``, ``dense_lr``,
 ``embedding_lr``, ``sampling`` (uniform or fair; uniform won issue 20's benchmark, BENCHMARKS.md),
 ``embedding_warmup`` (first steps on which every feature keeps its widest width and largest hash
-size; default 0), ``checkpoint_every``, ``dim``, ``dense_arch`` and ``over_arch`` (the one
-supernet's; default: the space's first, the over-arch searched when its choices share a depth) for
-the supernet; ``candidates`` (trials scored on inherited weights), ``search`` (tpe, nsga2 or
-random), ``selection_samples`` (validation samples each candidate is scored on), ``rescore`` and
-``rescore_samples`` (the ``rescore`` best candidates scored again on that many samples, and ranked
-by it: a cheap screen, then a precise look at its top; 0, the default: no rescore), ``rerank``
-(best candidates trained on the trial budget, or for ``rerank_steps`` steps, then validated on the
-first ``rerank_val_samples`` validation samples, default all: the candidates are compared on the
-same samples, so fewer suffice to order them), ``calibrate`` (architectures drawn at random from
-the space, for Kendall's tau, on the trial budget), ``diverse`` (the rescore takes the screen's
-best in turns over families, a family being the sequence of layer kinds, and the re-rank the best
-of each of the ``rerank`` best families: a screen that TPE narrowed onto one family still re-ranks
-others), ``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation AUC is
-within it of the best, by the proxy that picks the re-ranked ones and by the re-rank's training
-that picks the winner, go in order of forward FLOPs per sample, largest first: short-horizon
-scores cannot see the capacity a full training pays for) and ``final_epochs`` (the winner's
-training; default max(10, the trial budget's epochs)).
+size; default 0), ``shared_paths`` (the share of steps on which every feature takes one width and
+one hash size, drawn per step; default 0), ``checkpoint_every``, ``dim``, ``dense_arch`` and
+``over_arch`` (the one supernet's; default: the space's first, the over-arch searched when its
+choices share a depth) for the supernet; ``candidates`` (trials scored on inherited weights),
+``search`` (tpe, nsga2 or random), ``shared_crossings`` (k: after the screen, every all-alike
+embedding setting, one width and hash size for every feature, is scored on each of the screen's k
+best layer settings; default 0), ``selection_samples`` (validation samples each candidate is scored
+on), ``rescore`` and ``rescore_samples`` (the ``rescore`` best candidates scored again on that many
+samples, and ranked by it: a cheap screen, then a precise look at its top; 0, the default: no
+rescore), ``rerank`` (best candidates trained on the trial budget, or for ``rerank_steps`` steps,
+then validated on the first ``rerank_val_samples`` validation samples, default all: the candidates
+are compared on the same samples, so fewer suffice to order them), ``calibrate`` (architectures
+drawn at random from the space, for Kendall's tau, on the trial budget), ``diverse`` (the rescore
+takes the screen's best in turns over families, a family being the sequence of layer kinds, and the
+re-rank the best of each of the ``rerank`` best families: a screen that TPE narrowed onto one family
+still re-ranks others), ``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation
+AUC is within it of the best, by the proxy that picks the re-ranked ones and by the re-rank's
+training that picks the winner, go in order of forward FLOPs per sample, largest first:
+short-horizon scores cannot see the capacity a full training pays for) and ``final_epochs`` (the
+winner's training; default max(10, the trial budget's epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]
@@ -57,19 +60,20 @@ class OneShotStrategy(Strategy):
     @checked_options
     def __init__(self, seed: int = 0, steps: int = 2000, batch_size: int = 1024, dense_lr: float = 1e-3,
                  embedding_lr: float = 0.05, sampling: str = "uniform", embedding_warmup: int = 0,
-                 checkpoint_every: int = 200,
+                 shared_paths: float = 0.0, checkpoint_every: int = 200,
                  dim: int | None = None, dense_arch: list[int] | None = None,
                  over_arch: list[int] | None = None, candidates: int = 1000,
                  search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,
                  rerank_steps: int | None = None, final_epochs: int | None = None, rescore: int = 0,
                  rescore_samples: int | None = None, rerank_val_samples: int | None = None,
-                 diverse: bool = False, capacity_tie: float = 0.0, **options: Any) -> None:
+                 diverse: bool = False, capacity_tie: float = 0.0, shared_crossings: int = 0,
+                 **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
         self.train_options = {"steps": steps, "batch_size": batch_size, "dense_lr": dense_lr,
                               "embedding_lr": embedding_lr, "sampling": sampling,
-                              "embedding_warmup": embedding_warmup,
+                              "embedding_warmup": embedding_warmup, "shared_paths": shared_paths,
                               "checkpoint_every": checkpoint_every, "dim": dim,
                               "dense_arch": None if dense_arch is None else tuple(dense_arch),
                               "over_arch": None if over_arch is None else tuple(over_arch), "seed": seed}
@@ -81,6 +85,7 @@ class OneShotStrategy(Strategy):
                                 ("rerank", rerank, 1), ("calibrate", calibrate, 0),
                                 ("rerank_steps", rerank_steps or 1, 1),
                                 ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0),
+                                ("shared_crossings", shared_crossings, 0),
                                 ("rerank_val_samples", 1 if rerank_val_samples is None
                                  else rerank_val_samples, 1)):
             if value < low:
@@ -107,6 +112,7 @@ class OneShotStrategy(Strategy):
         self.rerank, self.calibrate, self.final_epochs = rerank, calibrate, final_epochs
         self.rerank_steps, self.rescore, self.rescore_samples = rerank_steps, rescore, rescore_samples
         self.rerank_val_samples, self.diverse, self.capacity_tie = rerank_val_samples, diverse, capacity_tie
+        self.shared_crossings = shared_crossings
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

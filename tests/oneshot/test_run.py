@@ -20,6 +20,7 @@ from autorec.oneshot.run import (
     family,
     family_bests,
     in_family_turns,
+    layer_setting,
     prefer_capacity,
     rank_correlation,
     winner,
@@ -84,6 +85,9 @@ def test_rank_correlation():
     ({"rerank_val_samples": 0, "rerank_steps": 5}, "rerank_val_samples: expected an integer >= 1, got 0"),
     ({"capacity_tie": -0.001}, r"capacity_tie: expected an AUC margin in \[0, 0.5\), got -0.001"),
     ({"capacity_tie": "small"}, "capacity_tie: expected a number, got 'small'"),
+    ({"shared_crossings": -1}, "shared_crossings: expected an integer >= 0, got -1"),
+    ({"shared_crossings": "two"}, "shared_crossings: expected an integer, got 'two'"),
+    ({"shared_paths": 2}, r"shared_paths: expected a share of steps in \[0, 1\], got 2"),
 ])
 def test_bad_strategy_options(options, message):
     with pytest.raises(ValueError, match=message):
@@ -119,7 +123,8 @@ def test_kill_minus_nine_during_the_supernet_then_the_rerun_finishes_every_stage
     assert "rescored" not in record  # this study does not rescore
     trials = study.get_trials(deepcopy=False)
     stages = [t.user_attrs.get("stage") for t in trials if t.state == TrialState.COMPLETE]
-    assert stages == ["proxy"] * 12 + ["sample"] * 2 + ["rerank"] * 4 + ["final"]
+    # the re-rank, then the winner in full, then tau's calibration trainings (stage rerank too)
+    assert stages == ["proxy"] * 12 + ["sample"] * 2 + ["rerank"] * 2 + ["final"] + ["rerank"] * 2
     for t in trials:  # each finished training keeps its best checkpoint, not its resumable one
         if t.user_attrs.get("stage") in ("rerank", "final"):
             assert sorted(p.name for p in Path(t.user_attrs["checkpoint"]).parent.iterdir()) == ["best"]
@@ -131,7 +136,8 @@ def test_kill_minus_nine_during_the_supernet_then_the_rerun_finishes_every_stage
         assert space.contains(trial_arch(t))
     rerank = [t for t in trials if t.user_attrs.get("stage") == "rerank"]
     assert record["tau_pairs"] == 4 and (record["kendall_tau"] is None or -1 <= record["kendall_tau"] <= 1)
-    final = trials[-1]
+    final = trials[-3]
+    assert final.user_attrs["stage"] == "final"
     assert final.user_attrs["proxy_trial"] in {t.user_attrs["proxy_trial"] for t in rerank[:2]}
     assert 0 < final.user_attrs["metrics"]["test"]["auc"] < 1
     assert select_trials(study, trial=final.number)[0].number == final.number  # exportable
@@ -155,7 +161,7 @@ def test_a_space_of_per_feature_drops_and_hash_sizes_runs_every_stage(tmp_path):
     specs = [trial_arch(t) for t in study.trials]
     assert any(s.dropped for s in specs) and any(t.hash_from for s in specs for t in s.tables)
     assert all(SearchSpace.load(space).contains(s) for s in specs)
-    assert [t.user_attrs["stage"] for t in study.trials][-1] == "final"
+    assert [t.user_attrs["stage"] for t in study.trials][-2:] == ["final", "rerank"]  # tau's last
 
 
 def test_short_reranks_keep_tau_on_trainings_of_the_trial_budget(tmp_path):
@@ -163,6 +169,7 @@ def test_short_reranks_keep_tau_on_trainings_of_the_trial_budget(tmp_path):
                                       "rerank_steps": 1, "rerank_val_samples": 100})
     by_stage = {stage: of_stage(study, stage) for stage in ("sample", "rerank", "calibrate", "final")}
     assert [len(by_stage[s]) for s in ("sample", "rerank", "calibrate", "final")] == [2, 2, 4, 1]
+    assert study.trials[-5].user_attrs["stage"] == "final"  # the answer before tau's trainings
     # batch 128: a re-rank trains 1 step, a calibration training the trial budget's 4
     assert {t.user_attrs["metrics"]["train_samples"] for t in by_stage["rerank"]} == {128}
     assert {t.user_attrs["metrics"]["train_samples"] for t in by_stage["calibrate"]} == {4 * 128}
@@ -274,6 +281,41 @@ def test_a_capacity_tie_reranks_and_trains_the_largest_of_the_near_best(tmp_path
     assert sorted(flops[n] for n in rerank) == sorted(flops[n] for n in largest)
     final = of_stage(study, "final")[0]
     assert flops[final.user_attrs["proxy_trial"]] == max(flops.values())
+
+
+def test_shared_crossings_score_every_all_alike_setting_on_the_screens_best_layers(tmp_path):
+    space = tmp_path / "micro.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
+                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 8, "rerank": 2, "calibrate": 0,
+                                      "shared_crossings": 2, "shared_paths": 0.5}, space=str(space))
+    proxies = of_stage(study, "proxy")
+    screen = [t for t in proxies if "crossing" not in t.user_attrs]
+    crossings = [t for t in proxies if "crossing" in t.user_attrs]
+    assert len(screen) == 8 and [t.number for t in screen] == list(range(8))  # the screen first
+
+    def setting(t) -> tuple[set[str], set[str]]:
+        emb = {k: str(v) for k, v in t.params.items() if k.startswith("emb.")}
+        return ({v for k, v in emb.items() if not k.endswith(".hash")},
+                {v for k, v in emb.items() if k.endswith(".hash")})
+
+    # the best layer setting of each of the two families (dlrm, dcnv2), each with width 0 once
+    # and widths 4 and 8 at both hash sizes (a crossing the screen had scored is not scored twice)
+    ranked = sorted(screen, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"])
+    bests = [next(t for t in ranked if family(t) == kinds) for kinds in {family(t) for t in ranked}]
+    assert len(bests) == 2
+    assert {t.user_attrs["crossing"] for t in crossings} == {t.number for t in bests}
+    assert 8 <= len(crossings) <= 10
+    for t in crossings:
+        widths, hashes = setting(t)
+        assert len(widths) == 1 and len(hashes) == 1
+        base = study.trials[t.user_attrs["crossing"]]
+        assert layer_setting(t) == layer_setting(base)
+    alike = {(w.pop(), h.pop()) for w, h in map(setting, crossings)}
+    assert alike == {("0", "1"), ("4", "0.5"), ("4", "1"), ("8", "0.5"), ("8", "1")}
+    specs = [trial_arch(t) for t in crossings]
+    assert min(len(s.tables) for s in specs) == 1  # width 0: every feature dropped but the one kept
+    assert all(SearchSpace.load(space).contains(s) for s in specs)
 
 
 def test_a_diverse_screen_rescores_and_reranks_across_families(tmp_path):

@@ -76,6 +76,10 @@ def test_a_finished_run_does_nothing_and_another_config_is_refused(data, tmp_pat
      r"embedding_warmup: expected an integer in \[0, steps \(10\)\], got 11"),
     ({"embedding_warmup": -1}, r"embedding_warmup: expected an integer in \[0, steps \(2000\)\], got -1"),
     ({"embedding_warmup": True}, r"embedding_warmup: .* got True"),
+    ({"shared_paths": 1.5}, r"shared_paths: expected a share of steps in \[0, 1\], got 1.5"),
+    ({"shared_paths": -0.1}, r"shared_paths: .* got -0.1"),
+    ({"shared_paths": True}, r"shared_paths: .* got True"),
+    ({"shared_paths": "half"}, r"shared_paths: .* got 'half'"),
 ])
 def test_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
@@ -118,6 +122,36 @@ def test_the_embedding_warmup_keeps_every_feature_widest_then_draws(data, tmp_pa
         assert len({p["layer0.kind"] for p in paths}) == (3 if sampling == "fair" else 1)  # drawn as ever
     # then drawn: over 5 steps of 2 x 4 embedding choices, not every one at its widest
     assert any({k: p[k] for k in widest} != widest for paths in steps[3:] for p in paths)
+
+
+def _alike(path: dict[str, int], run: SupernetTraining) -> bool:
+    """Whether ``path`` gives every feature one width and one hash size."""
+    values = {c.name: c.values for c in run.choices}
+    widths = {values[k][i] for k, i in path.items() if k.startswith("emb.") and not k.endswith(".hash")}
+    hashes = {values[k][i] for k, i in path.items() if k.startswith("emb.") and k.endswith(".hash")}
+    return len(widths) == 1 and len(hashes) == 1
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+def test_shared_steps_give_every_feature_one_width_and_hash(data, tmp_path, monkeypatch, share):
+    space = SearchSpace.from_dict({**SPACE, "embedding": {"dim": [0, 4, 8], "hash": [0.5, 1]}})
+    run = SupernetTraining(space, data, OneShotTrainConfig(steps=12, batch_size=64, checkpoint_every=12,
+                                                           shared_paths=share), tmp_path)
+    assert len(data.schema.sparse) >= 4  # a per-feature draw all alike is then rare (3^-3 * 2^-3)
+    steps: list[list[dict[str, int]]] = []
+    real = run.train_paths
+    monkeypatch.setattr(run, "train_paths", lambda batch, paths: steps.append(paths) or real(batch, paths))
+    run.fit()
+    alike = [_alike(paths[0], run) for paths in steps]
+    assert len(alike) == 12
+    if share == 1.0:
+        assert all(alike)
+        drawn = {(p[0]["emb.cat_0"], p[0]["emb.cat_0.hash"]) for p in steps}
+        assert len(drawn) > 1  # drawn per step, not one setting for the run
+    elif share == 0.0:
+        assert not any(alike)
+    else:
+        assert 0 < sum(alike) < 12
 
 
 def test_fair_steps_train_every_kind(data, tmp_path):
