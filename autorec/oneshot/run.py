@@ -6,8 +6,8 @@
    :mod:`autorec.oneshot.search`); the study's sampler proposes them. With ``shared_crossings``
    k, every all-alike embedding setting (each feature the same width and hash size) is then
    scored on k of the screen's best layer settings (in turns over families): a per-feature
-   sampler almost never
-   proposes one, and on the ``scale`` workload the best trained models are there.
+   sampler almost never proposes one, and on the ``scale`` workload the best trained models
+   are there.
    With ``rescore`` set, the search's scores are a screen: the ``rescore`` best distinct
    candidates are scored again on ``rescore_samples`` validation samples (recorded in the study's
    ``oneshot`` attribute under ``rescored``), and that score ranks them from here on; the
@@ -109,9 +109,9 @@ def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
     """Score every all-alike embedding setting (:meth:`CandidateSearch.shared_settings`) on each
     of ``k`` layer settings of the screen, its best ones taken in turns over families (each
     family's best, then each one's second, :func:`in_family_turns`), as more candidates (trials
-    of stage ``proxy``, user attribute ``crossing``); returns how many were scored now. A rerun after a
-    kill scores only those not recorded yet (the screen's best are the same: crossings are not
-    counted among them)."""
+    of stage ``proxy``, user attribute ``crossing``); returns how many were scored now. A rerun
+    after a kill scores only those not recorded yet (the screen's best are the same: crossings
+    are not counted among them)."""
     screen = [t for t in proxy_trials(study) if CROSSING_ATTR not in t.user_attrs]
     distinct: dict[str, FrozenTrial] = {}  # each layer setting's best screen trial, best first
     for t in sorted(screen, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"]):
