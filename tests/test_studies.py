@@ -93,10 +93,11 @@ def test_the_study_runs_on_a_tiny_budget(path, tmp_path):
     study = optuna.load_study(study_name=config.name, storage=config.storage_url)
     trials = study.get_trials(deepcopy=False)
     expected = SMOKE_BUDGET["trials"]
-    if shipped.strategy.name == "oneshot":  # candidates, the space samples, their trainings and the
-        options = ONESHOT_OPTIONS              # re-ranked ones', then the final
+    if shipped.strategy.name == "oneshot":  # candidates, the space samples, the re-ranked ones'
+        options = ONESHOT_OPTIONS              # trainings, the final, then the samples' trainings
         expected = options["candidates"] + 2 * options["calibrate"] + options["rerank"] + 1
-        assert [t.user_attrs["stage"] for t in trials][-1] == "final"
+        stages = [t.user_attrs["stage"] for t in trials]
+        assert stages[-1 - options["calibrate"]:] == ["final"] + ["rerank"] * options["calibrate"]
     assert [t.state for t in trials] == [TrialState.COMPLETE] * expected, \
         [t.user_attrs.get("fail_reason") for t in trials]
     space = SearchSpace.load(config.space) if config.space else None
