@@ -83,12 +83,13 @@ class CandidateSearch:
         hashes = {n: c for n, c in emb.items() if n.endswith(".hash")}
         if not widths and not hashes:
             return []
-        width_values = sorted({v for c in widths.values() for v in c.values}, key=float) or [None]
-        hash_values = sorted({v for c in hashes.values() for v in c.values}, key=float, reverse=True)
-        hash_values = hash_values or [None]
+        # in the choices' order, of any value type (a width may be a dim_ratio)
+        width_values = list(dict.fromkeys(v for c in widths.values() for v in c.values)) or [None]
+        hash_values = list(dict.fromkeys(v for c in hashes.values() for v in c.values)) or [None]
+        drops = {v for v, w in zip(self.net.emb_values, self.net.emb_widths, strict=True) if w == 0}
         out = []
         for width in width_values:
-            for size in hash_values[:1] if width == 0 else hash_values:
+            for size in hash_values[:1] if width in drops else hash_values:
                 params = {}
                 for group, value in ((widths, width), (hashes, size)):
                     for name, choice in group.items():

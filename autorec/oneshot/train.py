@@ -33,6 +33,7 @@ import math
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,8 @@ class SupernetTraining:
         for is_hash in (False, True):
             group = [c for c in self.choices
                      if c.name.startswith("emb.") and c.name.endswith(".hash") == is_hash]
-            values = sorted({v for c in group for v in c.values}, key=float)
+            # ascending, as the benchmark's runs drew them; a dim_ratio may be a string ("1/4")
+            values = sorted({v for c in group for v in c.values}, key=lambda v: Fraction(str(v)))
             if not values:
                 continue
             value = values[int(torch.randint(len(values), (1,), generator=self.generator))]
