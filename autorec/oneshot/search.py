@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 
 from autorec.arch import ArchSpec
-from autorec.oneshot.train import SupernetTraining
+from autorec.oneshot.train import SupernetTraining, embedding_groups
 from autorec.supernet.search import _value_name
 
 STAGE_ATTR = "stage"  # trial user attr: proxy (inherited weights), rerank, calibrate (tau), final
@@ -78,9 +78,8 @@ class CandidateSearch:
         feature set to them (one setting for width 0, which drops every feature whatever the
         hash). A per-feature sampler almost never proposes them (``shared_crossings`` crosses them
         with the screen's best layers), and they are the space a shared-width study searches."""
-        emb = {n: c for n, c in self.net.arch.choices.items() if n.startswith("emb.")}
-        widths = {n: c for n, c in emb.items() if not n.endswith(".hash")}
-        hashes = {n: c for n, c in emb.items() if n.endswith(".hash")}
+        widths, hashes = ({c.name: c for c in group}
+                          for group in embedding_groups(self.net.arch.choices.values()))
         if not widths and not hashes:
             return []
         # in the choices' order, of any value type (a width may be a dim_ratio)

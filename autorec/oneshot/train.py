@@ -107,6 +107,12 @@ class TrainState:
     resumed_from: list[int] = field(default_factory=list)
 
 
+def embedding_groups(choices: Any) -> tuple[list[Any], list[Any]]:
+    """The embedding choices among ``choices``, split into (width choices, hash-size choices)."""
+    emb = [c for c in choices if c.name.startswith("emb.")]
+    return [c for c in emb if not c.name.endswith(".hash")], [c for c in emb if c.name.endswith(".hash")]
+
+
 class SupernetTraining:
     """The supernet of ``space`` on ``dataset`` and its single-path training, checkpointed in
     ``directory`` (a rerun resumes there)."""
@@ -155,9 +161,7 @@ class SupernetTraining:
         values and a hash size from the hash choices', every embedding choice set to it (choice
         name -> value index; a choice that lacks the drawn value draws its own)."""
         out: dict[str, int] = {}
-        for is_hash in (False, True):
-            group = [c for c in self.choices
-                     if c.name.startswith("emb.") and c.name.endswith(".hash") == is_hash]
+        for group in embedding_groups(self.choices):
             # ascending, as the benchmark's runs drew them; a dim_ratio may be a string ("1/4")
             values = sorted({v for c in group for v in c.values}, key=lambda v: Fraction(str(v)))
             if not values:
