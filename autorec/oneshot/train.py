@@ -45,6 +45,7 @@ from autorec.data import RecDataset
 from autorec.oneshot.fair import fair_paths
 from autorec.space import SearchSpace
 from autorec.supernet import SupernetConfig, SupernetSearch
+from autorec.supernet.widths import WIDTH_COLUMNS
 from autorec.train.checkpoint_reader import load_state, read_meta, saved_keys
 from autorec.train.checkpoints import META, latest, point_latest, publish, staging, write_json
 
@@ -62,7 +63,9 @@ class OneShotTrainConfig:
     the share of steps whose paths give every feature one width and one hash size, drawn
     uniformly from the choices' values (the rest as ``sampling`` says): per-feature draws almost
     never visit the all-alike corner of the space (all 26 features kept at once has probability
-    0.75^26 = 6e-4 when one width in four drops), where a shared-width study searches."""
+    0.75^26 = 6e-4 when one width in four drops), where a shared-width study searches.
+    ``width_columns``: ``shared`` (each width a prefix of one table) or ``own`` (each width its
+    own columns, trained only on the steps that chose it: :mod:`autorec.supernet.widths`)."""
 
     steps: int = 2000
     batch_size: int = 1024
@@ -71,6 +74,7 @@ class OneShotTrainConfig:
     sampling: str = "uniform"
     embedding_warmup: int = 0
     shared_paths: float = 0.0
+    width_columns: str = "shared"
     checkpoint_every: int = 200
     dim: int | None = None
     dense_arch: tuple[int, ...] | None = None
@@ -90,6 +94,9 @@ class OneShotTrainConfig:
                 or not 0.0 <= self.shared_paths <= 1.0:
             raise ValueError(f"shared_paths: expected a share of steps in [0, 1], got {self.shared_paths!r}")
         object.__setattr__(self, "shared_paths", float(self.shared_paths))
+        if self.width_columns not in WIDTH_COLUMNS:
+            raise ValueError(f"width_columns: expected one of {', '.join(WIDTH_COLUMNS)}, "
+                             f"got {self.width_columns!r}")
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling: expected one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
         for name in ("dense_arch", "over_arch"):
@@ -127,7 +134,8 @@ class SupernetTraining:
             if dataset.schema.n_dense else ()
         supernet = SupernetConfig(steps=config.steps, warmup_steps=config.steps, batch_size=config.batch_size,
                                   dense_lr=config.dense_lr, embedding_lr=config.embedding_lr,
-                                  weight_sampling="uniform", seed=config.seed)
+                                  weight_sampling="uniform", width_columns=config.width_columns,
+                                  seed=config.seed)
         depths = {len(v) for v in space.over_arch}
         over_arch = (None if config.over_arch is None and len(space.over_arch) > 1 and len(depths) == 1
                      else config.over_arch or space.over_arch[0])

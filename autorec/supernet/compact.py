@@ -305,7 +305,8 @@ def _embed(net: Any, dense: torch.Tensor, sparse: KeyedJaggedTensor, weights: We
         for name in features:
             if net.projections and net.emb_widths[j if j is not None else 0] != 0:
                 e = pooled[name].detach() if detach_embeddings else pooled[name]
-                vectors.append(projected_width(e, w, net.projections[name], net.emb_widths, net.dim))
+                vectors.append(projected_width(e, w, net.projections[name], net.emb_widths, net.dim,
+                                               net.emb_offsets))
                 live.append(position)
             elif not net.projections:
                 vectors.append(pooled[name].detach() if detach_embeddings else pooled[name])

@@ -42,6 +42,7 @@ from typing import Any
 
 from autorec.arch import ArchSpec
 from autorec.supernet.cost import COST_METRICS
+from autorec.supernet.widths import WIDTH_COLUMNS
 
 SELECTIONS = ("argmax", "validation", "penalized")  # how fit() turns the trained supernet into an ArchSpec
 WEIGHT_SAMPLINGS = ("arch", "uniform")  # how the weight step draws its path
@@ -74,6 +75,8 @@ class SupernetConfig:
             ``penalized``).
         rescale: RMS-rescale the dlrm/dcnv2 outputs in the mix (see :class:`Supernet`); False
             makes every path the function its derived model computes, for shallow spaces.
+        width_columns: ``shared`` (each embedding width a prefix of one table) or ``own`` (each
+            width its own columns; see :mod:`autorec.supernet.widths`).
         weight_sampling: ``arch`` (the weight step samples from the logits, as the
             architecture step does) or ``uniform`` (the weight step samples every choice
             uniformly; the architecture step is unchanged; see the module docstring).
@@ -109,6 +112,7 @@ class SupernetConfig:
     selection: str = "argmax"
     selection_samples: int = 20_000
     rescale: bool = True
+    width_columns: str = "shared"
     weight_sampling: str = "arch"
     weight_hard: bool | None = None
     arch_every: int = 1
@@ -154,6 +158,9 @@ class SupernetConfig:
         if self.selection_samples < 1:
             raise ValueError(f"supernet selection_samples: expected an integer >= 1, "
                              f"got {self.selection_samples}")
+        if self.width_columns not in WIDTH_COLUMNS:
+            raise ValueError(f"supernet width_columns: expected one of {', '.join(WIDTH_COLUMNS)}, "
+                             f"got {self.width_columns!r}")
         if self.cost_target is not None and self.cost_target <= 0:
             raise ValueError(f"supernet cost_target: expected a positive number, got {self.cost_target}")
 

@@ -23,6 +23,10 @@ from torchrec.modules.mlp import MLP
 Weights = Mapping[str, torch.Tensor]  # choice name -> weights over its values, summing to 1
 
 
+class SupernetError(ValueError):
+    """The space cannot be turned into a supernet (or derive found no valid architecture)."""
+
+
 @dataclass(frozen=True)
 class Choice:
     """One categorical architecture decision: ``values`` in the order the space lists them."""
@@ -144,14 +148,15 @@ def one_hot_index(w: torch.Tensor) -> int | None:
 
 
 def projected_width(e: torch.Tensor, w: torch.Tensor, projection: nn.Linear, widths: Sequence[int],
-                    dim: int) -> torch.Tensor:
+                    dim: int, offsets: Sequence[int] | None = None) -> torch.Tensor:
     """One feature's X0 vector under its embedding-width choice: ``e`` [B, table width] (the
-    widest table's row) kept to each width ``widths[c]`` and projected to ``dim`` (a width equal
-    to ``dim`` passes unprojected, a width 0 drops the feature), mixed by ``w`` [C].
+    feature's supernet row), of which width ``widths[c]`` reads the columns from ``offsets[c]``
+    (None: from 0, a prefix; see :mod:`autorec.supernet.widths`), projected to ``dim`` (a width
+    equal to ``dim`` passes unprojected, a width 0 drops the feature), mixed by ``w`` [C].
 
     On a single path (``w`` one-hot) only the chosen width is computed: its columns times the
     matching columns of the projection, no mask; soft weights mask one projection's input by
-    the expected width (:func:`width_mask`).
+    the expected columns (:func:`width_mask` for prefixes).
 
     Shapes: e [B, W], w [C] -> [B, dim].
 
@@ -165,19 +170,28 @@ def projected_width(e: torch.Tensor, w: torch.Tensor, projection: nn.Linear, wid
         >>> soft = projected_width(e, torch.tensor([0.5, 0.5]), proj, (2, 4), 2)  # both, mixed
         >>> torch.allclose(soft, 0.5 * e[:, :2] + 0.5 * proj(e))
         True
+        >>> own = nn.Linear(3, 2, bias=False)  # widths 1 and 2 in their own columns: 0 and 1-2
+        >>> x = torch.randn(3, 3)
+        >>> torch.allclose(projected_width(x, torch.tensor([0.0, 1.0]), own, (1, 2), 2, (0, 1)), x[:, 1:])
+        True
     """
+    offsets = offsets if offsets is not None else (0,) * len(widths)
     identity = widths.index(dim) if dim in widths else None
     j = one_hot_index(w)
     if j is not None:
+        start, end = offsets[j], offsets[j] + widths[j]
         if j == identity:
-            return w[j] * e[:, :dim]
+            return w[j] * e[:, start:end]
         if widths[j] == 0:
             return w[j] * e.new_zeros(e.shape[0], dim)
-        return w[j] * F.linear(e[:, : widths[j]], projection.weight[:, : widths[j]])
+        return w[j] * F.linear(e[:, start:end], projection.weight[:, start:end])
     others = [i for i in range(len(widths)) if i != identity]
-    out = torch.zeros(()) if identity is None else w[identity] * e[:, :dim]
-    if others:  # w_c * proj(e masked to width c), summed: one projection, masked input
-        out = out + projection(e * width_mask(w[others], [widths[i] for i in others], e.shape[1]))
+    out = torch.zeros(()) if identity is None else \
+        w[identity] * e[:, offsets[identity]:offsets[identity] + dim]
+    if others:  # w_c * proj(e masked to width c's columns), summed: one projection, masked input
+        columns = torch.arange(e.shape[1])
+        spans = torch.stack([(columns >= offsets[i]) & (columns < offsets[i] + widths[i]) for i in others])
+        out = out + projection(e * (w[others] @ spans.to(e.dtype)))
     return out
 
 

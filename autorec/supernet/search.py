@@ -94,7 +94,7 @@ class SupernetSearch:
         torch.manual_seed(self.config.seed)  # init of every weight; batches and noise have their own seeds
         self.device = default_device()
         net = Supernet(space, dataset.schema, dim, dense_arch, over_arch, device=torch.device("meta"),
-                       rescale=self.config.rescale)
+                       rescale=self.config.rescale, width_columns=self.config.width_columns)
         apply_optimizer_in_backward(
             RowWiseAdagrad, net.sparse_arch.parameters(), {"lr": self.config.embedding_lr}
         )

@@ -3,9 +3,10 @@
 Built from the same :class:`~autorec.space.SearchSpace` as every other strategy, for one D,
 dense arch and over-arch (a DNAS trial fixes those; see :mod:`autorec.strategies.dnas`):
 
-- embeddings: one table per feature at the widest width choice; the width choice of each
-  embedding group (``emb.<group>``) masks its columns, then a per-feature projection to D
-  (a width equal to D bypasses it, as in :class:`~autorec.models.RecModel`);
+- embeddings: one table per feature; the width choice of each embedding group (``emb.<group>``)
+  reads its columns (a prefix of the widest width, or with ``width_columns="own"`` its own
+  block: :mod:`autorec.supernet.widths`), then a per-feature projection to D (a width equal to
+  D bypasses it, as in :class:`~autorec.models.RecModel`);
 - layers: ``max(layers.num)`` layers, each a :class:`~autorec.supernet.mixed.MixedChoice`
   (``layer<i>.kind``) over max-size weight-shared ops (:mod:`autorec.supernet.ops`), one per
   kind; layers past ``min(layers.num)`` also offer ``skip``, which derive() drops when the space
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from fractions import Fraction
 from typing import Any
 
 import torch
@@ -60,18 +60,16 @@ from autorec.supernet.mixed import (
     ChoiceSet,
     MaskedOverArch,
     MixedChoice,
+    SupernetError,
     Weights,
     projected_width,
 )
 from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock
 from autorec.supernet.towers import SuperTowers
+from autorec.supernet.widths import embedding_widths
 
 Ranker = Callable[[str, tuple[Any, ...]], list[Any]]  # choice name, values -> values, preferred first
 _MAX_TRIES = 10_000  # configs tried per layer before derive gives up on finding a valid one
-
-
-class SupernetError(ValueError):
-    """The space cannot be turned into a supernet (or derive found no valid architecture)."""
 
 
 def block_fields(space: SearchSpace, kind: str, dim: int) -> dict[str, tuple[Any, ...]]:
@@ -105,6 +103,8 @@ class Supernet(nn.Module):
         rescale: RMS-rescale the outputs of the ops without a norm (dlrm, dcnv2) in the mix
             (default). False: every path computes what its derived model does, but a deep stack
             of such ops can overflow (see :class:`~autorec.supernet.mixed.MixedChoice`).
+        width_columns: ``shared`` (each width a prefix of one table) or ``own`` (each width its
+            own columns): see :mod:`autorec.supernet.widths`.
 
     Example:
         >>> from autorec.data import Schema, SparseFeature
@@ -128,6 +128,7 @@ class Supernet(nn.Module):
         over_arch: tuple[int, ...] | None,
         device: torch.device | None = None,
         rescale: bool = True,
+        width_columns: str = "shared",
     ) -> None:
         super().__init__()
         for key, value, values in (
@@ -152,7 +153,9 @@ class Supernet(nn.Module):
         self.over_sizes = tuple(max(sizes) for sizes in zip(*self.over_values, strict=True))
         choices: list[Choice] = []
         self.groups = groups_of(space.embedding.groups, schema)
-        self.emb_values, self.emb_widths = self._embedding_choices()
+        layout = embedding_widths(space, dim, width_columns)
+        self.width_columns = width_columns
+        self.emb_values, self.emb_widths, self.emb_offsets = layout.values, layout.widths, layout.offsets
         # Hash sizes (fractions of each table's rows): every value looks up the one full table
         # with its ids folded to that many rows, so the rows [0, r) are shared by every r.
         self.hash_values = tuple(space.embedding.hash)
@@ -165,7 +168,7 @@ class Supernet(nn.Module):
                 choices.append(Choice(f"emb.{group}", self.emb_values))
             if len(self.hash_values) > 1:
                 choices.append(Choice(f"emb.{group}.hash", self.hash_values))
-        self.table_width = max(self.emb_widths)
+        self.table_width = layout.table_width
         self.sparse_arch = EmbeddingBagCollection(
             device=device,
             tables=[
@@ -239,20 +242,6 @@ class Supernet(nn.Module):
                                            nn.Linear(self.over_sizes[-1], 1))
         self.arch = ChoiceSet(choices)
 
-    def _embedding_choices(self) -> tuple[tuple[Any, ...], tuple[int, ...]]:
-        emb = self.space.embedding
-        if emb.dim is not None:  # 0 (a dropped feature) masks every column: a zero vector
-            values = tuple(emb.dim)
-            return values, values
-        values = tuple(emb.dim_ratio)
-        widths = tuple(int(Fraction(str(r)) * self.dim) for r in values)
-        if any(w < 1 for w in widths):
-            raise SupernetError(
-                f"{self.space.source}: embedding.dim_ratio {values} gives a table width "
-                f"below 1 at dim {self.dim}"
-            )
-        return values, widths
-
     # ---- forward ----------------------------------------------------------------------
     def hash_rows(self, feature: str, k: int) -> int:
         """Rows of ``feature``'s table at hash value ``k``."""
@@ -280,7 +269,8 @@ class Supernet(nn.Module):
             w = self.weights_of(weights, f"emb.{group}", 1)
             for name in features:
                 e = pooled[name].detach() if detach_embeddings else pooled[name]
-                vectors.append(projected_width(e, w, self.projections[name], self.emb_widths, self.dim)
+                vectors.append(projected_width(e, w, self.projections[name], self.emb_widths, self.dim,
+                                               self.emb_offsets)
                                if self.projections else e)
         x = torch.stack(vectors, dim=1)
         if self.towers is not None:

@@ -88,6 +88,8 @@ def test_rank_correlation():
     ({"shared_crossings": -1}, "shared_crossings: expected an integer >= 0, got -1"),
     ({"shared_crossings": "two"}, "shared_crossings: expected an integer, got 'two'"),
     ({"shared_paths": 2}, r"shared_paths: expected a share of steps in \[0, 1\], got 2"),
+    ({"width_columns": "own-ish"},
+     "strategy 'oneshot': width_columns: expected one of shared, own, got 'own-ish'"),
 ])
 def test_bad_strategy_options(options, message):
     with pytest.raises(ValueError, match=message):

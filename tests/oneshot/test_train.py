@@ -80,6 +80,7 @@ def test_a_finished_run_does_nothing_and_another_config_is_refused(data, tmp_pat
     ({"shared_paths": -0.1}, r"shared_paths: .* got -0.1"),
     ({"shared_paths": True}, r"shared_paths: .* got True"),
     ({"shared_paths": "half"}, r"shared_paths: .* got 'half'"),
+    ({"width_columns": "wide"}, "width_columns: expected one of shared, own, got 'wide'"),
 ])
 def test_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
@@ -191,3 +192,16 @@ def test_the_supernet_is_built_for_the_space_choices_given(data, tmp_path):
         SupernetTraining(space, data, OneShotTrainConfig(dim=12), tmp_path)
     run = SupernetTraining(space, data, OneShotTrainConfig(over_arch=(32,)), tmp_path)
     assert "over_arch" not in run.search.supernet.arch.choices  # fixed, not searched
+
+
+def test_own_width_columns_train_and_refuse_a_shared_checkpoint(data, tmp_path):
+    space = SearchSpace.from_dict({**SPACE, "dim": [16], "embedding": {"dim": [0, 4, 16]}})
+    own = OneShotTrainConfig(steps=2, batch_size=64, checkpoint_every=1, width_columns="own")
+    run = SupernetTraining(space, data, own, tmp_path / "own")
+    assert run.fit().step == 2
+    tables = [v for k, v in weights(run).items() if "embedding_bags" in k]
+    assert tables and all(t.shape[1] == 4 + 16 for t in tables)
+    shared = OneShotTrainConfig(steps=2, batch_size=64, checkpoint_every=1)
+    SupernetTraining(space, data, shared, tmp_path / "shared").fit()
+    with pytest.raises(ValueError, match="written with another configuration"):
+        SupernetTraining(space, data, own, tmp_path / "shared").fit()

@@ -79,6 +79,8 @@ def test_dnas_options_are_checked():
         make_strategy("dnas", **{"lambda": [1.0, 0.1]})
     with pytest.raises(ValueError, match="strategy 'dnas': retrain: expected one of scratch, warm"):
         make_strategy("dnas", retrain="hot")
+    with pytest.raises(ValueError, match="strategy 'dnas': retrain: warm copies the leading columns"):
+        make_strategy("dnas", retrain="warm", width_columns="own")
     with pytest.raises(ValueError, match="'dnas': supernet selection: expected one of argmax, validation, "
                                          "penalized"):
         make_strategy("dnas", selection="perturbation")
