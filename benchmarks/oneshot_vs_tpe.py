@@ -138,14 +138,20 @@ def run_stage(args: argparse.Namespace, stage: str) -> None:
         config = StudyConfig.load(study_file(args, stage, seed))
         if stage == "oneshot":
             adopt_supernet(args, seed, config)
-        start = time.perf_counter()
-        run_study(config, log=print)
-        print(f"{config.name}: this run took {time.perf_counter() - start:.0f} s")
-        # Peak resident memory of this process (data, supernet, search), the most of any run.
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
         record = config.directory / "peak_rss_gib.json"
-        before = json.loads(record.read_text()) if record.exists() else 0.0
-        record.write_text(json.dumps(max(before, peak)))
+
+        def log(message: str, record: Path = record) -> None:
+            """Print, and keep the peak resident memory of this process (data, supernet, search;
+            the most of any run) on record at every line, so a run stopped part-way has it."""
+            print(message)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+            before = json.loads(record.read_text()) if record.exists() else 0.0
+            if peak > before:
+                record.write_text(json.dumps(peak))
+
+        start = time.perf_counter()
+        run_study(config, log=log)
+        log(f"{config.name}: this run took {time.perf_counter() - start:.0f} s")
 
 
 def _seconds(trial: optuna.trial.FrozenTrial) -> float:
