@@ -185,12 +185,10 @@ class SupernetTraining:
         """Each embedding choice (a feature group's width, its hash size) -> its largest value's index."""
         net = self.search.supernet
         widths = dict(zip(net.emb_values, net.emb_widths, strict=True))
-        out = {}
-        for c in self.choices:
-            if c.name.startswith("emb.") and c.name.endswith(".hash"):
-                out[c.name] = max(range(len(c.values)), key=lambda i: c.values[i])
-            elif c.name.startswith("emb."):
-                out[c.name] = max(range(len(c.values)), key=lambda i: widths[c.values[i]])
+        width_choices, hash_choices = embedding_groups(self.choices)
+        out = {c.name: max(range(len(c.values)), key=lambda i: c.values[i]) for c in hash_choices}
+        out.update({c.name: max(range(len(c.values)), key=lambda i: widths[c.values[i]])
+                    for c in width_choices})
         return out
 
     def train_paths(self, batch: Any, paths: list[dict[str, int]]) -> float:
