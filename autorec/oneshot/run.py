@@ -24,7 +24,8 @@
    trains before the calibration set (step 3's trainings for tau), so the answer comes first.
 
 With ``capacity_tie`` set, steps 3 and 4 read a score within that margin of the best as a tie
-and break it by capacity (:func:`prefer_capacity`).
+and break it by capacity (:func:`prefer_capacity`); with ``rerank_tie``, step 4 breaks a tie of
+the re-rank's trainings by the proxy score that chose the candidates (:func:`winner`).
 
 Every stage is a set of trials of the study, so the dashboard and report show them; the
 supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
@@ -181,10 +182,18 @@ def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], floa
 
 
 def winner(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
-           tie: float) -> FrozenTrial:
-    """The re-ranked candidate to train in full: the best ``trained_auc``, or, with ``tie``, the
-    largest (forward FLOPs) of those within ``tie`` of it."""
-    return prefer_capacity(sorted(chosen, key=lambda t: -trained_auc(t)), trained_auc, tie)[0]
+           tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
+           proxy_tie: float = 0.0) -> FrozenTrial:
+    """The re-ranked candidate to train in full: the best ``trained_auc``; with ``tie``, the
+    largest (forward FLOPs) of those within ``tie`` of it; with ``proxy_tie``, the best
+    ``proxy_auc`` (the inherited-weight score that chose it) of those within ``proxy_tie`` of it:
+    a short training's noise is wider than the gap it is then asked to read."""
+    ranked = sorted(chosen, key=lambda t: -trained_auc(t))
+    if proxy_tie and proxy_auc is not None and ranked:
+        best = trained_auc(ranked[0])
+        near = sorted((t for t in ranked if trained_auc(t) >= best - proxy_tie), key=lambda t: -proxy_auc(t))
+        ranked = near + [t for t in ranked if t not in near]
+    return prefer_capacity(ranked, trained_auc, tie)[0]
 
 
 def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
@@ -269,7 +278,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     record["calibration_numbers"] = sorted(t.number for t in calibration)
     if not stage_trials(study, "final"):
         proxy = winner(chosen, lambda t: trained[t.number].user_attrs["metrics"]["val"]["auc"],
-                       strategy.capacity_tie)
+                       strategy.capacity_tie, lambda t: proxy_of(t)["val_auc"], strategy.rerank_tie)
         cfg = dataclasses.replace(runner.train_config(root / "final"),
                                   epochs=strategy.final_epochs or max(10, config.budget.epochs),
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking

@@ -29,7 +29,10 @@ re-rank the best of each of the ``rerank`` best families: a screen that TPE narr
 still re-ranks others), ``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation
 AUC is within it of the best, by the proxy that picks the re-ranked ones and by the re-rank's
 training that picks the winner, go in order of forward FLOPs per sample, largest first:
-short-horizon scores cannot see the capacity a full training pays for) and ``final_epochs`` (the
+short-horizon scores cannot see the capacity a full training pays for), ``rerank_tie`` (an AUC
+margin, default 0: off; the re-ranked candidates whose trained validation AUC is within it of the
+best are told apart by the inherited-weight score that chose them, best first: a short training's
+noise is wider than the gap it is then asked to read; not with ``capacity_tie``) and ``final_epochs`` (the
 winner's training; default max(10, the trial budget's epochs)).
 
 Example:
@@ -68,7 +71,8 @@ class OneShotStrategy(Strategy):
                  search: str = "tpe", selection_samples: int = 20_000, rerank: int = 4, calibrate: int = 0,
                  rerank_steps: int | None = None, final_epochs: int | None = None, rescore: int = 0,
                  rescore_samples: int | None = None, rerank_val_samples: int | None = None,
-                 diverse: bool = False, capacity_tie: float = 0.0, shared_crossings: int = 0,
+                 diverse: bool = False, capacity_tie: float = 0.0, rerank_tie: float = 0.0,
+                 shared_crossings: int = 0,
                  **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -108,6 +112,12 @@ class OneShotStrategy(Strategy):
         if not 0.0 <= capacity_tie < 0.5:
             raise ValueError(f"strategy 'oneshot': capacity_tie: expected an AUC margin in [0, 0.5), "
                              f"got {capacity_tie}")
+        if not 0.0 <= rerank_tie < 0.5:
+            raise ValueError(f"strategy 'oneshot': rerank_tie: expected an AUC margin in [0, 0.5), "
+                             f"got {rerank_tie}")
+        if capacity_tie and rerank_tie:
+            raise ValueError("strategy 'oneshot': capacity_tie and rerank_tie: set one (each orders the "
+                             "re-ranked candidates that tie with the best)")
         if search not in SEARCHES:
             raise ValueError(f"strategy 'oneshot': search: expected one of {', '.join(SEARCHES)}, "
                              f"got {search!r}")
@@ -115,7 +125,7 @@ class OneShotStrategy(Strategy):
         self.rerank, self.calibrate, self.final_epochs = rerank, calibrate, final_epochs
         self.rerank_steps, self.rescore, self.rescore_samples = rerank_steps, rescore, rescore_samples
         self.rerank_val_samples, self.diverse, self.capacity_tie = rerank_val_samples, diverse, capacity_tie
-        self.shared_crossings = shared_crossings
+        self.shared_crossings, self.rerank_tie = shared_crossings, rerank_tie
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

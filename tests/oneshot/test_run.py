@@ -88,6 +88,8 @@ def test_rank_correlation():
     ({"shared_crossings": -1}, "shared_crossings: expected an integer >= 0, got -1"),
     ({"shared_crossings": "two"}, "shared_crossings: expected an integer, got 'two'"),
     ({"shared_paths": 2}, r"shared_paths: expected a share of steps in \[0, 1\], got 2"),
+    ({"rerank_tie": 0.5}, r"rerank_tie: expected an AUC margin in \[0, 0.5\), got 0.5"),
+    ({"rerank_tie": 0.001, "capacity_tie": 0.002}, "capacity_tie and rerank_tie: set one"),
     ({"width_columns": "own-ish"},
      "strategy 'oneshot': width_columns: expected one of shared, own, got 'own-ish'"),
 ])
@@ -269,6 +271,25 @@ def test_the_winner_is_the_largest_within_the_margin_of_the_best_trained():
     assert winner(chosen, auc, 0.0).number == 0  # off: the best trained
     assert winner(chosen, auc, 0.001).number == 1  # 1 ties with 0 and is larger; 2 is 0.010 behind
     assert winner(chosen, auc, 0.02).number == 2
+
+
+def test_a_rerank_tie_is_broken_by_the_proxy_that_chose_the_candidates():
+    # o3k's re-rank, seed 0: 174 led 154 by 0.0007 after 150 steps, the proxy had 154 first
+    chosen = [_candidate(154, ("dcnv2",), 0.5949), _candidate(174, ("dcnv2", "dcnv2"), 0.5939),
+              _candidate(21, ("wukong",), 0.5932)]
+    trained = {154: 0.6200, 174: 0.6207, 21: 0.6164}
+
+    def auc(t):
+        return trained[t.number]
+
+    def proxy(t):
+        return t.user_attrs[PROXY_ATTR]["val_auc"]
+    assert winner(chosen, auc, 0.0, proxy, 0.0).number == 174  # off: the best trained
+    assert winner(chosen, auc, 0.0, proxy, 0.001).number == 154  # 154 ties 174 and the proxy has it first
+    assert winner(chosen, auc, 0.0, proxy, 0.0005).number == 174  # 0.0007 apart: no tie
+    assert winner(chosen, auc, 0.0, proxy, 0.01).number == 154  # all tie: the proxy's best
+    trained[21] = 0.6300
+    assert winner(chosen, auc, 0.0, proxy, 0.001).number == 21  # a clear lead stands
 
 
 def test_a_capacity_tie_reranks_and_trains_the_largest_of_the_near_best(tmp_path):
