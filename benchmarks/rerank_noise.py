@@ -1,0 +1,81 @@
+"""How far apart two re-ranked candidates are, against a short training's own seed spread.
+
+Trains the architectures of the given trials of a one-shot study (``oneshot_vs_tpe``'s
+``--stage oneshot`` runs) with that study's re-rank recipe (``--steps`` steps of the trial budget's
+batch, validated on the first ``--val-samples`` validation samples, no test pass) at each training
+seed of ``--seeds``, and writes each one's validation AUC, so a gap between candidates can be read
+against the spread one candidate shows across seeds. Used for issue 20's ``rerank_tie``
+(BENCHMARKS.md, "One-shot search against TPE at scale")::
+
+    .venv/bin/python -m benchmarks.rerank_noise --tag _o3k --trials 154,174 --seeds 0,1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import optuna
+
+from autorec.arch import ArchSpec
+from autorec.study import StudyConfig, TrialRunner, open_storage
+from benchmarks.results_file import commit, machine
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
+    parser.add_argument("--tag", required=True, help="the one-shot study oneshot<TAG>_seed<N>")
+    parser.add_argument("--seed", type=int, default=0, help="the study's search seed")
+    parser.add_argument("--trials", required=True, help="comma-separated trial numbers of that study")
+    parser.add_argument("--seeds", default="0,1,2", help="training seeds")
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--val-samples", type=int, default=100_000)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="default benchmarks/results/rerank_noise<TAG>.json")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    from autorec.train.trainer import Trainer
+
+    name = f"oneshot{args.tag}_seed{args.seed}"
+    path = args.out / name / "study.yaml"
+    if not path.exists():
+        raise SystemExit(f"--tag {args.tag}: no study file at {path}")
+    config = StudyConfig.load(path)
+    study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
+    runner = TrialRunner(config)
+    numbers = [int(n) for n in args.trials.split(",")]
+    missing = [n for n in numbers if n >= len(study.trials) or "arch" not in study.trials[n].user_attrs]
+    if missing:
+        raise SystemExit(f"--trials: {missing} are not candidates of {name}")
+    result: dict[str, object] = {"machine": machine(), "commit": commit(), "study": name, "steps": args.steps,
+                                 "val_samples": args.val_samples}
+    for number in numbers:
+        spec = ArchSpec.from_dict(study.trials[number].user_attrs["arch"])
+        aucs = []
+        for seed in (int(s) for s in args.seeds.split(",")):
+            cfg = dataclasses.replace(runner.train_config(None), max_steps_per_epoch=args.steps,
+                                      evaluate_test=False, val_samples=args.val_samples, seed=seed)
+            start = time.perf_counter()
+            auc = Trainer(spec, runner.dataset, cfg).fit().val["auc"]
+            print(f"trial {number} seed {seed}: val AUC {auc:.4f} ({time.perf_counter() - start:.0f} s)")
+            result[f"trial{number}_seed{seed}_val_auc"] = auc
+            aucs.append(auc)
+        result[f"trial{number}_mean_val_auc"] = statistics.fmean(aucs)
+        result[f"trial{number}_spread"] = max(aucs) - min(aucs)
+    out = args.json or ROOT / "benchmarks" / "results" / f"rerank_noise{args.tag}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
