@@ -156,7 +156,7 @@ def projected_width(e: torch.Tensor, w: torch.Tensor, projection: nn.Linear, wid
 
     On a single path (``w`` one-hot) only the chosen width is computed: its columns times the
     matching columns of the projection, no mask; soft weights mask one projection's input by
-    the expected columns (:func:`width_mask` for prefixes).
+    the expected columns (as :func:`width_mask` does for prefixes).
 
     Shapes: e [B, W], w [C] -> [B, dim].
 

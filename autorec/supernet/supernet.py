@@ -154,7 +154,6 @@ class Supernet(nn.Module):
         choices: list[Choice] = []
         self.groups = groups_of(space.embedding.groups, schema)
         layout = embedding_widths(space, dim, width_columns)
-        self.width_columns = width_columns
         self.emb_values, self.emb_widths, self.emb_offsets = layout.values, layout.widths, layout.offsets
         # Hash sizes (fractions of each table's rows): every value looks up the one full table
         # with its ids folded to that many rows, so the rows [0, r) are shared by every r.
