@@ -117,20 +117,27 @@ class ChoiceSet(nn.Module):
         return [self.choices[name].values[int(i)] for i in order]
 
 
-def width_mask(weights: torch.Tensor, widths: Sequence[int], size: int) -> torch.Tensor:
-    """The weight-shared mask of a width choice: ``mask[j] = sum_c w_c * [j < widths[c]]``.
+def width_mask(weights: torch.Tensor, widths: Sequence[int], size: int,
+               offsets: Sequence[int] | None = None) -> torch.Tensor:
+    """The weight-shared mask of a width choice: ``mask[j] = sum_c w_c * [o_c <= j < o_c + widths[c]]``
+    with ``o_c = offsets[c]`` (None: all 0).
 
-    One max-size op serves every width: choosing width ``v`` keeps its first ``v`` units. With
-    one-hot weights the mask is exactly that prefix; soft weights give the expected mask, whose
-    gradient reaches the logits (FBNetV2-style channel masking).
+    One max-size op serves every width: choosing width ``v`` keeps its first ``v`` units (or,
+    with offsets, its own ``v`` units from ``o_c``). With one-hot weights the mask is exactly
+    those units; soft weights give the expected mask, whose gradient reaches the logits
+    (FBNetV2-style channel masking).
 
     Shapes: weights [C], -> [size].
 
     Example:
         >>> width_mask(torch.tensor([0.25, 0.75]), (1, 3), 4)
         tensor([1.0000, 0.7500, 0.7500, 0.0000])
+        >>> width_mask(torch.tensor([0.25, 0.75]), (1, 3), 4, offsets=(0, 1))
+        tensor([0.2500, 0.7500, 0.7500, 0.7500])
     """
-    steps = torch.arange(size).unsqueeze(0) < torch.tensor(list(widths)).unsqueeze(1)  # [C, size]
+    units = torch.arange(size).unsqueeze(0)
+    starts = torch.tensor(list(offsets) if offsets is not None else [0] * len(widths)).unsqueeze(1)
+    steps = (units >= starts) & (units < starts + torch.tensor(list(widths)).unsqueeze(1))  # [C, size]
     return weights @ steps.to(weights.dtype)
 
 
@@ -156,7 +163,7 @@ def projected_width(e: torch.Tensor, w: torch.Tensor, projection: nn.Linear, wid
 
     On a single path (``w`` one-hot) only the chosen width is computed: its columns times the
     matching columns of the projection, no mask; soft weights mask one projection's input by
-    the expected columns (as :func:`width_mask` does for prefixes).
+    the expected columns (:func:`width_mask`).
 
     Shapes: e [B, W], w [C] -> [B, dim].
 
@@ -189,9 +196,8 @@ def projected_width(e: torch.Tensor, w: torch.Tensor, projection: nn.Linear, wid
     out = torch.zeros(()) if identity is None else \
         w[identity] * e[:, offsets[identity]:offsets[identity] + dim]
     if others:  # w_c * proj(e masked to width c's columns), summed: one projection, masked input
-        columns = torch.arange(e.shape[1])
-        spans = torch.stack([(columns >= offsets[i]) & (columns < offsets[i] + widths[i]) for i in others])
-        out = out + projection(e * (w[others] @ spans.to(e.dtype)))
+        mask = width_mask(w[others], [widths[i] for i in others], e.shape[1], [offsets[i] for i in others])
+        out = out + projection(e * mask)
     return out
 
 
