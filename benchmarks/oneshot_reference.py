@@ -1,0 +1,70 @@
+"""Issue 20's benchmark when TPE's studies are gone: its recorded figures, and a reference training.
+
+The TPE studies are the benchmark's costliest part (hours) and live in ``~/.cache``, which a new
+machine may not keep. ``report --tpe-record FILE`` then takes TPE's figures from an earlier report
+of this benchmark (flat numbers, with the machine and commit they were measured on), and the
+training-equivalent is measured again now, on this machine, by :func:`sampled_reference`: the
+one-shot study's architectures drawn uniformly from the space for Kendall's tau, the one of median
+training FLOPs trained on TPE's trial budget. (The TPE study's own reference, its trial of median
+duration, cannot be found without the study.)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import optuna
+
+    from autorec.study import StudyConfig
+
+RECORDED_TPE_KEYS = ("tpe_best_test_auc", "tpe_wall_s", "tpe_stage", "median_training_s")
+
+
+def tpe_record(path: Path | None) -> dict[str, Any] | None:
+    """TPE's figures from the report at ``path`` (None: no record asked for). Exits with the file
+    and the missing keys named when it is not such a report."""
+    if path is None:
+        return None
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise SystemExit(f"--tpe-record {path}: cannot read it as JSON ({error})") from error
+    if not isinstance(recorded, dict):
+        raise SystemExit(f"--tpe-record {path}: expected a JSON object, got {type(recorded).__name__}")
+    missing = [key for key in (*RECORDED_TPE_KEYS, "machine", "commit") if key not in recorded]
+    if missing:
+        raise SystemExit(f"--tpe-record {path}: no {', '.join(missing)}; expected a report of this "
+                         "benchmark with TPE's figures (benchmarks/results/oneshot*.json)")
+    return recorded
+
+
+def sampled_reference(loaded: tuple[StudyConfig, optuna.Study] | None, tpe: StudyConfig) -> dict[str, Any]:
+    """One training, timed now, of the median-FLOPs architecture among the one-shot study's
+    uniform draws from the space (stage ``sample``), on the trial budget of the TPE study file
+    ``tpe``; cached in the one-shot study's ``reference`` attribute."""
+    from autorec.arch import ArchSpec
+    from autorec.study import TrialRunner
+    from autorec.train.trainer import Trainer
+
+    if loaded is None:
+        raise SystemExit("report: no TPE study and no one-shot study to draw a reference architecture from")
+    _, study = loaded
+    drawn = sorted((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("stage") == "sample"),
+                   key=lambda t: (t.user_attrs["costs"]["train_flops"], t.number))
+    if not drawn:
+        raise SystemExit(f"report: {study.study_name} has no architectures drawn from the space (its "
+                         "calibration has not run) to take a reference training from")
+    median = drawn[len(drawn) // 2]
+    cached = study.user_attrs.get("reference")
+    if cached is None or cached.get("architecture") != median.number:
+        runner = TrialRunner(tpe)
+        start = time.perf_counter()
+        spec = ArchSpec.from_dict(median.user_attrs["arch"])
+        Trainer(spec, runner.dataset, runner.train_config(None)).fit()
+        cached = {"architecture": median.number, "seconds": time.perf_counter() - start}
+        study.set_user_attr("reference", cached)
+    return cached
