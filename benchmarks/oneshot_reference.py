@@ -46,10 +46,6 @@ def sampled_reference(loaded: tuple[StudyConfig, optuna.Study] | None, tpe: Stud
     """One training, timed now, of the median-FLOPs architecture among the one-shot study's
     uniform draws from the space (stage ``sample``), on the trial budget of the TPE study file
     ``tpe``; cached in the one-shot study's ``reference`` attribute."""
-    from autorec.arch import ArchSpec
-    from autorec.study import TrialRunner
-    from autorec.train.trainer import Trainer
-
     if loaded is None:
         raise SystemExit("report: no TPE study and no one-shot study to draw a reference architecture from")
     _, study = loaded
@@ -61,10 +57,19 @@ def sampled_reference(loaded: tuple[StudyConfig, optuna.Study] | None, tpe: Stud
     median = drawn[len(drawn) // 2]
     cached = study.user_attrs.get("reference")
     if cached is None or cached.get("architecture") != median.number:
-        runner = TrialRunner(tpe)
-        start = time.perf_counter()
-        spec = ArchSpec.from_dict(median.user_attrs["arch"])
-        Trainer(spec, runner.dataset, runner.train_config(None)).fit()
-        cached = {"architecture": median.number, "seconds": time.perf_counter() - start}
+        cached = {"architecture": median.number, "seconds": timed_training(tpe, median.user_attrs["arch"])}
         study.set_user_attr("reference", cached)
     return cached
+
+
+def timed_training(config: StudyConfig, arch: dict[str, Any]) -> float:
+    """Seconds of one training of ``arch`` (an ArchSpec dict) on ``config``'s trial budget, now:
+    the training-equivalent both references measure."""
+    from autorec.arch import ArchSpec
+    from autorec.study import TrialRunner
+    from autorec.train.trainer import Trainer
+
+    runner = TrialRunner(config)
+    start = time.perf_counter()
+    Trainer(ArchSpec.from_dict(arch), runner.dataset, runner.train_config(None)).fit()
+    return time.perf_counter() - start

@@ -57,7 +57,7 @@ from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
 from autorec.study import StudyConfig, TrialRunner, open_storage, run_study
-from benchmarks.oneshot_reference import RECORDED_TPE_KEYS, sampled_reference, tpe_record
+from benchmarks.oneshot_reference import RECORDED_TPE_KEYS, sampled_reference, timed_training, tpe_record
 from benchmarks.results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -236,13 +236,7 @@ def reference_training(args: argparse.Namespace) -> dict[str, Any] | None:
     median = complete[len(complete) // 2]
     cached = study.user_attrs.get("reference")
     if cached is None or cached["trial"] != median.number:
-        from autorec.train.trainer import Trainer
-
-        runner = TrialRunner(config)
-        t0 = time.perf_counter()
-        spec = ArchSpec.from_dict(median.user_attrs["arch"])
-        Trainer(spec, runner.dataset, runner.train_config(None)).fit()
-        cached = {"trial": median.number, "seconds": time.perf_counter() - t0,
+        cached = {"trial": median.number, "seconds": timed_training(config, median.user_attrs["arch"]),
                   "trial_seconds": _seconds(median)}
         study.set_user_attr("reference", cached)
     return cached
