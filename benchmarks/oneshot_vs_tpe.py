@@ -167,6 +167,8 @@ def _seconds(trial: optuna.trial.FrozenTrial) -> float:
 def _load(args: argparse.Namespace, stage: str, seed: int = 0) -> tuple[StudyConfig, optuna.Study] | None:
     path = study_file(args, stage, seed)
     config = StudyConfig.load(path)
+    if config.storage_url.startswith("sqlite:///") and not (config.directory / "study.db").exists():
+        return None  # (opening it would leave an empty study.db behind)
     try:
         return config, optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
     except KeyError:

@@ -53,3 +53,15 @@ def test_no_draws_to_take_a_reference_from_is_refused() -> None:
     study = optuna.create_study(study_name="oneshot_x_seed0")
     with pytest.raises(SystemExit, match="oneshot_x_seed0 has no architectures drawn from the space"):
         sampled_reference((None, study), None)  # type: ignore[arg-type]
+
+
+def test_a_gone_tpe_study_is_none_and_not_created(tmp_path: Path) -> None:
+    import argparse
+
+    from benchmarks.oneshot_vs_tpe import reference_training, tpe_figures
+
+    args = argparse.Namespace(out=tmp_path, samples=1000, trials=2, epochs=1, batch_size=64, tag="_x",
+                              final_epochs=1)
+    assert tpe_figures(args, "tpe") is None
+    assert reference_training(args) is None
+    assert not (tmp_path / "tpe" / "tpe" / "study.db").exists()  # reading a report leaves no empty study

@@ -1,0 +1,119 @@
+"""Learning curves of a one-shot study's candidates over one epoch: where the families part.
+
+Trains the architectures of the given trials of a one-shot study (``oneshot_vs_tpe``'s ``--stage
+oneshot`` runs) stand-alone for one epoch of the study's trial batch (the final training's first
+epoch, the one every final on the ``scale`` workload keeps), and every ``--every`` steps scores the
+first ``--val-samples`` validation samples, so a re-rank horizon's order can be read against the
+epoch's end, and a rule over the curve's early part (its slope, say) tested against it.
+Used for issue 20 (BENCHMARKS.md, "One-shot search against TPE at scale")::
+
+    .venv/bin/python -m benchmarks.learning_curves --tag _o3t --seed 1 --trials 144,164
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autorec.arch import ArchSpec
+from autorec.study import StudyConfig, TrialRunner, open_storage
+from autorec.train.trainer import Trainer
+from benchmarks.results_file import commit, machine
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class CurveTrainer(Trainer):
+    """A :class:`Trainer` that scores the validation prefix every ``every`` steps:
+    ``points`` holds (step, val AUC, val logloss, mean training loss of those steps, seconds of
+    training so far, the scoring's seconds excluded)."""
+
+    def __init__(self, *args: Any, every: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.every, self.steps, self.points, self._losses = every, 0, [], []
+        self._train_s, self._since = 0.0, time.perf_counter()
+
+    def train_step(self, batch: Any) -> tuple[float, int]:
+        out = super().train_step(batch)
+        self.steps += 1
+        self._losses.append(out[0])
+        if self.steps % self.every == 0:
+            self.score()
+        return out
+
+    def score(self) -> None:
+        """Add the point of the steps trained so far (none if it is there already)."""
+        if self.points and self.points[-1]["step"] == self.steps:
+            return
+        self._train_s += time.perf_counter() - self._since
+        val = self.evaluate("val")
+        self.points.append({"step": self.steps, "val_auc": val["auc"], "val_logloss": val["logloss"],
+                            "train_loss": statistics.fmean(self._losses) if self._losses else float("nan"),
+                            "seconds": self._train_s})
+        self._losses = []
+        self._since = time.perf_counter()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
+    parser.add_argument("--tag", required=True, help="the one-shot study oneshot<TAG>_seed<N>")
+    parser.add_argument("--seed", type=int, default=0, help="the study's search seed")
+    parser.add_argument("--trials", required=True, help="comma-separated trial numbers of that study")
+    parser.add_argument("--every", type=int, default=150, help="steps between validation scores")
+    parser.add_argument("--val-samples", type=int, default=100_000)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="default benchmarks/results/learning_curves<TAG>_seed<N>.json")
+    args = parser.parse_args()
+    if args.every < 1:
+        raise SystemExit(f"--every {args.every}: expected a positive number of steps")
+    warnings.filterwarnings("ignore")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    name = f"oneshot{args.tag}_seed{args.seed}"
+    path = args.out / name / "study.yaml"
+    if not path.exists():
+        raise SystemExit(f"--tag {args.tag} --seed {args.seed}: no study file at {path}")
+    config = StudyConfig.load(path)
+    study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
+    runner = TrialRunner(config)
+    try:
+        numbers = [int(n) for n in args.trials.split(",")]
+    except ValueError:
+        raise SystemExit(f"--trials {args.trials!r}: expected comma-separated trial numbers") from None
+    missing = [n for n in numbers if n >= len(study.trials) or "arch" not in study.trials[n].user_attrs]
+    if missing:
+        raise SystemExit(f"--trials: {missing} are not candidates of {name}")
+    out = args.json or ROOT / "benchmarks" / "results" / f"learning_curves{args.tag}_seed{args.seed}.json"
+    result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    result.update({"machine": machine(), "commit": commit(), "study": name, "every": args.every,
+                   "val_samples": args.val_samples})
+    for number in numbers:
+        spec = ArchSpec.from_dict(study.trials[number].user_attrs["arch"])
+        cfg = dataclasses.replace(runner.train_config(None), epochs=1, max_steps_per_epoch=None,
+                                  evaluate_test=False, val_samples=args.val_samples, progress=False)
+        trainer = CurveTrainer(spec, runner.dataset, cfg, every=args.every)
+        trainer.fit()
+        trainer.score()  # the epoch's end, if it is not on the grid
+        kinds = "+".join(layer["kind"] for layer in study.trials[number].user_attrs["arch"]["layers"])
+        result[f"trial{number}_family"] = kinds
+        result[f"trial{number}_flops"] = study.trials[number].user_attrs["costs"]["flops"]
+        for p in trainer.points:
+            for key in ("val_auc", "val_logloss", "train_loss", "seconds"):
+                result[f"trial{number}_step{p['step']}_{key}"] = p[key]
+        print(f"trial {number} ({kinds}): " + ", ".join(
+            f"{p['step']}: {p['val_auc']:.4f}" for p in trainer.points), flush=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")  # each candidate kept as it finishes
+
+
+if __name__ == "__main__":
+    main()
