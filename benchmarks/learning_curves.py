@@ -71,6 +71,10 @@ def main() -> None:
     parser.add_argument("--trials", required=True, help="comma-separated trial numbers of that study")
     parser.add_argument("--every", type=int, default=150, help="steps between validation scores")
     parser.add_argument("--val-samples", type=int, default=100_000)
+    parser.add_argument("--steps", type=int, help="stop after this many steps (default: an epoch)")
+    parser.add_argument("--dense-lr", type=float, default=None, help="the recipe's dense rate, changed")
+    parser.add_argument("--embedding-lr", type=float, default=None, help="the embedding rate, changed")
+    parser.add_argument("--key", default="", help="a suffix of this run's keys (e.g. _lr3x)")
     parser.add_argument("--json", type=Path, default=None,
                         help="default benchmarks/results/learning_curves<TAG>_seed<N>.json")
     args = parser.parse_args()
@@ -99,17 +103,23 @@ def main() -> None:
                    "val_samples": args.val_samples})
     for number in numbers:
         spec = ArchSpec.from_dict(study.trials[number].user_attrs["arch"])
-        cfg = dataclasses.replace(runner.train_config(None), epochs=1, max_steps_per_epoch=None,
+        cfg = dataclasses.replace(runner.train_config(None), epochs=1, max_steps_per_epoch=args.steps,
                                   evaluate_test=False, val_samples=args.val_samples, progress=False)
+        if args.dense_lr is not None:
+            cfg = dataclasses.replace(cfg, dense_lr=args.dense_lr)
+        if args.embedding_lr is not None:
+            cfg = dataclasses.replace(cfg, embedding_lr=args.embedding_lr)
         trainer = CurveTrainer(spec, runner.dataset, cfg, every=args.every)
         trainer.fit()
         trainer.score()  # the epoch's end, if it is not on the grid
         kinds = "+".join(layer["kind"] for layer in study.trials[number].user_attrs["arch"]["layers"])
         result[f"trial{number}_family"] = kinds
         result[f"trial{number}_flops"] = study.trials[number].user_attrs["costs"]["flops"]
+        result[f"trial{number}{args.key}_dense_lr"] = cfg.dense_lr
+        result[f"trial{number}{args.key}_embedding_lr"] = cfg.embedding_lr
         for p in trainer.points:
             for key in ("val_auc", "val_logloss", "train_loss", "seconds"):
-                result[f"trial{number}_step{p['step']}_{key}"] = p[key]
+                result[f"trial{number}{args.key}_step{p['step']}_{key}"] = p[key]
         print(f"trial {number} ({kinds}): " + ", ".join(
             f"{p['step']}: {p['val_auc']:.4f}" for p in trainer.points), flush=True)
         out.write_text(json.dumps(result, indent=1) + "\n")  # each candidate kept as it finishes

@@ -262,6 +262,7 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
     search_s = (
         record["supernet"]["seconds"] + record.get("search_seconds", 0.0) + record.get("rescore_seconds", 0.0)
         + record.get("rerank_seconds", 0.0)
+        + record.get("rung_loser_seconds", 0.0)  # the final_candidates that did not go on are search
     )
     return {
         "seed": seed,

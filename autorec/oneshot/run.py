@@ -145,27 +145,29 @@ def distinct_best(trials: list[FrozenTrial], k: int) -> list[FrozenTrial]:
     return out
 
 
-def family(t: FrozenTrial) -> tuple[str, ...]:
-    """A candidate's family: the kinds of its interaction layers, in order."""
-    return tuple(layer["kind"] for layer in t.user_attrs["arch"]["layers"])
+def family(t: FrozenTrial, by: str = "layers") -> tuple[str, ...]:
+    """A candidate's family: the kinds of its interaction layers, in order (``layers``), or the
+    kind of its first layer (``kind``: a DHEN + Wukong stack is of the DHEN family)."""
+    kinds = tuple(layer["kind"] for layer in t.user_attrs["arch"]["layers"])
+    return kinds[:1] if by == "kind" else kinds
 
 
-def in_family_turns(ranked: list[FrozenTrial]) -> list[FrozenTrial]:
-    """``ranked`` (best first) reordered in turns over families: each family's best (families in
-    the order of their bests), then each one's second best, and so on."""
+def in_family_turns(ranked: list[FrozenTrial], by: str = "layers") -> list[FrozenTrial]:
+    """``ranked`` (best first) reordered in turns over families (:func:`family` ``by``): each
+    family's best (families in the order of their bests), then each one's second best, and so on."""
     by_family: dict[tuple[str, ...], list[FrozenTrial]] = {}
     for t in ranked:
-        by_family.setdefault(family(t), []).append(t)
+        by_family.setdefault(family(t, by), []).append(t)
     turns: list[FrozenTrial] = []
     for i in range(max((len(members) for members in by_family.values()), default=0)):
         turns += [members[i] for members in by_family.values() if i < len(members)]
     return turns
 
 
-def family_bests(ranked: list[FrozenTrial], k: int) -> list[FrozenTrial]:
+def family_bests(ranked: list[FrozenTrial], k: int, by: str = "layers") -> list[FrozenTrial]:
     """The first ``k`` of ``ranked`` (best first) of distinct families, then, if fewer families
     than ``k`` are there, the next best of any."""
-    return in_family_turns(ranked)[:k]
+    return in_family_turns(ranked, by)[:k]
 
 
 def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
@@ -181,19 +183,26 @@ def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], floa
     return near + [t for t in ranked if t not in near]
 
 
-def winner(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
-           tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
-           proxy_tie: float = 0.0) -> FrozenTrial:
-    """The re-ranked candidate to train in full: the best ``trained_auc``; with ``tie``, the
-    largest (forward FLOPs) of those within ``tie`` of it; with ``proxy_tie``, the best
-    ``proxy_auc`` (the inherited-weight score that chose it) of those within ``proxy_tie`` of it:
-    a short training's noise is wider than the gap it is then asked to read."""
+def rerank_order(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
+                 tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
+                 proxy_tie: float = 0.0) -> list[FrozenTrial]:
+    """The re-ranked candidates, the one to train in full first: by ``trained_auc``; with
+    ``tie``, the largest (forward FLOPs) of those within ``tie`` of the best first; with
+    ``proxy_tie``, those within ``proxy_tie`` of it by ``proxy_auc`` (the inherited-weight score
+    that chose them): a short training's noise is wider than the gap it is then asked to read."""
     ranked = sorted(chosen, key=lambda t: -trained_auc(t))
     if proxy_tie and proxy_auc is not None and ranked:
         best = trained_auc(ranked[0])
         near = sorted((t for t in ranked if trained_auc(t) >= best - proxy_tie), key=lambda t: -proxy_auc(t))
         ranked = near + [t for t in ranked if t not in near]
-    return prefer_capacity(ranked, trained_auc, tie)[0]
+    return prefer_capacity(ranked, trained_auc, tie)
+
+
+def winner(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
+           tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
+           proxy_tie: float = 0.0) -> FrozenTrial:
+    """The re-ranked candidate to train in full (the first of :func:`rerank_order`)."""
+    return rerank_order(chosen, trained_auc, tie, proxy_auc, proxy_tie)[0]
 
 
 def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
@@ -230,7 +239,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     proxies = proxy_trials(study)
     ranked = distinct_best(proxies, len(proxies))
     if strategy.diverse:
-        ranked = in_family_turns(ranked)
+        ranked = in_family_turns(ranked, strategy.family)
     start = time.perf_counter()
     rescored = _rescore(study, search, record, ranked[:strategy.rescore], strategy.rescore_samples)
     if strategy.rescore:
@@ -238,7 +247,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
         ranked = sorted(ranked[:strategy.rescore], key=lambda t: -rescored[t.number]["val_auc"])
     ranked = prefer_capacity(ranked, lambda t: rescored.get(t.number, t.user_attrs[PROXY_ATTR])["val_auc"],
                              strategy.capacity_tie)
-    chosen = family_bests(ranked, strategy.rerank) if strategy.diverse else ranked[:strategy.rerank]
+    chosen = (family_bests(ranked, strategy.rerank, strategy.family) if strategy.diverse
+              else ranked[:strategy.rerank])
     start = time.perf_counter()  # scoring the calibration samples is calibration time too
     calibration = space_samples(study, search, strategy.calibrate, config.seed, config.objectives)
     rescored = _rescore(study, search, record, calibration if strategy.rescore else [],
@@ -277,15 +287,18 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     record["rerank_numbers"] = sorted(t.number for t in chosen)
     record["calibration_numbers"] = sorted(t.number for t in calibration)
     if not stage_trials(study, "final"):
-        proxy = winner(chosen, lambda t: trained[t.number].user_attrs["metrics"]["val"]["auc"],
-                       strategy.capacity_tie, lambda t: proxy_of(t)["val_auc"], strategy.rerank_tie)
+        order = rerank_order(chosen, lambda t: trained[t.number].user_attrs["metrics"]["val"]["auc"],
+                             strategy.capacity_tie, lambda t: proxy_of(t)["val_auc"], strategy.rerank_tie)
         cfg = dataclasses.replace(runner.train_config(root / "final"),
                                   epochs=strategy.final_epochs or max(10, config.budget.epochs),
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking
                                   patience=max(config.budget.patience, 2), checkpoint_every=500, resume=True)
+        proxy, cfg = _final_rung(config, study, runner, order[:strategy.final_candidates], cfg, record,
+                                 proxy_of, log)
         start = time.perf_counter()
         _train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
-        record["final_seconds"] = time.perf_counter() - start
+        rung = record.get("rung_seconds", {}).get(str(proxy.number), 0.0)  # its first epoch, in the rung
+        record["final_seconds"] = rung + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
 
     train(jobs[len(chosen):])
@@ -295,6 +308,39 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
     record["tau_pairs"] = len(pairs)
     study.set_user_attr(ONESHOT_ATTR, record)
+
+
+def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[FrozenTrial], cfg: Any,
+                record: dict[str, Any], proxy_of: Callable[[FrozenTrial], dict[str, float]],
+                log: Callable[[str], None]) -> tuple[FrozenTrial, Any]:
+    """With several ``finalists`` (``final_candidates``), each trains the final's first epoch
+    (stage ``final_rung``, in its own folder, its progress kept) and the best by validation AUC
+    goes on: returns it and the final's ``cfg`` in its folder, so its training resumes from that
+    epoch. The others' seconds are search (``record["rung_loser_seconds"]``); every finalist's are
+    in ``record["rung_seconds"]``. With one finalist: it, and ``cfg`` as it is."""
+    if len(finalists) == 1:
+        return finalists[0], cfg
+    done = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "final_rung")}
+    seconds: dict[str, float] = record.setdefault("rung_seconds", {})
+    for t in finalists:
+        if t.number in done:
+            continue
+        rung_cfg = dataclasses.replace(cfg, epochs=1, evaluate_test=False,  # (its test pass is the final's)
+                                       checkpoint_dir=str(Path(cfg.checkpoint_dir) / str(t.number)))
+        start = time.perf_counter()
+        done[t.number] = _train_stage(config, study, runner, t, "final_rung", rung_cfg, log, proxy_of(t),
+                                      keep_progress=True)
+        seconds[str(t.number)] = seconds.get(str(t.number), 0.0) + time.perf_counter() - start
+        study.set_user_attr(ONESHOT_ATTR, record)
+    def auc(t: FrozenTrial) -> float:
+        return done[t.number].user_attrs["metrics"]["val"]["auc"]
+    best = max(finalists, key=auc)
+    record["rung_winner"] = best.number
+    record["rung_loser_seconds"] = sum(seconds[str(t.number)] for t in finalists if t is not best)
+    study.set_user_attr(ONESHOT_ATTR, record)
+    aucs = ", ".join(f"{t.number}: {auc(t):.4f}" for t in finalists)
+    log(f"final rung: candidate {best.number} goes on (one epoch's val AUC {aucs})")
+    return best, dataclasses.replace(cfg, checkpoint_dir=str(Path(cfg.checkpoint_dir) / str(best.number)))
 
 
 def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any],
@@ -314,9 +360,10 @@ def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any
 
 def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTrial, stage: str,
                  train_config: Any, log: Callable[[str], None],
-                 scores: dict[str, float]) -> FrozenTrial:
+                 scores: dict[str, float], keep_progress: bool = False) -> FrozenTrial:
     """Train ``proxy``'s architecture stand-alone and record it as a trial of ``stage``;
-    ``scores``: the inherited-weight scores that chose it (its own, or a rescore's)."""
+    ``scores``: the inherited-weight scores that chose it (its own, or a rescore's); with
+    ``keep_progress`` its resumable checkpoint stays (a training that may go on)."""
     from autorec.train.checkpoints import drop_progress
     from autorec.train.trainer import Trainer
 
@@ -327,7 +374,7 @@ def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTri
     metrics = {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
                "train_samples_per_s": result.samples_per_s, "train_samples": result.train_samples,
                "data_wait_share": result.data_wait_share,
-               "seconds": result.seconds}
+               "seconds": result.seconds, "resumed_from": result.resumed_from}
     costs = proxy.user_attrs["costs"]
     values = scores_to_values({"val_auc": result.val["auc"], "val_loss": result.val["logloss"]}, costs,
                               config.objectives)
@@ -340,5 +387,6 @@ def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTri
                     "metrics": metrics, "checkpoint": str(train_config.checkpoint_dir) + "/best",
                     PROXY_ATTR: scores, "screen": proxy.user_attrs[PROXY_ATTR]})
     study.add_trial(trial)
-    drop_progress(Path(train_config.checkpoint_dir))  # a finished training keeps its best checkpoint
+    if not keep_progress:
+        drop_progress(Path(train_config.checkpoint_dir))  # a finished training keeps its best checkpoint
     return trial  # what the stages read of it (its user attributes) is what was stored

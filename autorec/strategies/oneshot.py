@@ -32,8 +32,13 @@ training that picks the winner, go in order of forward FLOPs per sample, largest
 short-horizon scores cannot see the capacity a full training pays for), ``rerank_tie`` (an AUC
 margin, default 0: off; the re-ranked candidates whose trained validation AUC is within it of the
 best are told apart by the inherited-weight score that chose them, best first: a short training's
-noise is wider than the gap it is then asked to read; not with ``capacity_tie``) and ``final_epochs`` (the
-winner's training; default max(10, the trial budget's epochs)).
+noise is wider than the gap it is then asked to read; not with ``capacity_tie``), ``family``
+(``layers``, the default: a family is the sequence of layer kinds; ``kind``: the first layer's
+kind, so the diverse re-rank takes the best of each block kind), ``final_candidates`` (default 1;
+with n > 1 the re-rank's n best each train the final's first epoch and the best by validation AUC
+goes on to the rest of its final training: on the ``scale`` workload DCNv2 overtakes DHEN only
+late in the first epoch, BENCHMARKS.md) and ``final_epochs`` (the winner's training; default
+max(10, the trial budget's epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]
@@ -55,6 +60,7 @@ if TYPE_CHECKING:
     from autorec.space import SearchSpace
 
 SEARCHES = ("tpe", "nsga2", "random")
+FAMILIES = ("layers", "kind")  # what a family is (autorec.oneshot.run.family's ``by``)
 
 
 class OneShotStrategy(Strategy):
@@ -72,7 +78,7 @@ class OneShotStrategy(Strategy):
                  rerank_steps: int | None = None, final_epochs: int | None = None, rescore: int = 0,
                  rescore_samples: int | None = None, rerank_val_samples: int | None = None,
                  diverse: bool = False, capacity_tie: float = 0.0, rerank_tie: float = 0.0,
-                 shared_crossings: int = 0,
+                 shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
                  **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -93,6 +99,7 @@ class OneShotStrategy(Strategy):
                                 ("rerank_steps", rerank_steps or 1, 1),
                                 ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0),
                                 ("shared_crossings", shared_crossings, 0),
+                                ("final_candidates", final_candidates, 1),
                                 ("rerank_val_samples", 1 if rerank_val_samples is None
                                  else rerank_val_samples, 1)):
             if value < low:
@@ -118,6 +125,15 @@ class OneShotStrategy(Strategy):
         if capacity_tie and rerank_tie:
             raise ValueError("strategy 'oneshot': capacity_tie and rerank_tie: set one (each orders the "
                              "re-ranked candidates that tie with the best)")
+        if family not in FAMILIES:
+            raise ValueError(f"strategy 'oneshot': family: expected one of {', '.join(FAMILIES)}, "
+                             f"got {family!r}")
+        if family != "layers" and not diverse:
+            raise ValueError(f"strategy 'oneshot': family: {family!r} is set without diverse (families "
+                             "are only read by the diverse rescore and re-rank)")
+        if final_candidates > rerank:
+            raise ValueError(f"strategy 'oneshot': final_candidates: expected at most rerank ({rerank}) "
+                             f"re-ranked candidates, got {final_candidates}")
         if search not in SEARCHES:
             raise ValueError(f"strategy 'oneshot': search: expected one of {', '.join(SEARCHES)}, "
                              f"got {search!r}")
@@ -126,6 +142,7 @@ class OneShotStrategy(Strategy):
         self.rerank_steps, self.rescore, self.rescore_samples = rerank_steps, rescore, rescore_samples
         self.rerank_val_samples, self.diverse, self.capacity_tie = rerank_val_samples, diverse, capacity_tie
         self.shared_crossings, self.rerank_tie = shared_crossings, rerank_tie
+        self.family, self.final_candidates = family, final_candidates
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

@@ -90,6 +90,10 @@ def test_rank_correlation():
     ({"shared_paths": 2}, r"shared_paths: expected a share of steps in \[0, 1\], got 2"),
     ({"rerank_tie": 0.5}, r"rerank_tie: expected an AUC margin in \[0, 0.5\), got 0.5"),
     ({"rerank_tie": 0.001, "capacity_tie": 0.002}, "capacity_tie and rerank_tie: set one"),
+    ({"family": "lead", "diverse": True}, "family: expected one of layers, kind, got 'lead'"),
+    ({"family": "kind"}, "family: 'kind' is set without diverse"),
+    ({"final_candidates": 5, "rerank": 4}, r"final_candidates: expected at most rerank \(4\) re-ranked"),
+    ({"final_candidates": 0}, "final_candidates: expected an integer >= 1, got 0"),
     ({"width_columns": "own-ish"},
      "strategy 'oneshot': width_columns: expected one of shared, own, got 'own-ish'"),
 ])
@@ -246,6 +250,9 @@ def test_family_turns_and_bests():
     assert [t.number for t in family_bests(ranked, 2)] == [0, 2]
     assert [t.number for t in family_bests(ranked, 4)] == [0, 2, 4, 1]  # three families: then the next best
     assert in_family_turns([]) == [] and family_bests([], 2) == []
+    # by the first layer's kind: the DHEN + DCNv2 stack is of the DHEN family
+    assert [t.number for t in in_family_turns(ranked, "kind")] == [0, 2, 1, 4, 3, 5]
+    assert [t.number for t in family_bests(ranked, 3, "kind")] == [0, 2, 1]
 
 
 def test_capacity_breaks_ties_within_the_margin_only():
@@ -354,3 +361,25 @@ def test_a_diverse_screen_rescores_and_reranks_across_families(tmp_path):
     rerank = of_stage(study, "rerank")
     kinds = [tuple(layer["kind"] for layer in t.user_attrs["arch"]["layers"]) for t in rerank]
     assert len(rerank) == 2 and kinds[0] != kinds[1]  # two families re-ranked
+
+
+def test_final_candidates_each_train_the_first_epoch_and_the_best_goes_on(tmp_path):
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0,
+                                      "rerank_steps": 1, "rerank_val_samples": 100, "final_epochs": 2,
+                                      "final_candidates": 2})
+    rerank, rung, final = (of_stage(study, s) for s in ("rerank", "final_rung", "final"))
+    assert len(rerank) == 3 and len(rung) == 2 and len(final) == 1
+    by_rerank = sorted(rerank, key=lambda t: -t.user_attrs["metrics"]["val"]["auc"])
+    # the re-rank's two best train one epoch each; the better by validation AUC goes on
+    assert {t.user_attrs["proxy_trial"] for t in rung} == {t.user_attrs["proxy_trial"] for t in by_rerank[:2]}
+    best = max(rung, key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
+    record = study.user_attrs[ONESHOT_ATTR]
+    assert final[0].user_attrs["proxy_trial"] == best.user_attrs["proxy_trial"] == record["rung_winner"]
+    assert final[0].user_attrs["metrics"]["resumed_from"]["epoch"] == 1  # its first epoch is the rung's
+    assert all(len(t.user_attrs["metrics"]["val"]) and not t.user_attrs["metrics"]["test"] for t in rung)
+    loser = next(t for t in rung if t is not best)
+    seconds = record["rung_seconds"]
+    assert record["rung_loser_seconds"] == seconds[str(loser.user_attrs["proxy_trial"])] > 0
+    # the final's seconds: its first epoch (in the rung) and the rest
+    assert record["final_seconds"] > seconds[str(best.user_attrs["proxy_trial"])]
+    assert 0 < final[0].user_attrs["metrics"]["test"]["auc"] < 1
