@@ -71,7 +71,9 @@ TAU_ARCHITECTURES = 12  # trained stand-alone per seed (re-ranked + calibration)
 DIM64_BYTES = 64 * 4  # bytes per row of the issue's reference: every table kept, dim 64, fp32, full hash
 
 
-def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
+def study_file(args: argparse.Namespace, stage: str, seed: int = 0, write: bool = True) -> Path:
+    """The stage's study file under ``--out``, written from the flags (``write``: always; else only
+    when it is not there, so reading a study does not rewrite another run's flags)."""
     name = stage if stage != "oneshot" else f"oneshot{args.tag}_seed{seed}"
     data: dict[str, Any] = {
         "name": name,
@@ -111,7 +113,8 @@ def study_file(args: argparse.Namespace, stage: str, seed: int = 0) -> Path:
     folder = args.out / name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "study.yaml"
-    path.write_text(yaml.safe_dump(data))
+    if write or not path.exists():
+        path.write_text(yaml.safe_dump(data))
     return path
 
 
@@ -165,7 +168,7 @@ def _seconds(trial: optuna.trial.FrozenTrial) -> float:
 
 
 def _load(args: argparse.Namespace, stage: str, seed: int = 0) -> tuple[StudyConfig, optuna.Study] | None:
-    path = study_file(args, stage, seed)
+    path = study_file(args, stage, seed, write=False)
     config = StudyConfig.load(path)
     if config.storage_url.startswith("sqlite:///") and not (config.directory / "study.db").exists():
         return None  # (opening it would leave an empty study.db behind)
@@ -358,7 +361,9 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
         if reference is None and recorded is not None:  # TPE's median trial went with its study
             first = int(args.seeds.split(",")[0])
             tpe_config = StudyConfig.load(study_file(args, "tpe"))
-            reference = sampled_reference(_load(args, "oneshot", first), tpe_config)
+            drawn = argparse.Namespace(**{**vars(args), "tag": args.reference_tag or args.tag})
+            reference = sampled_reference(_load(drawn, "oneshot", first), tpe_config)
+            out["reference_study"] = f"oneshot{drawn.tag}_seed{first}"
             out["reference_architecture"] = reference["architecture"]
             out["tpe_record_reference_training_s"] = recorded.get("reference_training_s")
         if reference is not None:
@@ -426,6 +431,10 @@ def main() -> None:
     parser.add_argument("--tpe-record", type=Path, default=None,
                         help="report: TPE's figures from this earlier report when no TPE study is in "
                              "--out (the new report names it, its machine and commit, as their source)")
+    parser.add_argument("--reference-tag", default=None,
+                        help="report, with --tpe-record: the one-shot studies whose draws from the space "
+                             "give the TE reference (default --tag; a variant run without calibration draws, "
+                             "calibrate 0, reads those of the run whose supernet it adopted)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     args = parser.parse_args()
     tpe_stages = [stage for stage in SPACES if stage != "oneshot"]

@@ -41,6 +41,11 @@ def main() -> None:
     parser.add_argument("--val-samples", type=int, default=100_000)
     parser.add_argument("--json", type=Path, default=None,
                         help="default benchmarks/results/rerank_noise<TAG>.json")
+    parser.add_argument("--key", default="",
+                        help="with --append: a prefix of this run's keys (e.g. seed2_), so runs of several "
+                             "studies or horizons share one file")
+    parser.add_argument("--append", action="store_true",
+                        help="merge this run's keys into the --json file instead of replacing it")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -57,8 +62,16 @@ def main() -> None:
     missing = [n for n in numbers if n >= len(study.trials) or "arch" not in study.trials[n].user_attrs]
     if missing:
         raise SystemExit(f"--trials: {missing} are not candidates of {name}")
-    result: dict[str, object] = {"machine": machine(), "commit": commit(), "study": name, "steps": args.steps,
-                                 "val_samples": args.val_samples}
+    out = args.json or ROOT / "benchmarks" / "results" / f"rerank_noise{args.tag}.json"
+    result: dict[str, object] = {}
+    if args.append and out.exists():
+        try:
+            result = json.loads(out.read_text())
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"--append: {out} is not JSON ({exc}); nothing was trained") from None
+    key = args.key
+    result |= {"machine": machine(), "commit": commit(), f"{key}study": name, f"{key}steps": args.steps,
+               f"{key}val_samples": args.val_samples}
     for number in numbers:
         spec = ArchSpec.from_dict(study.trials[number].user_attrs["arch"])
         aucs = []
@@ -68,11 +81,10 @@ def main() -> None:
             start = time.perf_counter()
             auc = Trainer(spec, runner.dataset, cfg).fit().val["auc"]
             print(f"trial {number} seed {seed}: val AUC {auc:.4f} ({time.perf_counter() - start:.0f} s)")
-            result[f"trial{number}_seed{seed}_val_auc"] = auc
+            result[f"{key}trial{number}_seed{seed}_val_auc"] = auc
             aucs.append(auc)
-        result[f"trial{number}_mean_val_auc"] = statistics.fmean(aucs)
-        result[f"trial{number}_spread"] = max(aucs) - min(aucs)
-    out = args.json or ROOT / "benchmarks" / "results" / f"rerank_noise{args.tag}.json"
+        result[f"{key}trial{number}_mean_val_auc"] = statistics.fmean(aucs)
+        result[f"{key}trial{number}_spread"] = max(aucs) - min(aucs)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 
