@@ -348,6 +348,13 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
     elif recorded is not None:
         out.update({key: recorded[key] for key in RECORDED_TPE_KEYS})
         out["tpe_source"] = f"{args.tpe_record} (commit {recorded['commit']}, {recorded['machine']})"
+    for f in shots:  # a variant without tau's trainings: its tau is its supernet's, measured by its base run
+        if f["kendall_tau"] is None and args.reference_tag:
+            base_args = argparse.Namespace(**{**vars(args), "tag": args.reference_tag})
+            base = _load(base_args, "oneshot", f["seed"])
+            if base is not None and base[1].user_attrs.get("oneshot", {}).get("kendall_tau") is not None:
+                f["kendall_tau"] = base[1].user_attrs["oneshot"]["kendall_tau"]
+                out[f"oneshot_seed{f['seed']}_kendall_tau_from"] = base[1].study_name
     if shots:
         out.update(
             oneshot_peak_rss_gib=max((f["peak_rss_gib"] or 0.0) for f in shots),
@@ -366,10 +373,15 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
             out["reference_study"] = f"oneshot{drawn.tag}_seed{first}"
             out["reference_architecture"] = reference["architecture"]
             out["tpe_record_reference_training_s"] = recorded.get("reference_training_s")
+        for f in shots:  # each seed's figures beside the worst-of-seeds ones
+            for key in ("test_auc", "search_s", "final_s", "wall_s", "kendall_tau"):
+                out[f"oneshot_seed{f['seed']}_{key}"] = f[key]
         if reference is not None:
             seconds = reference["seconds"]
             out["reference_training_s"] = seconds
             out["oneshot_train_equivalents_max"] = max(f["search_s"] for f in shots) / seconds
+            for f in shots:
+                out[f"oneshot_seed{f['seed']}_train_equivalents"] = f["search_s"] / seconds
         if tpe or recorded is not None:
             out["tolerance"] = TOLERANCE
     trained = [pair for f in [*tpe, *shots] for pair in f["trained"]]
@@ -432,9 +444,10 @@ def main() -> None:
                         help="report: TPE's figures from this earlier report when no TPE study is in "
                              "--out (the new report names it, its machine and commit, as their source)")
     parser.add_argument("--reference-tag", default=None,
-                        help="report, with --tpe-record: the one-shot studies whose draws from the space "
-                             "give the TE reference (default --tag; a variant run without calibration draws, "
-                             "calibrate 0, reads those of the run whose supernet it adopted)")
+                        help="report: the one-shot studies whose draws from the space give the TE reference "
+                             "with --tpe-record (default --tag), and whose tau stands for a seed that has "
+                             "none: a variant without tau's trainings (calibrate 0) reads those of the run "
+                             "whose supernet it adopted")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     args = parser.parse_args()
     tpe_stages = [stage for stage in SPACES if stage != "oneshot"]
