@@ -314,10 +314,11 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
                 record: dict[str, Any], proxy_of: Callable[[FrozenTrial], dict[str, float]],
                 log: Callable[[str], None]) -> tuple[FrozenTrial, Any]:
     """With several ``finalists`` (``final_candidates``), each trains the final's first epoch
-    (stage ``final_rung``, in its own folder, its progress kept) and the best by validation AUC
-    goes on: returns it and the final's ``cfg`` in its folder, so its training resumes from that
-    epoch. The others' seconds are search (``record["rung_loser_seconds"]``); every finalist's are
-    in ``record["rung_seconds"]``. With one finalist: it, and ``cfg`` as it is."""
+    (stage ``final_rung``, in its own folder) and the best by validation AUC goes on: returns it
+    and the final's ``cfg`` in its folder, so its training resumes from that epoch (the others
+    keep only their best checkpoint). The others' seconds are search
+    (``record["rung_loser_seconds"]``); every finalist's are in ``record["rung_seconds"]``. With
+    one finalist: it, and ``cfg`` as it is."""
     if len(finalists) == 1:
         return finalists[0], cfg
     done = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "final_rung")}
@@ -335,6 +336,11 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
     def auc(t: FrozenTrial) -> float:
         return done[t.number].user_attrs["metrics"]["val"]["auc"]
     best = max(finalists, key=auc)
+    from autorec.train.checkpoints import drop_progress
+
+    for t in finalists:  # a loser is not resumed: it keeps its best checkpoint only
+        if t is not best:
+            drop_progress(Path(cfg.checkpoint_dir) / str(t.number))
     record["rung_winner"] = best.number
     record["rung_loser_seconds"] = sum(seconds[str(t.number)] for t in finalists if t is not best)
     study.set_user_attr(ONESHOT_ATTR, record)

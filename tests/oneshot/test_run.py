@@ -378,6 +378,8 @@ def test_final_candidates_each_train_the_first_epoch_and_the_best_goes_on(tmp_pa
     assert final[0].user_attrs["metrics"]["resumed_from"]["epoch"] == 1  # its first epoch is the rung's
     assert all(len(t.user_attrs["metrics"]["val"]) and not t.user_attrs["metrics"]["test"] for t in rung)
     loser = next(t for t in rung if t is not best)
+    assert sorted(p.name for p in Path(loser.user_attrs["checkpoint"]).parent.iterdir()) == ["best"]
+    assert sorted(p.name for p in Path(final[0].user_attrs["checkpoint"]).parent.iterdir()) == ["best"]
     seconds = record["rung_seconds"]
     assert record["rung_loser_seconds"] == seconds[str(loser.user_attrs["proxy_trial"])] > 0
     # the final's seconds: its first epoch (in the rung) and the rest

@@ -121,7 +121,8 @@ def test_cli_search_on_ray_prints_a_json_summary(tmp_path):
 def test_a_ray_trial_past_its_time_limit_fails_with_its_kind(tmp_path):
     """budget.trial_time_limit_s holds on Ray as locally: the trial fails as `time_limit`."""
     pytest.importorskip("ray")
-    budget = {"trials": 1, "epochs": 200, "batch_size": 256, "trial_time_limit_s": 0.5}
+    # (patience as long as the epochs: early stopping must not end the training before the limit does)
+    budget = {"trials": 1, "epochs": 1000, "patience": 1000, "batch_size": 256, "trial_time_limit_s": 0.5}
     config = StudyConfig.load(write_study(tmp_path, budget=budget, pruner="none"))
     run_study_ray(config, workers=1, log=quiet)
     (trial,) = optuna.load_study(study_name="t", storage=open_storage(config.storage_url)).get_trials()
