@@ -24,8 +24,8 @@ from typing import Any
 import optuna
 
 from autorec.arch import ArchSpec
-from autorec.study import StudyConfig, TrialRunner, open_storage
 from autorec.train.trainer import Trainer
+from benchmarks.oneshot_studies import open_candidates
 from benchmarks.results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,20 +83,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-    name = f"oneshot{args.tag}_seed{args.seed}"
-    path = args.out / name / "study.yaml"
-    if not path.exists():
-        raise SystemExit(f"--tag {args.tag} --seed {args.seed}: no study file at {path}")
-    config = StudyConfig.load(path)
-    study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
-    runner = TrialRunner(config)
-    try:
-        numbers = [int(n) for n in args.trials.split(",")]
-    except ValueError:
-        raise SystemExit(f"--trials {args.trials!r}: expected comma-separated trial numbers") from None
-    missing = [n for n in numbers if n >= len(study.trials) or "arch" not in study.trials[n].user_attrs]
-    if missing:
-        raise SystemExit(f"--trials: {missing} are not candidates of {name}")
+    name, study, runner, numbers = open_candidates(args.out, args.tag, args.seed, args.trials)
     out = args.json or ROOT / "benchmarks" / "results" / f"learning_curves{args.tag}_seed{args.seed}.json"
     result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
     result.update({"machine": machine(), "commit": commit(), "study": name, "every": args.every,

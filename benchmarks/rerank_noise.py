@@ -23,7 +23,7 @@ from pathlib import Path
 import optuna
 
 from autorec.arch import ArchSpec
-from autorec.study import StudyConfig, TrialRunner, open_storage
+from benchmarks.oneshot_studies import open_candidates
 from benchmarks.results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,17 +51,7 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     from autorec.train.trainer import Trainer
 
-    name = f"oneshot{args.tag}_seed{args.seed}"
-    path = args.out / name / "study.yaml"
-    if not path.exists():
-        raise SystemExit(f"--tag {args.tag}: no study file at {path}")
-    config = StudyConfig.load(path)
-    study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
-    runner = TrialRunner(config)
-    numbers = [int(n) for n in args.trials.split(",")]
-    missing = [n for n in numbers if n >= len(study.trials) or "arch" not in study.trials[n].user_attrs]
-    if missing:
-        raise SystemExit(f"--trials: {missing} are not candidates of {name}")
+    name, study, runner, numbers = open_candidates(args.out, args.tag, args.seed, args.trials)
     out = args.json or ROOT / "benchmarks" / "results" / f"rerank_noise{args.tag}.json"
     result: dict[str, object] = {}
     if args.append and out.exists():

@@ -65,3 +65,12 @@ def test_a_gone_tpe_study_is_none_and_not_created(tmp_path: Path) -> None:
     assert tpe_figures(args, "tpe") is None
     assert reference_training(args) is None
     assert not (tmp_path / "tpe" / "tpe" / "study.db").exists()  # reading a report leaves no empty study
+
+
+def test_a_candidate_to_train_again_is_refused_by_name(tmp_path: Path) -> None:
+    from benchmarks.oneshot_studies import open_candidates
+
+    with pytest.raises(SystemExit, match=r"--trials '3,x': expected comma-separated trial numbers"):
+        open_candidates(tmp_path, "_x", 0, "3,x")
+    with pytest.raises(SystemExit, match=r"--tag _x --seed 1: no study file at .*oneshot_x_seed1/study.yaml"):
+        open_candidates(tmp_path, "_x", 1, "3")
