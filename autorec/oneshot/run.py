@@ -333,6 +333,7 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
                                       keep_progress=True)
         seconds[str(t.number)] = seconds.get(str(t.number), 0.0) + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
+
     def auc(t: FrozenTrial) -> float:
         return done[t.number].user_attrs["metrics"]["val"]["auc"]
     best = max(finalists, key=auc)
