@@ -25,7 +25,7 @@ import optuna
 
 from autorec.arch import ArchSpec
 from autorec.train.trainer import Trainer
-from benchmarks.oneshot_studies import open_candidates
+from benchmarks.oneshot_studies import add_candidate_arguments, open_candidates
 from benchmarks.results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,10 +65,7 @@ class CurveTrainer(Trainer):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
-    parser.add_argument("--tag", required=True, help="the one-shot study oneshot<TAG>_seed<N>")
-    parser.add_argument("--seed", type=int, default=0, help="the study's search seed")
-    parser.add_argument("--trials", required=True, help="comma-separated trial numbers of that study")
+    add_candidate_arguments(parser)
     parser.add_argument("--every", type=int, default=150, help="steps between validation scores")
     parser.add_argument("--val-samples", type=int, default=100_000)
     parser.add_argument("--steps", type=int, help="stop after this many steps (default: an epoch)")

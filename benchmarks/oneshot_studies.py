@@ -4,12 +4,22 @@ for, each refused by name when it is not there."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
 import optuna
 
 from autorec.study import StudyConfig, TrialRunner, open_storage
+
+
+def add_candidate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that name the study and its candidates: ``--out``, ``--tag``, ``--seed``, ``--trials``
+    (what :func:`open_candidates` takes)."""
+    parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
+    parser.add_argument("--tag", required=True, help="the one-shot study oneshot<TAG>_seed<N>")
+    parser.add_argument("--seed", type=int, default=0, help="the study's search seed")
+    parser.add_argument("--trials", required=True, help="comma-separated trial numbers of that study")
 
 
 def open_candidates(out: Path, tag: str, seed: int, trials: str) -> tuple[str, optuna.Study, Any, list[int]]:

@@ -163,6 +163,11 @@ def run_stage(args: argparse.Namespace, stage: str) -> None:
         log(f"{config.name}: this run took {time.perf_counter() - start:.0f} s")
 
 
+def _tagged(args: argparse.Namespace, tag: str) -> argparse.Namespace:
+    """``args`` naming the one-shot studies of ``tag`` (another run's, read by the report)."""
+    return argparse.Namespace(**{**vars(args), "tag": tag})
+
+
 def _seconds(trial: optuna.trial.FrozenTrial) -> float:
     return trial.duration.total_seconds() if trial.duration else 0.0
 
@@ -350,8 +355,7 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
         out["tpe_source"] = f"{args.tpe_record} (commit {recorded['commit']}, {recorded['machine']})"
     for f in shots:  # a variant without tau's trainings: its tau is its supernet's, measured by its base run
         if f["kendall_tau"] is None and args.reference_tag:
-            base_args = argparse.Namespace(**{**vars(args), "tag": args.reference_tag})
-            base = _load(base_args, "oneshot", f["seed"])
+            base = _load(_tagged(args, args.reference_tag), "oneshot", f["seed"])
             if base is not None and base[1].user_attrs.get("oneshot", {}).get("kendall_tau") is not None:
                 f["kendall_tau"] = base[1].user_attrs["oneshot"]["kendall_tau"]
                 out[f"oneshot_seed{f['seed']}_kendall_tau_from"] = base[1].study_name
@@ -368,7 +372,7 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
         if reference is None and recorded is not None:  # TPE's median trial went with its study
             first = int(args.seeds.split(",")[0])
             tpe_config = StudyConfig.load(study_file(args, "tpe"))
-            drawn = argparse.Namespace(**{**vars(args), "tag": args.reference_tag or args.tag})
+            drawn = _tagged(args, args.reference_tag or args.tag)
             reference = sampled_reference(_load(drawn, "oneshot", first), tpe_config)
             out["reference_study"] = f"oneshot{drawn.tag}_seed{first}"
             out["reference_architecture"] = reference["architecture"]
