@@ -71,6 +71,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="stop after this many steps (default: an epoch)")
     parser.add_argument("--dense-lr", type=float, default=None, help="the recipe's dense rate, changed")
     parser.add_argument("--embedding-lr", type=float, default=None, help="the embedding rate, changed")
+    parser.add_argument("--train-seed", type=int, default=None,
+                        help="the training seed (initial weights and batch order), changed")
+    parser.add_argument("--layers", type=json.loads, default=None,
+                        help='the candidates\' interaction layers replaced by these (a JSON list of an '
+                             'ArchSpec\'s layers, e.g. \'[{"kind": "dcnv2", "num_layers": 1, "rank": 0}]\')')
     parser.add_argument("--key", default="", help="a suffix of this run's keys (e.g. _lr3x)")
     parser.add_argument("--json", type=Path, default=None,
                         help="default benchmarks/results/learning_curves<TAG>_seed<N>.json")
@@ -86,21 +91,28 @@ def main() -> None:
     result.update({"machine": machine(), "commit": commit(), "study": name, "every": args.every,
                    "val_samples": args.val_samples})
     for number in numbers:
-        spec = ArchSpec.from_dict(study.trials[number].user_attrs["arch"])
+        arch = study.trials[number].user_attrs["arch"]
+        if args.layers is not None:
+            arch = {**arch, "layers": args.layers}
+        spec = ArchSpec.from_dict(arch)
         cfg = dataclasses.replace(runner.train_config(None), epochs=1, max_steps_per_epoch=args.steps,
                                   evaluate_test=False, val_samples=args.val_samples, progress=False)
         if args.dense_lr is not None:
             cfg = dataclasses.replace(cfg, dense_lr=args.dense_lr)
         if args.embedding_lr is not None:
             cfg = dataclasses.replace(cfg, embedding_lr=args.embedding_lr)
+        if args.train_seed is not None:
+            cfg = dataclasses.replace(cfg, seed=args.train_seed)
         trainer = CurveTrainer(spec, runner.dataset, cfg, every=args.every)
         trainer.fit()
         trainer.score()  # the epoch's end, if it is not on the grid
-        kinds = "+".join(layer["kind"] for layer in study.trials[number].user_attrs["arch"]["layers"])
-        result[f"trial{number}_family"] = kinds
-        result[f"trial{number}_flops"] = study.trials[number].user_attrs["costs"]["flops"]
+        kinds = "+".join(layer["kind"] for layer in arch["layers"])
+        result[f"trial{number}{args.key}_family"] = kinds
+        if args.layers is None:
+            result[f"trial{number}_flops"] = study.trials[number].user_attrs["costs"]["flops"]
         result[f"trial{number}{args.key}_dense_lr"] = cfg.dense_lr
         result[f"trial{number}{args.key}_embedding_lr"] = cfg.embedding_lr
+        result[f"trial{number}{args.key}_train_seed"] = cfg.seed
         for p in trainer.points:
             for key in ("val_auc", "val_logloss", "train_loss", "seconds"):
                 result[f"trial{number}{args.key}_step{p['step']}_{key}"] = p[key]

@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 
 from autorec.oneshot.run import (
     ONESHOT_ATTR,
+    _final_rung,
     distinct_best,
     family,
     family_bests,
@@ -33,6 +34,7 @@ from autorec.space import SearchSpace
 from autorec.strategies import make_strategy
 from autorec.study import StudyConfig, open_storage, run_study, select_trials, trial_arch
 from autorec.train.checkpoints import latest
+from autorec.train.records import TrainConfig
 from tests.studyfiles import write_study
 
 ONESHOT = {"name": "oneshot", "options": {"steps": 30, "batch_size": 64, "checkpoint_every": 3,
@@ -385,3 +387,13 @@ def test_final_candidates_each_train_the_first_epoch_and_the_best_goes_on(tmp_pa
     # the final's seconds: its first epoch (in the rung) and the rest
     assert record["final_seconds"] > seconds[str(best.user_attrs["proxy_trial"])]
     assert 0 < final[0].user_attrs["metrics"]["test"]["auc"] < 1
+    # the rung goes by validation AUC, not by the re-rank's order: given the finalists the other way
+    # round too (their rung trainings are recorded, so nothing trains), the same one goes on
+    proxies = {t.number: t for t in study.trials}
+    finalists = [proxies[t.user_attrs["proxy_trial"]] for t in by_rerank[:2]]
+    folder = Path(loser.user_attrs["checkpoint"]).parents[1]
+    cfg = TrainConfig(checkpoint_dir=str(folder))
+    for order in (finalists, finalists[::-1]):
+        chosen, chosen_cfg = _final_rung(None, study, None, order, cfg, dict(record), lambda t: {}, quiet)
+        assert chosen.number == record["rung_winner"]
+        assert chosen_cfg.checkpoint_dir == str(folder / str(chosen.number))
