@@ -36,6 +36,7 @@ from autorec.arch import ArchSpec
 from autorec.data import RecDataset
 from autorec.metrics import binary_metrics, monitored_score
 from autorec.models import build_model
+from autorec.train import embedding_optim as emb_optim
 from autorec.train.checkpoint_reader import load_state, read_meta, resumed_sharding_types
 from autorec.train.checkpoints import (
     META,
@@ -120,12 +121,12 @@ class Trainer:
             plan = load_plan(self.config.plan, spec, self.world_size, self.device.type)
         seed_everything(self.config.seed)
         model = build_model(spec, device=torch.device("meta"))
-        apply_optimizer_in_backward(
-            RowWiseAdagrad, model.sparse_arch.parameters(),
-            {"lr": self.config.embedding_lr, "weight_decay": self.config.embedding_weight_decay})
+        fused = emb_optim.fused_optimizer_kwargs(self.config.embedding_lr, self.config.embedding_weight_decay)
+        apply_optimizer_in_backward(RowWiseAdagrad, model.sparse_arch.parameters(), fused)
         self.model = shard(model, self.device, plan=plan, dense_parallel=self.config.dense_parallel,
                            keep_types=None if plan else resumed_sharding_types(self.config.checkpoint_dir,
                                                                                self.config.resume))
+        emb_optim.check_embedding_weight_decay(fused["weight_decay"], self.model.plan, self.device)
         init_embeddings(self.model, self.config.seed)  # the same start at any world size and plan
         self.optimizer = CombinedOptimizer([self.model.fused_optimizer, *self._unfused_optimizers()])
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
@@ -136,9 +137,9 @@ class Trainer:
 
     def _unfused_optimizers(self) -> list[KeyedOptimizerWrapper]:
         """The optimizers stepped after backward: ``dense_optimizer`` on the dense parts, and
-        row-wise Adagrad (``embedding_lr``, as the fused kernels apply) on the tables the planner
-        replicated (data_parallel), whose weights torchrec leaves as plain parameters; without it
-        those tables would fall to the dense optimizer and ``embedding_lr`` would depend on the plan."""
+        row-wise Adagrad (``embedding_lr``, as the fused kernels apply; ``embedding_optim``) on the
+        tables the planner replicated (data_parallel), left as plain parameters by torchrec; without
+        it they would fall to the dense optimizer and ``embedding_lr`` would depend on the plan."""
         cfg = self.config
         dense: dict[str, torch.nn.Parameter] = {}
         tables: dict[str, torch.nn.Parameter] = {}
@@ -148,7 +149,7 @@ class Trainer:
         self._unfused = [KeyedOptimizerWrapper(dense, lambda params: dense_cls(
             params, lr=cfg.dense_lr, weight_decay=cfg.dense_weight_decay))]
         if tables:
-            self._unfused.append(KeyedOptimizerWrapper(tables, lambda params: RowWiseAdagrad(
+            self._unfused.append(KeyedOptimizerWrapper(tables, lambda params: emb_optim.RowSparseAdagrad(
                 params, lr=cfg.embedding_lr, weight_decay=cfg.embedding_weight_decay)))
         return self._unfused
 
