@@ -50,6 +50,8 @@ RECIPES: dict[str, dict[str, Any]] = {
     "emb_lr_0.02": {"embedding_lr": 0.02},
     "emb_lr_0.1": {"embedding_lr": 0.1},
     "dense_wd_1e-5": {"dense_weight_decay": 1e-5},
+    "dense_wd_1e-4": {"dense_weight_decay": 1e-4},
+    "dense_wd_1e-3": {"dense_weight_decay": 1e-3},
     "emb_wd_1e-6": {"embedding_weight_decay": 1e-6},
     "emb_lr_0.2": {"embedding_lr": 0.2},
 }
