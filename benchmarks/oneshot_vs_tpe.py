@@ -89,6 +89,8 @@ def study_file(args: argparse.Namespace, stage: str, seed: int = 0, write: bool 
         },
         "pruner": "median",
         "seed": seed,
+        # the recipe TPE's recorded studies trained with (dense weight decay became 1e-4 later)
+        "train": {"dense_weight_decay": 0.0},
     }
     if stage == "oneshot":
         options = {

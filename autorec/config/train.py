@@ -39,7 +39,7 @@ class TrainSettings(BaseModel):
     seed: int = Field(0, description="seed for the split, init and shuffling")
     dense_optimizer: DenseOptimizer = Field("adam", description="dense optimizer")
     dense_lr: float = Field(3e-3, ge=0, description="dense learning rate")
-    dense_weight_decay: float = Field(0.0, ge=0, description="dense weight decay")
+    dense_weight_decay: float = Field(1e-4, ge=0, description="dense weight decay (L2)")
     embedding_lr: float = Field(0.2, ge=0, description="row-wise Adagrad learning rate of every table")
     embedding_weight_decay: float = Field(0.0, ge=0, description="row-wise Adagrad weight decay")
     lr_schedule: LrSchedule = Field(

@@ -84,7 +84,7 @@ class TrainConfig:
     seed: int = 0
     dense_optimizer: str = "adam"
     dense_lr: float = 3e-3  # dense_lr, embedding_lr: benchmarks/train_defaults.py (BENCHMARKS.md)
-    dense_weight_decay: float = 0.0
+    dense_weight_decay: float = 1e-4  # benchmarks/train_defaults.py (BENCHMARKS.md, "Training defaults")
     embedding_lr: float = 0.2
     embedding_weight_decay: float = 0.0
     lr_schedule: str = "constant"
