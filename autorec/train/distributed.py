@@ -30,7 +30,7 @@ from torchrec.distributed.model_parallel import (
     DistributedModelParallel,
 )
 from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
-from torchrec.distributed.types import ShardingEnv, ShardingPlan
+from torchrec.distributed.types import ParameterSharding, ShardingEnv, ShardingPlan
 from torchrec.modules.embedding_configs import DataType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection
 
@@ -140,10 +140,15 @@ def planner_constraints(model: nn.Module,
     return out
 
 
+def table_shardings(plan: ShardingPlan) -> dict[str, ParameterSharding]:
+    """Each table's ParameterSharding in ``plan`` (sharding type, compute kernel, ranks)."""
+    return {name: ps for module_plan in plan.plan.values()
+            for name, ps in getattr(module_plan, "items", lambda: [])()}
+
+
 def sharding_types(plan: ShardingPlan) -> dict[str, str]:
     """Each table's sharding type in ``plan``."""
-    return {name: ps.sharding_type for module_plan in plan.plan.values()
-            for name, ps in getattr(module_plan, "items", lambda: [])()}
+    return {name: ps.sharding_type for name, ps in table_shardings(plan).items()}
 
 
 def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = None,
