@@ -7,7 +7,8 @@ it (data_parallel, the "dense" kernel), by a Python row-wise Adagrad after backw
 - fbgemm applies a weight decay only under a ``weight_decay_mode``; torchrec passes
   ``weight_decay`` without one, so the TBE kept its default mode, NONE, and ignored it.
   :func:`fused_optimizer_kwargs` asks for L2 (``g + wd * w`` before the row-wise Adagrad step,
-  on the rows the batch looked up), which fbgemm's CUDA kernels apply. Its CPU kernels apply no
+  on the rows the batch looked up), which fbgemm's CUDA kernels apply by its documentation (not
+  run here: no GPU on the machines this was written on). Its CPU kernels apply no
   weight decay in any mode (measured: a CPU TBE's update is the same bit for bit with L2 or
   DECOUPLE as with none), so :func:`check_embedding_weight_decay` refuses the setting where a
   table is on a fused kernel on the CPU, rather than train it as if there were none.
