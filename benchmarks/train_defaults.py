@@ -104,28 +104,43 @@ def run(datasets: list[str], recipes: list[str], out: Path,
                 if tag in done:
                     continue
                 data = data or dataset(key)
-                done[tag] = cell(data, name, recipe(rec))
-                print(f"{key} {tag}: val logloss {done[tag]['val']['logloss']:.4f}, test AUC "
-                      f"{done[tag]['test']['auc']:.4f} ({done[tag]['seconds']:.0f} s)", flush=True)
+                try:
+                    done[tag] = cell(data, name, recipe(rec))
+                except ValueError as err:  # a setting this machine refuses (embedding WD on CPU)
+                    done[tag] = {"refused": str(err)}
+                    print(f"{key} {tag}: refused: {err}", flush=True)
+                else:
+                    print(f"{key} {tag}: val logloss {done[tag]['val']['logloss']:.4f}, test AUC "
+                          f"{done[tag]['test']['auc']:.4f} ({done[tag]['seconds']:.0f} s)", flush=True)
                 cache.write_text(json.dumps(done, indent=1))
         runs[key] = done
     return runs
 
 
 def summarise(runs: dict[str, dict[str, dict[str, Any]]], recipes: list[str]) -> dict[str, Any]:
-    """Per recipe: mean and worst validation-logloss regret over the cells, mean test figures."""
+    """Per recipe: mean and worst validation-logloss regret over the cells, mean test figures,
+    and each cell's figures (``<dataset>_<preset>_<recipe>_val_logloss``, ``..._test_auc``).
+
+    A recipe that the machine refused in any cell (``{"refused": reason}``, e.g. an embedding
+    weight decay on fbgemm's CPU kernels) is left out of the comparison and named under
+    ``refused_recipes``, so the others are still ranked on complete cells."""
+    refused = sorted({r for done in runs.values() for r in recipes
+                      if any("refused" in done.get(f"{n}/{r}", {}) for n in PRESETS)})
+    recipes = [r for r in recipes if r not in refused]
     regrets: dict[str, list[float]] = {r: [] for r in recipes}
     tests: dict[str, list[tuple[float, float]]] = {r: [] for r in recipes}
-    for done in runs.values():
+    row: dict[str, Any] = {"refused_recipes": ",".join(refused)} if refused else {}
+    for key, done in runs.items():
         for name in PRESETS:
             cells = {r: done[f"{name}/{r}"] for r in recipes if f"{name}/{r}" in done}
-            if len(cells) < len(recipes):
+            if not recipes or len(cells) < len(recipes):
                 continue
             best = min(c["val"]["logloss"] for c in cells.values())
             for r, c in cells.items():
                 regrets[r].append(c["val"]["logloss"] - best)
                 tests[r].append((c["test"]["logloss"], c["test"]["auc"]))
-    row: dict[str, Any] = {}
+                row[f"{key}_{name}_{r}_val_logloss"] = round(c["val"]["logloss"], 5)
+                row[f"{key}_{name}_{r}_test_auc"] = round(c["test"]["auc"], 5)
     for r in recipes:
         if not regrets[r]:
             continue
