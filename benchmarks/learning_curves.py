@@ -24,7 +24,7 @@ from typing import Any
 import optuna
 
 from autorec.arch import ArchSpec
-from autorec.train.trainer import Trainer
+from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.oneshot_studies import add_candidate_arguments, open_candidates
 from benchmarks.results_file import commit, machine
 
@@ -62,6 +62,27 @@ class CurveTrainer(Trainer):
         self._since = time.perf_counter()
 
 
+def candidate(arch: dict[str, Any], base: TrainConfig, *, layers: list[dict[str, Any]] | None = None,
+              steps: int | None = None, val_samples: int = 100_000, dense_lr: float | None = None,
+              embedding_lr: float | None = None, train_seed: int | None = None,
+              ) -> tuple[ArchSpec, TrainConfig]:
+    """A trial's architecture (its interaction ``layers`` replaced, if given) and the study's
+    training settings for one epoch of it, with the changed rates and seed; a ``layers`` list that
+    is no valid ArchSpec's is refused with the reason (SystemExit naming ``--layers``)."""
+    if layers is not None:
+        arch = {**arch, "layers": layers}
+    try:
+        spec = ArchSpec.from_dict(arch)
+    except (KeyError, TypeError, ValueError) as err:
+        raise SystemExit(f"--layers {json.dumps(layers)}: not an ArchSpec's layers: {err}") from err
+    changes: dict[str, Any] = {"epochs": 1, "max_steps_per_epoch": steps, "evaluate_test": False,
+                               "val_samples": val_samples, "progress": False}
+    for key, value in (("dense_lr", dense_lr), ("embedding_lr", embedding_lr), ("seed", train_seed)):
+        if value is not None:
+            changes[key] = value
+    return spec, dataclasses.replace(base, **changes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,22 +112,14 @@ def main() -> None:
     result.update({"machine": machine(), "commit": commit(), "study": name, "every": args.every,
                    "val_samples": args.val_samples})
     for number in numbers:
-        arch = study.trials[number].user_attrs["arch"]
-        if args.layers is not None:
-            arch = {**arch, "layers": args.layers}
-        spec = ArchSpec.from_dict(arch)
-        cfg = dataclasses.replace(runner.train_config(None), epochs=1, max_steps_per_epoch=args.steps,
-                                  evaluate_test=False, val_samples=args.val_samples, progress=False)
-        if args.dense_lr is not None:
-            cfg = dataclasses.replace(cfg, dense_lr=args.dense_lr)
-        if args.embedding_lr is not None:
-            cfg = dataclasses.replace(cfg, embedding_lr=args.embedding_lr)
-        if args.train_seed is not None:
-            cfg = dataclasses.replace(cfg, seed=args.train_seed)
+        spec, cfg = candidate(study.trials[number].user_attrs["arch"], runner.train_config(None),
+                              layers=args.layers, steps=args.steps, val_samples=args.val_samples,
+                              dense_lr=args.dense_lr, embedding_lr=args.embedding_lr,
+                              train_seed=args.train_seed)
         trainer = CurveTrainer(spec, runner.dataset, cfg, every=args.every)
         trainer.fit()
         trainer.score()  # the epoch's end, if it is not on the grid
-        kinds = "+".join(layer["kind"] for layer in arch["layers"])
+        kinds = "+".join(layer.kind for layer in spec.layers)
         result[f"trial{number}{args.key}_family"] = kinds
         if args.layers is None:
             result[f"trial{number}_flops"] = study.trials[number].user_attrs["costs"]["flops"]
