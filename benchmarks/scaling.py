@@ -42,7 +42,9 @@ def study_file(args: argparse.Namespace) -> Path:
                                  "samples": list(args.samples)}},
         "objectives": ["val_auc"],
         "budget": {"epochs": 1, "batch_size": args.batch_size},
-        "train": {"checkpoint_every": args.checkpoint_every},
+        # dense weight decay 0: the recipe the recorded ladders (benchmarks/results/scaling*.json)
+        # and the GPU ladder (scaling_gpu) train under, from before its default became 1e-4
+        "train": {"checkpoint_every": args.checkpoint_every, "dense_weight_decay": 0.0},
         "pruner": "none",
         "seed": 0,
     }

@@ -110,7 +110,7 @@ def train_rung(spec: ArchSpec, train: DeviceSplit, samples: int, batch_size: int
     init_embeddings(model, seed)
     tables = [p for n, p in model.named_parameters() if n.startswith("sparse_arch.")]
     dense = [p for n, p in model.named_parameters() if not n.startswith("sparse_arch.")]
-    recipe = TrainConfig()  # the trainer's defaults: the CPU ladder's recipe
+    recipe = TrainConfig()  # the trainer's rates; no weight decay, as the CPU ladder pins
     optimizers = [DENSE_OPTIMIZERS[recipe.dense_optimizer](dense, lr=recipe.dense_lr),
                   RowWiseAdagrad(tables, lr=recipe.embedding_lr)]
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
