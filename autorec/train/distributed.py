@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import timedelta
 
 import numpy as np
@@ -153,7 +154,8 @@ def sharding_types(plan: ShardingPlan) -> dict[str, str]:
 
 def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = None,
           dense_parallel: str = "ddp", wrapper: DataParallelWrapper | None = None,
-          keep_types: dict[str, str] | None = None) -> DistributedModelParallel:
+          keep_types: dict[str, str] | None = None,
+          check: Callable[[ShardingPlan], None] | None = None) -> DistributedModelParallel:
     """Wrap ``model`` (embeddings possibly on meta) in DistributedModelParallel.
 
     Args:
@@ -166,6 +168,7 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         wrapper: a data-parallel wrapper for the dense parts that replaces the one
             ``dense_parallel`` names (the supernet's must find unused parameters).
         keep_types: table -> sharding type the planner must keep (see :func:`planner_constraints`).
+        check: called with the plan before any table is allocated; raises to refuse it.
     """
     if dense_parallel not in DENSE_PARALLEL:
         raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
@@ -181,6 +184,8 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         plan = planner.collective_plan(
             model, sharders, dist.GroupMember.WORLD)
     _check_fused(plan, reduced_precision_tables(model))
+    if check is not None:
+        check(plan)
     if wrapper is None:
         wrapper = FullyShardWrapper() if dense_parallel == "fsdp" else DefaultDataParallelWrapper()
     return DistributedModelParallel(model, device=device, plan=plan, sharders=sharders,

@@ -125,8 +125,9 @@ class Trainer:
         apply_optimizer_in_backward(RowWiseAdagrad, model.sparse_arch.parameters(), fused)
         self.model = shard(model, self.device, plan=plan, dense_parallel=self.config.dense_parallel,
                            keep_types=None if plan else resumed_sharding_types(self.config.checkpoint_dir,
-                                                                               self.config.resume))
-        emb_optim.check_embedding_weight_decay(fused["weight_decay"], self.model.plan, self.device)
+                                                                               self.config.resume),
+                           check=lambda p: emb_optim.check_embedding_weight_decay(
+                               fused["weight_decay"], p, self.device))
         init_embeddings(self.model, self.config.seed)  # the same start at any world size and plan
         self.optimizer = CombinedOptimizer([self.model.fused_optimizer, *self._unfused_optimizers()])
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
