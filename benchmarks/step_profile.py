@@ -20,6 +20,7 @@ operators. Results: a table on stdout and flat keys ``<preset>_<piece>_ms``, ``<
 ``<preset>_floor_ms`` and ``<preset>_floor_share`` merged into ``benchmarks/results/throughput.json``.
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile [--presets dlrm,wukong] [--steps 10]
+    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --compile   # + the compiled step
 """
 
 from __future__ import annotations
@@ -133,9 +134,21 @@ def _draw(batches: Waited[Any]) -> tuple[Any, float]:
     return batch, batches.seconds - before
 
 
+def compile_dense(net: torch.nn.Module) -> None:
+    """Compile a RecModel's dense parts (dense arch, interaction layers, over-arch) in place with
+    ``torch.compile`` (Inductor); the sharded lookup stays eager (fbgemm's kernels)."""
+    for name in PARTS[1:]:
+        module = getattr(net, name, None)
+        if module is not None:
+            module.compile()
+
+
 def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: int,
-                   rates: Rates) -> dict[str, Any]:
-    """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators."""
+                   rates: Rates, compiled: bool = False) -> dict[str, Any]:
+    """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators;
+    with ``compiled``, then the same trainer's step with :func:`compile_dense` (after ``warmup``
+    steps that compile it): ``<name>_compiled_step_ms``, ``<name>_compile_speedup`` (the eager
+    step's median over the compiled one's) and ``<name>_compile_s`` (the compiling steps' seconds)."""
     spec = preset(name, data.schema)
     trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False))
     batches = Waited(iter(trainer._batches("train", batch_size, True, 0)))
@@ -167,6 +180,21 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
             batch, _ = _draw(batches)
             trainer.train_step(batch)
     top = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:5]
+    extra: dict[str, float] = {}
+    if compiled:
+        compile_dense(trainer.model.module)
+        start = time.perf_counter()
+        for _ in range(max(warmup, 2)):
+            trainer.train_step(_draw(batches)[0])
+        extra[f"{name}_compile_s"] = time.perf_counter() - start
+        fast = []
+        for _ in range(steps):
+            batch, _ = _draw(batches)
+            start = time.perf_counter()
+            trainer.train_step(batch)
+            fast.append(time.perf_counter() - start)
+        extra[f"{name}_compiled_step_ms"] = 1e3 * statistics.median(fast)
+        extra[f"{name}_compile_speedup"] = statistics.median(plain) / statistics.median(fast)
     floor = step_floor(spec, batch_size, rates, pooling_factors(seen))
     step_s = statistics.median(plain)
     out: dict[str, Any] = {f"{name}_{k}_ms": 1e3 * statistics.median(r[k] for r in rows) for k in PIECES}
@@ -175,6 +203,7 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
                 f"{name}_floor_bound": floor.bound, f"{name}_step_gflop": floor.flops / 1e9,
                 f"{name}_step_mbytes": floor.bytes / 2**20,
                 f"{name}_top_ops": "; ".join(f"{e.key} {e.self_cpu_time_total / 3e3:.1f} ms" for e in top)})
+    out.update(extra)
     return out
 
 
@@ -185,11 +214,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=10, help="timed steps (each way: plain and hooked)")
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--compile", action="store_true",
+                        help="then time each preset's step with its dense parts under torch.compile")
     parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
-    needed = (args.warmup + 2 * args.steps + 3) * len(args.presets.split(",")) * args.batch_size
+    needed = (2 * args.warmup + 3 * args.steps + 5) * len(args.presets.split(",")) * args.batch_size
     data = load_dataset("synthetic", preset="scale", num_samples=needed * 10 // 8 + args.batch_size)
     rates = measure_rates()
     print(f"matmul {rates.matmul_flops / 1e9:.1f} GFLOP/s, copy bandwidth {rates.bandwidth / 1e9:.1f} GB/s, "
@@ -200,7 +231,8 @@ def main() -> None:
                                "profile_threads": torch.get_num_threads()}
     names = args.presets.split(",")
     for name in names:
-        figures.update(profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates))
+        figures.update(profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates,
+                                      compiled=args.compile))
         print(f"  {name}: {figures[f'{name}_step_ms']:.1f} ms/step, floor "
               f"{figures[f'{name}_floor_ms']:.1f} ms ({figures[f'{name}_floor_bound']}), "
               f"top: {figures[f'{name}_top_ops']}", flush=True)
@@ -208,6 +240,10 @@ def main() -> None:
     for piece in (*PIECES, "step", "floor"):
         print(f"| {piece} | " + " | ".join(f"{figures[f'{n}_{piece}_ms']:.1f}" for n in names) + " |")
     print("| floor share | " + " | ".join(f"{figures[f'{n}_floor_share']:.2f}" for n in names) + " |")
+    if args.compile:
+        for label, key, form in (("compiled step", "compiled_step_ms", ".1f"),
+                                 ("compile speedup", "compile_speedup", ".2f")):
+            print(f"| {label} | " + " | ".join(f"{figures[f'{n}_{key}']:{form}}" for n in names) + " |")
     merge_results(Path(args.json), figures, prefix="profile")
 
 

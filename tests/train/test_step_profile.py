@@ -53,3 +53,12 @@ def test_a_profiled_step_splits_into_its_pieces(planted_data):
         assert figures[f"dlrm_{piece}_ms"] > 0, piece
     assert figures["dlrm_step_ms"] > 0 and 0 < figures["dlrm_floor_share"]
     assert figures["dlrm_floor_bound"] in ("compute", "memory") and "ms" in figures["dlrm_top_ops"]
+
+
+@pytest.mark.slow  # Inductor compiles the dense parts: about a minute on two cores
+def test_the_compiled_step_is_timed_beside_the_eager_one(planted_data):
+    figures = profile_preset("wukong", planted_data, batch_size=64, steps=2, warmup=1,
+                             rates=Rates(matmul_flops=1e10, bandwidth=1e10), compiled=True)
+    assert figures["wukong_compiled_step_ms"] > 0 and figures["wukong_compile_s"] > 0
+    assert figures["wukong_compile_speedup"] == pytest.approx(
+        figures["wukong_step_ms"] / figures["wukong_compiled_step_ms"])
