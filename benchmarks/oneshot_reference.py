@@ -7,6 +7,11 @@ training-equivalent is measured again now, on this machine, by :func:`sampled_re
 one-shot study's architectures drawn uniformly from the space for Kendall's tau, the one of median
 training FLOPs trained on TPE's trial budget. (The TPE study's own reference, its trial of median
 duration, cannot be found without the study.)
+
+Two readings of the issue's training-equivalent ("one full training of the median architecture")
+are measured: on the trial budget (one TPE trial: what every report so far divided by) and, with
+``final_epochs``, on the final-training budget that both methods' winners get (``--final-epochs``
+epochs, patience 2: the "full training" of the benchmark's own wording).
 """
 
 from __future__ import annotations
@@ -42,10 +47,12 @@ def tpe_record(path: Path | None) -> dict[str, Any] | None:
     return recorded
 
 
-def sampled_reference(loaded: tuple[StudyConfig, optuna.Study] | None, tpe: StudyConfig) -> dict[str, Any]:
+def sampled_reference(loaded: tuple[StudyConfig, optuna.Study] | None, tpe: StudyConfig,
+                      final_epochs: int | None = None) -> dict[str, Any]:
     """One training, timed now, of the median-FLOPs architecture among the one-shot study's
     uniform draws from the space (stage ``sample``), on the trial budget of the TPE study file
-    ``tpe``; cached in the one-shot study's ``reference`` attribute."""
+    ``tpe`` (with ``final_epochs``: on the final-training budget, see the module docstring);
+    cached in the one-shot study's ``reference`` (``reference_full``) attribute."""
     if loaded is None:
         raise SystemExit("report: no TPE study and no one-shot study to draw a reference architecture from")
     _, study = loaded
@@ -55,21 +62,35 @@ def sampled_reference(loaded: tuple[StudyConfig, optuna.Study] | None, tpe: Stud
         raise SystemExit(f"report: {study.study_name} has no architectures drawn from the space (its "
                          "calibration has not run) to take a reference training from")
     median = drawn[len(drawn) // 2]
-    cached = study.user_attrs.get("reference")
-    if cached is None or cached.get("architecture") != median.number:
-        cached = {"architecture": median.number, "seconds": timed_training(tpe, median.user_attrs["arch"])}
-        study.set_user_attr("reference", cached)
+    attr = "reference" if final_epochs is None else "reference_full"
+    cached = study.user_attrs.get(attr)
+    if cached is None or cached.get("architecture") != median.number or cached.get("epochs") != final_epochs:
+        cached = {"architecture": median.number, "epochs": final_epochs,
+                  "seconds": timed_training(tpe, median.user_attrs["arch"], final_epochs)}
+        study.set_user_attr(attr, cached)
     return cached
 
 
-def timed_training(config: StudyConfig, arch: dict[str, Any]) -> float:
+def timed_training(config: StudyConfig, arch: dict[str, Any], final_epochs: int | None = None) -> float:
     """Seconds of one training of ``arch`` (an ArchSpec dict) on ``config``'s trial budget, now:
-    the training-equivalent both references measure."""
+    the training-equivalent both references measure; with ``final_epochs``, on the final
+    training's budget instead (those epochs, patience 2, as TPE's winner is trained)."""
     from autorec.arch import ArchSpec
     from autorec.study import TrialRunner
     from autorec.train.trainer import Trainer
 
     runner = TrialRunner(config)
+    train_config = final_budget(runner.train_config(None), final_epochs)
     start = time.perf_counter()
-    Trainer(ArchSpec.from_dict(arch), runner.dataset, runner.train_config(None)).fit()
+    Trainer(ArchSpec.from_dict(arch), runner.dataset, train_config).fit()
     return time.perf_counter() - start
+
+
+def final_budget(train_config: Any, final_epochs: int | None) -> Any:
+    """A trial's training settings, or with ``final_epochs`` those of the benchmark's final
+    training: that many epochs, patience 2, no checkpoints (what ``tpe_figures`` trains)."""
+    if final_epochs is None:
+        return train_config
+    import dataclasses
+
+    return dataclasses.replace(train_config, epochs=final_epochs, patience=2, checkpoint_dir=None)

@@ -41,7 +41,6 @@ strictly fair paths: ``--tag '' --supernet-steps 4000 --candidates 1000 --select
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import resource
 import shutil
@@ -57,7 +56,13 @@ from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
 from autorec.study import StudyConfig, TrialRunner, open_storage, run_study
-from benchmarks.oneshot_reference import RECORDED_TPE_KEYS, sampled_reference, timed_training, tpe_record
+from benchmarks.oneshot_reference import (
+    RECORDED_TPE_KEYS,
+    final_budget,
+    sampled_reference,
+    timed_training,
+    tpe_record,
+)
 from benchmarks.results_file import commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,7 +210,7 @@ def tpe_figures(args: argparse.Namespace, stage: str) -> dict[str, Any] | None:
         runner = TrialRunner(config)
         cfg = runner.train_config(config.directory / "final")
 
-        cfg = dataclasses.replace(cfg, epochs=args.final_epochs, patience=2, checkpoint_dir=None)
+        cfg = final_budget(cfg, args.final_epochs)
         t0 = time.perf_counter()
         result = Trainer(ArchSpec.from_dict(best.user_attrs["arch"]), runner.dataset, cfg).fit()
         final = {
@@ -232,9 +237,10 @@ def tpe_figures(args: argparse.Namespace, stage: str) -> dict[str, Any] | None:
     }
 
 
-def reference_training(args: argparse.Namespace) -> dict[str, Any] | None:
+def reference_training(args: argparse.Namespace, full: bool = False) -> dict[str, Any] | None:
     """One training of the median architecture, timed now: the TPE study's complete trial of
-    median duration, retrained on its trial budget (cached in the study's ``reference`` attribute).
+    median duration, retrained on its trial budget (cached in the study's ``reference`` attribute;
+    ``full``: on the final training's budget, ``reference_full``; benchmarks/oneshot_reference.py).
     Its seconds are the training-equivalent of the one-shot searches, measured on this machine as
     it is now rather than read from trials that may have shared the cores."""
     loaded = _load(args, "tpe")
@@ -246,11 +252,14 @@ def reference_training(args: argparse.Namespace) -> dict[str, Any] | None:
     if not complete:
         return None
     median = complete[len(complete) // 2]
-    cached = study.user_attrs.get("reference")
-    if cached is None or cached["trial"] != median.number:
-        cached = {"trial": median.number, "seconds": timed_training(config, median.user_attrs["arch"]),
+    epochs = args.final_epochs if full else None
+    attr = "reference_full" if full else "reference"
+    cached = study.user_attrs.get(attr)
+    if cached is None or cached["trial"] != median.number or cached.get("epochs") != epochs:
+        cached = {"trial": median.number, "epochs": epochs,
+                  "seconds": timed_training(config, median.user_attrs["arch"], epochs),
                   "trial_seconds": _seconds(median)}
-        study.set_user_attr("reference", cached)
+        study.set_user_attr(attr, cached)
     return cached
 
 
@@ -370,24 +379,28 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
                 (f["kendall_tau"] for f in shots if f["kendall_tau"] is not None), default=None
             ),
         )
-        reference = reference_training(args)
-        if reference is None and recorded is not None:  # TPE's median trial went with its study
-            first = int(args.seeds.split(",")[0])
-            tpe_config = StudyConfig.load(study_file(args, "tpe"))
-            drawn = _tagged(args, args.reference_tag or args.tag)
-            reference = sampled_reference(_load(drawn, "oneshot", first), tpe_config)
-            out["reference_study"] = f"oneshot{drawn.tag}_seed{first}"
-            out["reference_architecture"] = reference["architecture"]
-            out["tpe_record_reference_training_s"] = recorded.get("reference_training_s")
         for f in shots:  # each seed's figures beside the worst-of-seeds ones
             for key in ("test_auc", "search_s", "final_s", "wall_s", "kendall_tau"):
                 out[f"oneshot_seed{f['seed']}_{key}"] = f[key]
-        if reference is not None:
-            seconds = reference["seconds"]
-            out["reference_training_s"] = seconds
-            out["oneshot_train_equivalents_max"] = max(f["search_s"] for f in shots) / seconds
-            for f in shots:
-                out[f"oneshot_seed{f['seed']}_train_equivalents"] = f["search_s"] / seconds
+        # the training-equivalent on the trial budget, and (--full-reference) on the final's
+        for suffix, full in (("", False), ("_full", True))[:1 + args.full_reference]:
+            reference = reference_training(args, full)
+            if reference is None and recorded is not None:  # TPE's median trial went with its study
+                first = int(args.seeds.split(",")[0])
+                tpe_config = StudyConfig.load(study_file(args, "tpe"))
+                drawn = _tagged(args, args.reference_tag or args.tag)
+                reference = sampled_reference(_load(drawn, "oneshot", first), tpe_config,
+                                              args.final_epochs if full else None)
+                out["reference_study"] = f"oneshot{drawn.tag}_seed{first}"
+                out["reference_architecture"] = reference["architecture"]
+                recorded_s = recorded.get(f"reference{suffix}_training_s")
+                out[f"tpe_record_reference{suffix}_training_s"] = recorded_s
+            if reference is not None:
+                seconds = reference["seconds"]
+                out[f"reference{suffix}_training_s"] = seconds
+                out[f"oneshot_train_equivalents{suffix}_max"] = max(f["search_s"] for f in shots) / seconds
+                for f in shots:
+                    out[f"oneshot_seed{f['seed']}_train_equivalents{suffix}"] = f["search_s"] / seconds
         if tpe or recorded is not None:
             out["tolerance"] = TOLERANCE
     trained = [pair for f in [*tpe, *shots] for pair in f["trained"]]
@@ -454,6 +467,10 @@ def main() -> None:
                              "with --tpe-record (default --tag), and whose tau stands for a seed that has "
                              "none: a variant without tau's trainings (calibrate 0) reads those of the run "
                              "whose supernet it adopted")
+    parser.add_argument("--full-reference", action="store_true",
+                        help="report: also the training-equivalent of one training on the final's budget "
+                             "(--final-epochs epochs, patience 2) of the median architecture, timed now "
+                             "(the *_full keys)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     args = parser.parse_args()
     tpe_stages = [stage for stage in SPACES if stage != "oneshot"]

@@ -74,3 +74,37 @@ def test_a_candidate_to_train_again_is_refused_by_name(tmp_path: Path) -> None:
         open_candidates(tmp_path, "_x", 0, "3,x")
     with pytest.raises(SystemExit, match=r"--tag _x --seed 1: no study file at .*oneshot_x_seed1/study.yaml"):
         open_candidates(tmp_path, "_x", 1, "3")
+
+
+def test_the_full_reference_trains_on_the_finals_budget_and_is_cached_apart(tmp_path: Path) -> None:
+    """The two readings of the training-equivalent: the trial budget and the final's budget
+    (``--full-reference``), each timed once and cached under its own attribute."""
+    from autorec.data import load_dataset
+    from autorec.presets import preset
+    from autorec.study import StudyConfig
+    from benchmarks.oneshot_reference import final_budget
+
+    data = {"name": "synthetic", "options": {"preset": "tiny", "num_samples": 800}, "seed": 0}
+    space = str(Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml")
+    config = StudyConfig.from_dict({"name": "tpe", "data": data, "space": space, "objectives": ["val_auc"],
+                                    "budget": {"trials": 1, "epochs": 1, "batch_size": 128}},
+                                   tmp_path / "study.yaml")
+    arch = preset("dlrm", load_dataset("synthetic", preset="tiny", num_samples=800).schema).to_dict()
+    study = optuna.create_study(study_name="oneshot_x_seed0")
+    for flops in (3, 1, 2):  # the median by training FLOPs is the one of 2
+        study.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={
+            "stage": "sample", "arch": arch, "costs": {"train_flops": flops}}))
+    trial_budget = sampled_reference((None, study), config)
+    full = sampled_reference((None, study), config, final_epochs=3)
+    assert trial_budget["architecture"] == full["architecture"] == 2
+    assert (trial_budget["epochs"], full["epochs"]) == (None, 3)
+    assert study.user_attrs["reference"] == trial_budget and study.user_attrs["reference_full"] == full
+    assert full["seconds"] > 0 and trial_budget["seconds"] > 0
+    assert sampled_reference((None, study), config, final_epochs=3) == full  # cached: not trained again
+
+    base = config.budget
+    assert final_budget("as is", None) == "as is"
+    from autorec.train.trainer import TrainConfig
+
+    cfg = final_budget(TrainConfig(epochs=base.epochs, patience=1, checkpoint_dir=str(tmp_path)), 3)
+    assert (cfg.epochs, cfg.patience, cfg.checkpoint_dir) == (3, 2, None)
