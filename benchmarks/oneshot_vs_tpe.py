@@ -420,7 +420,8 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
+    """The benchmark's command line (also read by ``benchmarks.te_reference``)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -472,6 +473,11 @@ def main() -> None:
                              "(--final-epochs epochs, patience 2) of the median architecture, timed now "
                              "(the *_full keys)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
+    return parser
+
+
+def main() -> None:
+    parser = arguments()
     args = parser.parse_args()
     tpe_stages = [stage for stage in SPACES if stage != "oneshot"]
     unknown = [s for s in args.tpe_stages.split(",") if s and s not in tpe_stages]

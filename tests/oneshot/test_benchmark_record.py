@@ -108,3 +108,12 @@ def test_the_full_reference_trains_on_the_finals_budget_and_is_cached_apart(tmp_
 
     cfg = final_budget(TrainConfig(epochs=base.epochs, patience=1, checkpoint_dir=str(tmp_path)), 3)
     assert (cfg.epochs, cfg.patience, cfg.checkpoint_dir) == (3, 2, None)
+
+
+def test_te_readings_without_the_study_name_it(tmp_path: Path) -> None:
+    from benchmarks.oneshot_vs_tpe import arguments
+    from benchmarks.te_reference import readings
+
+    args = arguments().parse_args(["--stage", "report", "--tag", "_gone", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match=r"--tag _gone --seed 2: no one-shot study under"):
+        readings(args, 2)
