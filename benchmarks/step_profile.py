@@ -39,6 +39,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from autorec.data import load_dataset
 from autorec.presets import preset
+from autorec.train.compiled import compile_dense
 from autorec.train.trainer import TrainConfig, Trainer
 from autorec.train.waiting import Waited
 from benchmarks.results_file import RESULTS, merge_results
@@ -134,19 +135,11 @@ def _draw(batches: Waited[Any]) -> tuple[Any, float]:
     return batch, batches.seconds - before
 
 
-def compile_dense(net: torch.nn.Module) -> None:
-    """Compile a RecModel's dense parts (dense arch, interaction layers, over-arch) in place with
-    ``torch.compile`` (Inductor); the sharded lookup stays eager (fbgemm's kernels)."""
-    for name in PARTS[1:]:
-        module = getattr(net, name, None)
-        if module is not None:
-            module.compile()
-
-
 def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: int,
                    rates: Rates, compiled: bool = False) -> dict[str, Any]:
     """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators;
-    with ``compiled``, then the same trainer's step with :func:`compile_dense` (after ``warmup``
+    with ``compiled``, then the same trainer's step with its dense parts compiled
+    (:func:`autorec.train.compiled.compile_dense`; after ``warmup``
     steps that compile it): ``<name>_compiled_step_ms``, ``<name>_compile_speedup`` (the eager
     step's median over the compiled one's) and ``<name>_compile_s`` (the compiling steps' seconds)."""
     spec = preset(name, data.schema)

@@ -9,8 +9,8 @@ flattened pair axis) and runs one batched matmul: ``dX = (G + G^T) X``. At the s
 ``benchmarks/train_throughput.py`` (B=4096, F=27, D=64, 2 threads of an Intel Xeon) forward plus
 backward take about half the time of the indexing form (``python -m benchmarks.pair_dots``);
 ``tests/blocks/test_gram.py`` checks the values and gradients against it. When no gradient is
-taken, or under ``torch.compile``/``torch.export`` (which trace plain operators), it runs the
-plain form.
+taken, or under ``torch.export`` (which traces plain operators), it runs the plain form; under
+``torch.compile`` it runs eagerly (a graph break), its backward unchanged.
 """
 
 from __future__ import annotations
@@ -50,6 +50,15 @@ def pair_dots(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> tor
     """
     f = x.shape[1]
     flat = first * f + second
-    if torch.compiler.is_compiling() or not (torch.is_grad_enabled() and x.requires_grad):
+    if torch.compiler.is_exporting() or not (torch.is_grad_enabled() and x.requires_grad):
         return torch.bmm(x, x.transpose(1, 2)).flatten(1).index_select(1, flat)
+    if torch.compiler.is_compiling():  # (train.compile) a graph break: the backward below, eager
+        return _eager_pair_dots(x, flat, second * f + first)
     return _PairDots.apply(x, flat, second * f + first)
+
+
+@torch.compiler.disable
+def _eager_pair_dots(x: torch.Tensor, flat: torch.Tensor, mirror: torch.Tensor) -> torch.Tensor:
+    """:class:`_PairDots` run eagerly from compiled code: Inductor's code for its backward's
+    ``index_add_`` is slower than ATen's on the CPU (``benchmarks.step_profile --compile``)."""
+    return _PairDots.apply(x, flat, mirror)

@@ -52,6 +52,9 @@ class TrainSettings(BaseModel):
     num_workers: int = Field(0, ge=0, description="DataLoader prefetch workers")
     prefetch: int = Field(
         0, ge=0, description="training batches built ahead on a background thread (0: none)")
+    compile: bool = Field(False, description=(
+        "compile the dense parts (dense arch, interaction layers, over-arch) with torch.compile: "
+        "seconds to a minute at the start, for long trainings"))
     progress: bool = Field(True, description="draw a progress bar")
     plan: str | None = Field(None, description="sharding plan JSON: table -> sharding type and ranks")
     dense_parallel: DenseParallel = Field("ddp", description="dense parts under DDP or FSDP2 (fully_shard)")

@@ -136,6 +136,7 @@ class TrialTraining(_Section):
     checkpoint_every: int | None = Field(
         None, ge=1, description="also a resumable checkpoint every N steps (a long trial cut by a kill "
                                 "goes on from it when the study is rerun)")
+    compile: bool | None = Field(None, description="torch.compile the dense parts (long trainings)")
 
     def overrides(self) -> dict[str, Any]:
         """The settings given, as the trainer's TrainConfig keyword arguments."""

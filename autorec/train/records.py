@@ -94,6 +94,7 @@ class TrainConfig:
     checkpoint_dir: str | None = None
     num_workers: int = 0
     prefetch: int = 0  # batches built ahead on a thread (autorec.train.prefetch); 0: none
+    compile: bool = False  # torch.compile the dense parts (autorec.train.compiled)
     progress: bool = True
     plan: str | None = None
     dense_parallel: str = "ddp"

@@ -8,6 +8,7 @@ EpochRecord, TrainResult) is in :mod:`autorec.train.records`, the checkpoint fol
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -48,6 +49,7 @@ from autorec.train.checkpoints import (
     staging,
     write_json,
 )
+from autorec.train.compiled import compile_dense
 from autorec.train.distributed import (
     default_device,
     ensure_process_group,
@@ -129,6 +131,8 @@ class Trainer:
                            check=lambda p: emb_optim.check_embedding_weight_decay(
                                fused["weight_decay"], p, self.device))
         init_embeddings(self.model, self.config.seed)  # the same start at any world size and plan
+        if self.config.compile:
+            compile_dense(self.model.module)
         self.optimizer = CombinedOptimizer([self.model.fused_optimizer, *self._unfused_optimizers()])
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pipeline = None
@@ -424,17 +428,9 @@ class Trainer:
 
 
 
-class _NoProgress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 def _progress(enabled: bool) -> Any:
     if not enabled:
-        return _NoProgress()
+        return contextlib.nullcontext()
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("{task.fields[rate]}"))
 

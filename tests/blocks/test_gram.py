@@ -57,8 +57,24 @@ def test_under_bf16_autocast_the_gradient_keeps_the_input_dtype() -> None:
     torch.testing.assert_close(x.grad, reference.grad, atol=0.05, rtol=0.02)
 
 
-def test_compiled_it_traces_the_plain_form() -> None:
+def test_compiled_it_keeps_its_backward_and_exported_it_traces_the_plain_form() -> None:
     first, second = torch.triu_indices(4, 4, offset=1)
     x = torch.randn(2, 4, 3, requires_grad=True)
-    compiled = torch.compile(lambda t: pair_dots(t, first, second), backend="eager", fullgraph=True)
-    torch.testing.assert_close(compiled(x), _indexing(x.detach(), first, second))
+    upstream = torch.randn(2, first.numel())
+    compiled = torch.compile(lambda t: pair_dots(t, first, second), backend="eager")
+    out = compiled(x)
+    torch.testing.assert_close(out, _indexing(x.detach(), first, second))
+    assert out.grad_fn is not None and "_PairDots" in type(out.grad_fn).__name__  # the graph break
+    (out * upstream).sum().backward()
+    reference = x.detach().clone().requires_grad_()
+    (_indexing(reference, first, second) * upstream).sum().backward()
+    torch.testing.assert_close(x.grad, reference.grad)
+
+    class Dots(torch.nn.Module):
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            return pair_dots(t, first, second)
+
+    program = torch.export.export(Dots(), (x.detach().requires_grad_(),))
+    targets = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
+    assert any("bmm" in t for t in targets)
+    assert not any("PairDots" in t or "higher_order" in t for t in targets)
