@@ -138,6 +138,7 @@ def test_latency_is_a_supernet_cost_metric_exact_at_one_hot_and_steered_by_lambd
     assert spec_cost(derived, "latency") == pytest.approx(load_latency_model().spec_seconds(derived))
 
 
+@pytest.mark.slow  # 33 s: three CLI processes that profile; the latency model's own tests stay in make test
 def test_the_profile_command_checks_its_flags_and_writes_a_model(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "autorec.cli", "profile", "latency", "--specs", "0"],
                          capture_output=True, text=True)

@@ -27,6 +27,7 @@ from benchmarks.faults_runs import (
 )
 
 
+@pytest.mark.slow  # 57 s; kill -9 and rerun stay in make test (oneshot/test_run.py, and the two below)
 def test_two_kills_of_a_random_search_lose_and_repeat_nothing(tmp_path):
     reference_path = study_file(tmp_path / "uncut", "random", trials=4, steps=20)
     uncut = start(reference_path)  # beside the kills: the two cores share the startups

@@ -52,6 +52,7 @@ def completed_trials(db: Path) -> int:
     return trial_states(db)["COMPLETE"]
 
 
+@pytest.mark.slow  # 65 s; kill -9 and resume stay in make test (faults/test_kill.py, oneshot/test_run.py)
 def test_kill_minus_nine_then_the_rerun_trains_each_remaining_rung_once(tmp_path):
     # Rungs of some seconds each (40k samples), so the kill lands while rungs remain.
     path = ladder_file(tmp_path, data={**DATA, "options": {"preset": "tiny", "num_samples": 40000}})
@@ -129,6 +130,7 @@ def test_a_searched_export_is_scaled_beside_the_presets(tmp_path):
     assert json.loads((tmp_path / "out" / "scaling.json").read_text())["searched_rungs"] == 3
 
 
+@pytest.mark.slow  # 85 s; the Ray backend stays in make test through study/test_ray_runner.py
 def test_the_rungs_run_as_ray_trials_in_parallel(tmp_path):
     pytest.importorskip("ray")
     strategy = {"name": "ladder", "options": {"families": ["dlrm", "wukong"], "rungs": 3, "dim": 4,

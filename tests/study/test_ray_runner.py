@@ -105,6 +105,7 @@ def test_ray_search_records_trials_like_the_local_backend(tmp_path):
     assert len(run_study_ray(config, log=quiet).trials) == 3
 
 
+@pytest.mark.slow  # 36 s; a Ray search's records stay in make test (the test above)
 def test_cli_search_on_ray_prints_a_json_summary(tmp_path):
     pytest.importorskip("ray")
     path = write_study(tmp_path, name="cli", budget={"trials": 2, "epochs": 1, "batch_size": 256,
