@@ -39,14 +39,14 @@ from torch.profiler import ProfilerActivity, profile
 
 from autorec.data import load_dataset
 from autorec.presets import preset
-from autorec.train.compiled import compile_dense
+from autorec.train.compiled import DENSE_PARTS, compile_dense
 from autorec.train.trainer import TrainConfig, Trainer
 from autorec.train.waiting import Waited
 from benchmarks.results_file import RESULTS, merge_results
 from benchmarks.roofline import Rates, measure_rates, pooling_factors, step_floor
 
 PRESETS = ("dlrm", "dcnv2", "wukong", "dhen")
-PARTS = ("sparse_arch", "dense_arch", "layers", "over_arch")  # RecModel's submodules, in forward order
+PARTS = ("sparse_arch", *DENSE_PARTS)  # RecModel's submodules, in forward order
 PIECES = ("data", "embedding_fwd", "dense_arch_fwd", "interaction_fwd", "over_arch_fwd", "forward_other",
           "loss_bwd", "over_arch_bwd", "interaction_bwd", "embedding_bwd", "dense_optimizer", "other")
 
