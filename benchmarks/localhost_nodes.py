@@ -98,23 +98,36 @@ def trial_states(db: Path) -> Counter[str]:
         return Counter()
 
 
-def wait_for_two_running(db: Path, proc: subprocess.Popen, log: Path, settle_s: float = 3.0,
-                         timeout_s: float = TIMEOUT_S) -> None:
-    """Wait until a trial of the study at ``db`` has completed and two run at once, then
-    ``settle_s`` more: on a cluster of two one-CPU nodes one of them then trains on each node (a
-    trial is RUNNING in the storage from the driver's ask, a moment before its actor starts; the
-    trials here train for 10 s or more), so a node lost now cuts a trial."""
+def running_nodes(db: Path) -> set[str]:
+    """The Ray nodes that trials RUNNING in the SQLite study at ``db`` train on (their ``node``
+    attr, which the driver writes from a trial's first epoch report), read-only."""
+    if not db.exists():
+        return set()
+    query = ("SELECT a.value_json FROM trial_user_attributes a JOIN trials t ON a.trial_id = t.trial_id "
+             "WHERE t.state = 'RUNNING' AND a.key = 'node'")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as con:
+            return {row[0] for row in con.execute(query).fetchall()}
+    except sqlite3.OperationalError:
+        return set()
+
+
+def wait_for_both_nodes_training(db: Path, proc: subprocess.Popen, log: Path,
+                                 timeout_s: float = TIMEOUT_S) -> None:
+    """Wait until a trial of the study at ``db`` trains on each of the two nodes (two RUNNING
+    trials have reported an epoch, from different nodes), so that a node lost now cuts a trial
+    mid-training. Counting RUNNING trials alone is not enough: a trial is RUNNING from the
+    driver's ask, before its actor is placed, and one node may be between trials."""
     deadline = time.monotonic() + timeout_s
     while True:
-        states = trial_states(db)
-        if states["COMPLETE"] >= 1 and states["RUNNING"] >= 2:
-            time.sleep(settle_s)
+        if len(running_nodes(db)) >= 2:
             return
         if proc.poll() is not None:
             raise RuntimeError("the search ended first:\n" + log.read_text()[-3000:])
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no two trials ran at once within {timeout_s} s: {dict(states)}")
-        time.sleep(0.2)
+            raise TimeoutError(f"no trial trained on each node at once within {timeout_s} s: "
+                               f"{dict(trial_states(db))}")
+        time.sleep(0.1)
 
 
 def children(pid: int) -> list[int]:

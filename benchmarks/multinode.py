@@ -43,7 +43,7 @@ from benchmarks.localhost_nodes import (
     free_port,
     lose_node,
     start_nodes,
-    wait_for_two_running,
+    wait_for_both_nodes_training,
 )
 from benchmarks.results_file import RESULTS, merge_results
 
@@ -173,7 +173,7 @@ def part_ray(folder: Path, cluster: RayCluster) -> dict[str, Any]:
     proc = subprocess.Popen([sys.executable, "-m", "autorec.cli", "search", str(study), "--backend", "ray",
                              "--ray-address", cluster.address, "--workers", "2", "--json"],
                             cwd=ROOT, env=cluster.env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    wait_for_two_running(folder / "multinode" / "study.db", proc, log)
+    wait_for_both_nodes_training(folder / "multinode" / "study.db", proc, log)
     cluster.lose_second_node()
     if proc.wait() != 0:
         raise RuntimeError(log.read_text()[-3000:])

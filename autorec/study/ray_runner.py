@@ -167,6 +167,7 @@ def _study_search_class() -> type:
             self._budget = config.budget.trials  # at most this many reused trials (as locally)
             self._reported: dict[str, dict[str, Any]] = {}  # each trial's last result
             self._epochs: dict[str, set[int]] = {}  # epochs already reported to Optuna
+            self._placed: set[str] = set()  # trials whose node is recorded
 
         def _say(self, line: str) -> None:
             (self._log or print)(line)
@@ -196,6 +197,9 @@ def _study_search_class() -> type:
             """The epoch's validation AUC as the trial's intermediate value, as TrialRunner does
             (Optuna keeps them for single-objective studies only)."""
             epochs, epoch = self._epochs.setdefault(trial_id, set()), result.get("epoch")
+            if NODE_KEY in result and trial_id not in self._placed:  # where it runs, while it runs
+                self._placed.add(trial_id)  # (and where it was if its node is lost)
+                self._ot_trials[trial_id].set_user_attr("node", result[NODE_KEY])
             if self._single and FAIL_KEY not in result and epoch is not None and epoch not in epochs:
                 epochs.add(epoch)
                 self._ot_trials[trial_id].report(result["epoch_val_auc"], epoch)
@@ -221,6 +225,7 @@ def _study_search_class() -> type:
                     self._ot_study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             finally:
                 self._epochs.pop(trial_id, None)
+                self._placed.discard(trial_id)
 
         def _record(self, trial: optuna.Trial, result: dict[str, Any] | None,
                     error: bool) -> tuple[TrialState, list[float] | None]:
@@ -309,7 +314,8 @@ def train_trial(params: dict[str, Any], study: StudyConfig) -> None:
     last_epoch = study.budget.epochs - 1
 
     def epoch_result(record: EpochRecord, val: Mapping[str, float]) -> dict[str, Any]:
-        return {**_objective_values(val, costs), "epoch": record.epoch, "epoch_val_auc": record.val["auc"]}
+        return {**_objective_values(val, costs), "epoch": record.epoch, "epoch_val_auc": record.val["auc"],
+                NODE_KEY: node}
 
     def on_epoch(record: EpochRecord) -> None:
         if record.epoch < last_epoch:  # the final report stands for the last epoch

@@ -20,7 +20,7 @@ import pytest
 from optuna.trial import TrialState
 
 from autorec.study import StudyConfig, open_storage
-from benchmarks.localhost_nodes import TIMEOUT_S, RayCluster, wait_for_two_running
+from benchmarks.localhost_nodes import TIMEOUT_S, RayCluster, wait_for_both_nodes_training
 from tests.studyfiles import ROOT, write_study
 from tests.train.test_multiprocess import assert_same_run, plan, single_process
 
@@ -68,7 +68,7 @@ def test_a_lost_node_loses_no_trial_and_repeats_none(cluster, tmp_path):
     budget = {"trials": 6, "epochs": 3, "batch_size": 128, "patience": 3}
     study = write_study(tmp_path, data=data, budget=budget)
     proc = search(cluster, study, tmp_path / "search.log")
-    wait_for_two_running(tmp_path / "t" / "study.db", proc, tmp_path / "search.log")
+    wait_for_both_nodes_training(tmp_path / "t" / "study.db", proc, tmp_path / "search.log")
     cluster.lose_second_node()
     assert proc.wait(timeout=TIMEOUT_S) == 0, (tmp_path / "search.log").read_text()[-3000:]
     trials = trials_of(study)
