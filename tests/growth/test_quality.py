@@ -52,22 +52,25 @@ def test_the_searched_schedule_matches_the_dense_baseline_on_1m_synthetic_rows_w
 @pytest.mark.slow
 def test_on_a_seed_drawn_at_run_time_the_search_finds_a_30_percent_cheaper_schedule_near_dense():
     """Issue 23: the property, not a remembered schedule. The seed (data split, init, data order,
-    sampler) is drawn when the test runs, never one of the benchmark's 0-2; the search's pick (its
-    best validation AUC at <= 0.7 of the dense total FLOPs) must land within 0.003 of the dense
-    test AUC (the mean of its run and one retraining at a new seed against the dense model's two,
-    the benchmark's rule with ``rounds=1``), searched under the 0.7 FLOPs budget. The issue's
-    0.001 is the benchmark's figure and is not met at every seed (seed 1: -0.0027 over four
-    paired runs; benchmarks/growth_seeds.py, BENCHMARKS.md "Growth savings over seeds"); 0.003
-    held at the three MovieLens seeds measured and is about the noise of a 10k-row test AUC."""
+    sampler) is drawn when the test runs, never one of the benchmark's 0-2 (``AUTOREC_GROWTH_SEED``
+    replays one); the search's pick (its best validation AUC at <= 0.7 of the dense total FLOPs)
+    must land within 0.003 of the dense test AUC, both the mean over their run and three paired
+    retrainings at new seeds (the benchmark's rule, ``rounds=3``), searched under the 0.7 FLOPs
+    budget. The issue's 0.001 is the benchmark's figure and is not met at every seed (seed 1:
+    -0.0027 over four paired runs; benchmarks/growth_seeds.py, BENCHMARKS.md "Growth savings over
+    seeds"); 0.003 is about the noise of a 10k-row test AUC (the dense model's four runs span
+    0.004 at seed 4976). With one retraining each (two runs) the rule was noisier than the
+    tolerance: at seed 4976 it read -0.0032 where four runs read -0.0026 (AMD EPYC)."""
     import argparse
+    import os
     import random
 
     from benchmarks.growth_seeds import run_seed
 
-    seed = random.SystemRandom().randrange(3, 10_000)
+    seed = int(os.environ.get("AUTOREC_GROWTH_SEED") or random.SystemRandom().randrange(3, 10_000))
     args = argparse.Namespace(data="movielens100k", preset=None, num_samples=None, arch="dcnv2", steps=240,
                               batch_size=1024, budget=12, search="rl", lam=0.01, max_ratio=0.7, tol=0.003,
-                              rounds=1, constrain=True)
+                              rounds=3, constrain=True)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -75,4 +78,5 @@ def test_on_a_seed_drawn_at_run_time_the_search_finds_a_30_percent_cheaper_sched
     finally:
         torch.set_num_threads(threads)
     assert row["pick"] is not None, (seed, row["evaluations"])
-    assert row["flops_ratio"] <= 0.7 and row["equal_auc"], (seed, row["test_minus_dense"], row["pick"])
+    assert row["flops_ratio"] <= 0.7 and row["equal_auc"], (seed, row["test_minus_dense_mean"],
+                                                            row["dense_test_aucs"], row["pick_test_aucs"])
