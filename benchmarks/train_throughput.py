@@ -42,12 +42,14 @@ from autorec.data import load_dataset
 from autorec.models import embedding_configs
 from autorec.presets import PRESETS, preset
 from autorec.train.distributed import shard
+from autorec.train.records import dense_optimizer
 from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.results_file import RESULTS, merge_results
 
 
 def reference_step(spec, lr: float, embedding_lr: float) -> Callable[[Batch], float]:
-    """A plain torchrec DLRM training step with the same sizes and optimizers as ``spec``."""
+    """A plain torchrec DLRM training step with the same sizes and optimizers as ``spec`` (its
+    Adam in torch's fused form where the Trainer's is: the same optimizer, at its best)."""
     torch.manual_seed(0)
     model = DLRM(embedding_bag_collection=EmbeddingBagCollection(
                      tables=embedding_configs(spec), device=torch.device("meta")),
@@ -57,7 +59,7 @@ def reference_step(spec, lr: float, embedding_lr: float) -> Callable[[Batch], fl
     apply_optimizer_in_backward(RowWiseAdagrad, model.sparse_arch.parameters(), {"lr": embedding_lr})
     dmp = shard(model, torch.device("cpu"))
     dense = KeyedOptimizerWrapper(dict(in_backward_optimizer_filter(dmp.named_parameters())),
-                                  lambda params: torch.optim.Adam(params, lr=lr))
+                                  lambda params: dense_optimizer("adam", params, lr=lr))
     optimizer = CombinedOptimizer([dmp.fused_optimizer, dense])
 
     def step(batch: Batch) -> float:

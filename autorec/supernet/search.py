@@ -37,6 +37,7 @@ from autorec.supernet.config import (
 from autorec.supernet.cost import ExpectedCost, spec_cost
 from autorec.supernet.supernet import Supernet
 from autorec.train.distributed import default_device, shard
+from autorec.train.records import dense_optimizer
 
 
 def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParallel:
@@ -110,7 +111,7 @@ class SupernetSearch:
             [
                 self.model.fused_optimizer,
                 KeyedOptimizerWrapper(
-                    dense, lambda params: torch.optim.Adam(params, lr=self.config.dense_lr)
+                    dense, lambda params: dense_optimizer("adam", params, lr=self.config.dense_lr)
                 ),
             ]
         )

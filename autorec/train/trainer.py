@@ -70,6 +70,7 @@ from autorec.train.records import (
     TrainingDiverged,
     TrainingTimeLimit,
     TrainResult,
+    dense_optimizer,
     lr_factor,
     seed_everything,
 )
@@ -150,9 +151,8 @@ class Trainer:
         tables: dict[str, torch.nn.Parameter] = {}
         for name, param in in_backward_optimizer_filter(self.model.named_parameters()):
             (tables if name.startswith("sparse_arch.") else dense)[name] = param
-        dense_cls = DENSE_OPTIMIZERS[cfg.dense_optimizer]
-        self._unfused = [KeyedOptimizerWrapper(dense, lambda params: dense_cls(
-            params, lr=cfg.dense_lr, weight_decay=cfg.dense_weight_decay))]
+        self._unfused = [KeyedOptimizerWrapper(dense, lambda params: dense_optimizer(
+            cfg.dense_optimizer, params, lr=cfg.dense_lr, weight_decay=cfg.dense_weight_decay))]
         if tables:
             self._unfused.append(KeyedOptimizerWrapper(tables, lambda params: emb_optim.RowSparseAdagrad(
                 params, lr=cfg.embedding_lr, weight_decay=cfg.embedding_weight_decay)))
