@@ -53,7 +53,7 @@ def shrunk(path: Path) -> dict[str, Any]:
             # Keep the file's share of warm-up steps (all of them in the one-shot form).
             steps, warmup = opts.get("steps", SUPERNET_STEPS), opts.get("warmup_steps", 0)
             opts.update(steps=SUPERNET_STEPS, warmup_steps=round(SUPERNET_STEPS * warmup / steps),
-                        batch_size=128)
+                        batch_size=128, selection_samples=500)
         elif strategy["name"] == "growth":
             opts.update(GROWTH_OPTIONS)
         elif strategy["name"] == "oneshot":

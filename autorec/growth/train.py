@@ -52,6 +52,7 @@ from autorec.costs.training import training_flops
 from autorec.metrics import binary_metrics
 from autorec.models import build_model
 from autorec.train.embedding_init import init_embeddings
+from autorec.train.embedding_optim import EPS
 from autorec.train.records import dense_optimizer
 from autorec.train.trainer import DENSE_OPTIMIZERS, TrainingDiverged, seed_everything
 
@@ -215,7 +216,7 @@ def _sample_flops(spec: ArchSpec, config: GrowthTrainConfig) -> int:
 def _optimizers(model: nn.Module, config: GrowthTrainConfig) -> list[torch.optim.Optimizer]:
     tables = [p for n, p in model.named_parameters() if n.startswith("sparse_arch.")]
     dense = [p for n, p in model.named_parameters() if not n.startswith("sparse_arch.")]
-    return [RowWiseAdagrad(tables, lr=config.embedding_lr),
+    return [RowWiseAdagrad(tables, lr=config.embedding_lr, eps=EPS),
             dense_optimizer(config.dense_optimizer, dense, lr=config.dense_lr)]
 
 

@@ -37,6 +37,7 @@ from autorec.supernet.config import (
 from autorec.supernet.cost import ExpectedCost, spec_cost
 from autorec.supernet.supernet import Supernet
 from autorec.train.distributed import default_device, shard
+from autorec.train.embedding_optim import EPS
 from autorec.train.records import dense_optimizer
 
 
@@ -97,7 +98,7 @@ class SupernetSearch:
         net = Supernet(space, dataset.schema, dim, dense_arch, over_arch, device=torch.device("meta"),
                        rescale=self.config.rescale, width_columns=self.config.width_columns)
         apply_optimizer_in_backward(
-            RowWiseAdagrad, net.sparse_arch.parameters(), {"lr": self.config.embedding_lr}
+            RowWiseAdagrad, net.sparse_arch.parameters(), {"lr": self.config.embedding_lr, "eps": EPS}
         )
         self.supernet = net
         self.model = shard_supernet(net, self.device)

@@ -39,17 +39,23 @@ from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from autorec.train.distributed import FUSED_KERNELS, table_shardings
 
+# The row-wise Adagrad's epsilon on every kernel: fbgemm's TBE default. torchrec's Python
+# RowWiseAdagrad defaults to 1e-10, so a table's update depended on the plan: a row steps by
+# lr * g / (rms(g) + eps), so for a row whose gradient is near 1e-8 or below the two differ up to 100x.
+EPS = 1e-8
+
 
 def fused_optimizer_kwargs(lr: float, weight_decay: float) -> dict[str, Any]:
-    """The in-backward row-wise Adagrad's arguments for fbgemm's TBE: ``weight_decay`` as L2.
+    """The in-backward row-wise Adagrad's arguments for fbgemm's TBE: ``weight_decay`` as L2,
+    ``eps`` as every kernel's (:data:`EPS`).
 
     Example:
         >>> fused_optimizer_kwargs(0.2, 0.0)
-        {'lr': 0.2, 'weight_decay': 0.0}
+        {'lr': 0.2, 'weight_decay': 0.0, 'eps': 1e-08}
         >>> fused_optimizer_kwargs(0.2, 1e-5)["weight_decay_mode"].name
         'L2'
     """
-    kwargs: dict[str, Any] = {"lr": lr, "weight_decay": weight_decay}
+    kwargs: dict[str, Any] = {"lr": lr, "weight_decay": weight_decay, "eps": EPS}
     if weight_decay > 0:  # (torchrec's RowWiseAdagrad takes and ignores it; the TBE reads it)
         kwargs["weight_decay_mode"] = WeightDecayMode.L2
     return kwargs
@@ -78,7 +84,11 @@ class RowSparseAdagrad(RowWiseAdagrad):
     """torchrec's row-wise Adagrad, but a row without gradient this step is left alone: no
     weight decay, no accumulator change (fbgemm's semantics; see the module docstring). With
     ``weight_decay`` 0 it equals ``RowWiseAdagrad`` (a zero-gradient row does not move there
-    either). Tables are [rows, dim]; the accumulator is one value per row, [rows, 1]."""
+    either). Tables are [rows, dim]; the accumulator is one value per row, [rows, 1]. Its ``eps``
+    defaults to fbgemm's (:data:`EPS`), not torchrec's 1e-10."""
+
+    def __init__(self, params: Any, lr: float = 1e-2, eps: float = EPS, **options: Any) -> None:
+        super().__init__(params, lr=lr, eps=eps, **options)
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
