@@ -45,14 +45,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch import nn
-from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from autorec.arch import ArchSpec
 from autorec.costs.training import training_flops
 from autorec.metrics import binary_metrics
 from autorec.models import build_model
 from autorec.train.embedding_init import init_embeddings
-from autorec.train.embedding_optim import EPS
+from autorec.train.embedding_optim import RowSparseAdagrad
 from autorec.train.records import dense_optimizer
 from autorec.train.trainer import DENSE_OPTIMIZERS, TrainingDiverged, seed_everything
 
@@ -65,7 +64,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class GrowthTrainConfig:
-    """How to train under a schedule (the optimizer fields mean what they do in TrainConfig).
+    """How to train under a schedule (the optimizer fields mean what they do in TrainConfig; a
+    study's growth strategy takes them from the study's ``train:`` recipe, see
+    :meth:`from_recipe`; the defaults are those the growth benchmarks were measured with).
 
     Args:
         batch_size: samples per step.
@@ -83,7 +84,9 @@ class GrowthTrainConfig:
     seed: int = 0
     dense_optimizer: str = "adam"
     dense_lr: float = 1e-3
+    dense_weight_decay: float = 0.0
     embedding_lr: float = 0.05
+    embedding_weight_decay: float = 0.0
     eval_every: int | None = None
     carry_optimizer: bool = True
     device: str = "cpu"
@@ -99,6 +102,24 @@ class GrowthTrainConfig:
                              f"got {self.dense_optimizer!r}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"device: expected cpu or cuda, got {self.device!r}")
+        for name in ("dense_weight_decay", "embedding_weight_decay"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name}: expected a number >= 0, got {getattr(self, name)!r}")
+
+    RECIPE = ("dense_optimizer", "dense_lr", "dense_weight_decay", "embedding_lr", "embedding_weight_decay")
+
+    @classmethod
+    def from_recipe(cls, recipe: Any, **fields: Any) -> GrowthTrainConfig:
+        """A config whose optimizer fields (``RECIPE``) are those of ``recipe`` (a TrainConfig:
+        the study's training), so schedules are searched under the recipe their trial trains
+        with; ``fields`` sets the rest. (No learning-rate schedule: schedules train at constant rates.)
+
+        Example:
+            >>> from autorec.train.records import TrainConfig
+            >>> GrowthTrainConfig.from_recipe(TrainConfig(dense_lr=0.01), batch_size=64).dense_lr
+            0.01
+        """
+        return cls(**{name: getattr(recipe, name) for name in cls.RECIPE}, **fields)
 
 
 @dataclass
@@ -216,8 +237,9 @@ def _sample_flops(spec: ArchSpec, config: GrowthTrainConfig) -> int:
 def _optimizers(model: nn.Module, config: GrowthTrainConfig) -> list[torch.optim.Optimizer]:
     tables = [p for n, p in model.named_parameters() if n.startswith("sparse_arch.")]
     dense = [p for n, p in model.named_parameters() if not n.startswith("sparse_arch.")]
-    return [RowWiseAdagrad(tables, lr=config.embedding_lr, eps=EPS),
-            dense_optimizer(config.dense_optimizer, dense, lr=config.dense_lr)]
+    return [RowSparseAdagrad(tables, lr=config.embedding_lr, weight_decay=config.embedding_weight_decay),
+            dense_optimizer(config.dense_optimizer, dense, lr=config.dense_lr,
+                            weight_decay=config.dense_weight_decay)]
 
 
 def _carry(old: nn.Module, old_opts: list[torch.optim.Optimizer], new: nn.Module,

@@ -55,6 +55,10 @@ class Strategy(ABC):
     def bind(self, dataset: RecDataset) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Give the strategy the study's data (DNAS trains a supernet on it); others ignore it."""
 
+    def bind_training(self, recipe: Any) -> None:  # noqa: B027 - optional hook, as bind
+        """Give the strategy the study's training recipe (a TrainConfig; growth searches its
+        schedules under it); others ignore it."""
+
     def bound_dataset(self, schema: Schema, why: str) -> RecDataset:
         """The dataset :meth:`bind` gave a strategy that trains on the study's data (``why`` says
         what it trains); a clear error if none was bound or it has another schema."""

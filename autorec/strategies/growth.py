@@ -112,10 +112,15 @@ class GrowthStrategy(Strategy):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"strategy 'growth': {exc}") from None
         self.dataset: RecDataset | None = None
+        self.recipe: Any = None  # the study's TrainConfig (bind_training); None: the growth defaults
         self._models: dict[int, Any] = {}
 
     def bind(self, dataset: RecDataset) -> None:
         self.dataset = dataset
+
+    def bind_training(self, recipe: Any) -> None:
+        """Schedules are searched (and a warm retraining trained) under the study's recipe."""
+        self.recipe = recipe
 
     def sampler(self, num_objectives: int) -> optuna.samplers.BaseSampler:
         return optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.n_startup_trials,
@@ -128,7 +133,8 @@ class GrowthStrategy(Strategy):
         self.bound_dataset(schema, "trains schedules")
         spec = space.suggest(trial, schema)
         seed = self.seed + trial.number
-        config = GrowthTrainConfig(batch_size=self.batch_size, seed=seed)
+        config = (GrowthTrainConfig(batch_size=self.batch_size, seed=seed) if self.recipe is None
+                  else GrowthTrainConfig.from_recipe(self.recipe, batch_size=self.batch_size, seed=seed))
         result, baseline = search(spec, self.dataset, method=self.search, total_steps=self.steps,
                                   budget=self.budget, lam=self.lam, config=config, seed=seed,
                                   phases=self.phases, shares=self.shares, ratios=self.ratios,
@@ -140,6 +146,7 @@ class GrowthStrategy(Strategy):
         trial.set_user_attr(GROWTH_ATTR, {
             "search": self.search, "lambda": self.lam, "steps": self.steps, "budget": self.budget,
             "max_flops_ratio": self.max_flops_ratio,
+            "recipe": {name: getattr(config, name) for name in GrowthTrainConfig.RECIPE},
             "best": best.to_dict(), "baseline": baseline.to_dict(),
             "trained": len(result.evaluations),
             "stopped_early": sum(e.stopped_at is not None for e in result.evaluations),

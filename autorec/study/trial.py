@@ -61,6 +61,7 @@ class TrialRunner:
         self.dataset = load_dataset(config.data.name, path=config.data.path, seed=config.data.seed,
                                     **config.data.options)
         self.strategy.bind(self.dataset)
+        self.strategy.bind_training(self.train_config(None))
         self.artifacts = optuna.artifacts.FileSystemArtifactStore(str(self.artifact_dir()))
 
     def artifact_dir(self) -> Path:

@@ -62,6 +62,24 @@ def test_the_same_seed_trains_the_same_model():
         assert torch.equal(x, y), name
 
 
+def test_a_recipes_dense_weight_decay_shrinks_the_dense_weights():
+    """The study's recipe reaches the schedule's optimizers: with a strong dense weight decay
+    (L2 under Adam, so each step moves a weight about lr towards 0) the dense weights end smaller."""
+    from autorec.train.records import TrainConfig
+
+    s = GrowthSchedule((Phase(4, {"over_arch": 0.5}), Phase(8)))
+
+    def dense_norm(weight_decay: float) -> float:
+        recipe = TrainConfig(dense_lr=0.01, dense_weight_decay=weight_decay, embedding_weight_decay=0.0)
+        config = GrowthTrainConfig.from_recipe(recipe, batch_size=64, eval_batch_size=512)
+        assert (config.dense_lr, config.dense_weight_decay, config.embedding_lr) == (0.01, weight_decay, 0.2)
+        model = train_schedule(SPEC, s, DATA, config, keep_model=True).model
+        return sum(p.norm().item() for n, p in model.named_parameters()
+                   if not n.startswith("sparse_arch.") and p.dim() == 2)
+
+    assert dense_norm(50.0) < 0.5 * dense_norm(0.0)
+
+
 def test_the_dense_schedule_is_one_full_phase():
     result = train_schedule(SPEC, GrowthSchedule.full_size(8), DATA, CONFIG)
     assert [p.boundary for p in result.phases] == ["build"] and result.flops_ratio == 1.0
@@ -91,5 +109,7 @@ def test_bad_config():
         GrowthTrainConfig(dense_optimizer="sgd")
     with pytest.raises(ValueError, match="device: expected cpu or cuda"):
         GrowthTrainConfig(device="tpu")
+    with pytest.raises(ValueError, match=r"dense_weight_decay: expected a number >= 0, got -0\.1"):
+        GrowthTrainConfig(dense_weight_decay=-0.1)
     with pytest.raises(ValueError, match="expected margin >= 0"):
         CurveStopper(margin=-1)

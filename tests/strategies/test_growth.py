@@ -41,7 +41,8 @@ def test_a_tiny_growth_study_records_and_draws_the_schedules(tmp_path, max_flops
                                                            "max_steps_per_epoch": 3},
                        strategy={"name": "growth", "options": {
                            "steps": 8, "budget": 2, "batch_size": 128, "rl_batch_size": 2, "lambda": 0.5,
-                           "retrain": "warm", "max_flops_ratio": max_flops_ratio}})
+                           "retrain": "warm", "max_flops_ratio": max_flops_ratio}},
+                       train={"dense_lr": 0.004, "embedding_lr": 0.1})
     config = StudyConfig.load(path)
     run_study(config, log=quiet)
     study = optuna.load_study(study_name="t", storage=config.storage_url)
@@ -58,6 +59,9 @@ def test_a_tiny_growth_study_records_and_draws_the_schedules(tmp_path, max_flops
         schedule.check_parts(spec)
         assert growth["trained"] >= 2 and growth["baseline"]["flops_ratio"] == 1.0
         assert growth["max_flops_ratio"] == max_flops_ratio
+        # schedules were searched under the study's recipe, its defaults where the study sets none
+        assert growth["recipe"] == {"dense_optimizer": "adam", "dense_lr": 0.004, "dense_weight_decay": 1e-4,
+                                    "embedding_lr": 0.1, "embedding_weight_decay": 0.0}
         if max_flops_ratio is not None:  # budgeted: the pick is a schedule within the budget
             assert growth["best"]["flops_ratio"] <= max_flops_ratio and schedule.phases[0].widths
         assert any(n.startswith("sparse_arch.embedding_bags.") for n in t.user_attrs["warm_started"])
