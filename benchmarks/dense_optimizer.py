@@ -31,8 +31,7 @@ from autorec.presets import preset
 from autorec.train import records
 from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.results_file import RESULTS, merge_results
-
-PRESETS = ("dlrm", "dcnv2", "wukong", "dhen")
+from benchmarks.step_profile import PRESETS
 
 
 def trainer(name: str, data: Any, batch_size: int, fused: bool) -> Trainer:
