@@ -3,6 +3,8 @@ teachers, and its winner's test AUC against the four presets trained with the sa
 
     .venv/bin/python -m benchmarks.oneshot_synthetic --data order2 --presets ""
     .venv/bin/python -m benchmarks.oneshot_synthetic --data order3
+    .venv/bin/python -m benchmarks.oneshot_synthetic --data order2 --seed 1 --presets dlrm,dcnv2 \
+        --json benchmarks/results/oneshot_synthetic.json    # merges the flat figures of this seed
 
 The study is a real one-shot study (one supernet training, ``--candidates`` candidates scored
 on its inherited weights, the ``--rerank`` best re-ranked by short trainings, the winner trained
@@ -33,6 +35,32 @@ from autorec.study import StudyConfig, open_storage, run_study, trial_arch
 
 PAIRWISE = ("dlrm", "dcnv2")  # dot and cross layers: what a 2nd-order teacher should make it pick
 HIGHER = ("wukong", "dhen", "dcnv2")  # layers that model 3rd-order terms (DCNv2 stacked: x0 * x_l)
+
+
+def pairwise(layer: dict[str, Any]) -> bool:
+    """A dot or cross layer (``layer``: an ArchSpec layer's dict), or a DHEN layer ensembling only
+    dot and DCN modules: the layers that form 2nd-order terms of their inputs and no others."""
+    return layer["kind"] in PAIRWISE or (layer["kind"] == "dhen" and set(layer["modules"]) <= {"dot", "dcn"})
+
+
+def flat(out: dict[str, Any]) -> dict[str, Any]:
+    """The flat figures of one :func:`run`, keyed ``<data>_seed<N>_*``: the derived layers, whether
+    the first is pairwise (0/1), the test AUCs and the winner's gap to the best preset."""
+    key = f"{out['data']}_seed{out['seed']}_"
+    layers = out["arch"]["layers"]
+    presets = {name: row["test_auc"] for name, row in out["models"].items() if name != "derived"}
+    def named(layer: dict[str, Any]) -> str:
+        return layer["kind"] + (f" ({'+'.join(layer['modules'])})" if layer["kind"] == "dhen" else "")
+    figures: dict[str, Any] = {
+        key + "layers": ", ".join(named(layer) for layer in layers),
+        key + "first_layer_pairwise": int(bool(layers) and pairwise(layers[0])),
+        key + "all_layers_pairwise": int(bool(layers) and all(pairwise(layer) for layer in layers)),
+        key + "derived_test_auc": out["models"]["derived"]["test_auc"],
+        key + "bayes_test_auc": out["bayes_test_auc"], key + "study_seconds": out["study_seconds"]}
+    figures.update({key + f"{name}_test_auc": auc for name, auc in presets.items()})
+    if presets:
+        figures[key + "gap_to_best_preset"] = out["models"]["derived"]["test_auc"] - max(presets.values())
+    return figures
 
 
 def data_options(data: str, samples: int | None) -> dict[str, Any]:
@@ -112,6 +140,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, help="samples of the teacher (default: the preset's)")
     parser.add_argument("--presets", default="dlrm,dcnv2,wukong,dhen")
     parser.add_argument("--out", type=Path, help="keep the study in this folder")
+    parser.add_argument("--json", type=Path, help="merge the flat figures into this results file")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     out = run(args.data, args.seed, args.space, args.steps, args.candidates, args.rerank, args.final_epochs,
@@ -124,6 +153,10 @@ def main() -> None:
     for name, row in out["models"].items():
         print(f"  {name}: test AUC {row['test_auc']:.4f}")
     print(json.dumps(out))
+    if args.json:
+        from benchmarks.results_file import merge_results
+
+        merge_results(args.json, flat(out), prefix=f"{out['data']}_seed{out['seed']}")
 
 
 if __name__ == "__main__":
