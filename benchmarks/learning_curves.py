@@ -8,6 +8,10 @@ epoch's end, and a rule over the curve's early part (its slope, say) tested agai
 Used for issue 20 (BENCHMARKS.md, "One-shot search against TPE at scale")::
 
     .venv/bin/python -m benchmarks.learning_curves --tag _o3t --seed 1 --trials 144,164
+
+``--warm`` starts each candidate from the study's trained supernet: its tables take the rows and
+columns the candidate's path read there, its projections and dense arch theirs
+(:func:`autorec.supernet.warm.warm_embeddings`); the interaction layers and over-arch start fresh.
 """
 
 from __future__ import annotations
@@ -83,6 +87,21 @@ def candidate(arch: dict[str, Any], base: TrainConfig, *, layers: list[dict[str,
     return spec, dataclasses.replace(base, **changes)
 
 
+def trained_supernet(runner: Any) -> Any:
+    """The study's supernet training, loaded at its last checkpoint (nothing trains); exits naming
+    the folder when the study has not trained it to its steps."""
+    from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
+
+    folder = runner.config.directory / "oneshot" / "supernet"
+    training = SupernetTraining(runner.space, runner.dataset,
+                                OneShotTrainConfig(**runner.strategy.train_options), folder)
+    state = training.resume()
+    if state.step < training.config.steps:
+        raise SystemExit(f"--warm: the supernet in {folder} is at step {state.step} of "
+                         f"{training.config.steps}; run the study's one-shot stage first")
+    return training
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,6 +116,8 @@ def main() -> None:
     parser.add_argument("--layers", type=json.loads, default=None,
                         help='the candidates\' interaction layers replaced by these (a JSON list of an '
                              'ArchSpec\'s layers, e.g. \'[{"kind": "dcnv2", "num_layers": 1, "rank": 0}]\')')
+    parser.add_argument("--warm", action="store_true",
+                        help="start each candidate's embeddings from the study's trained supernet")
     parser.add_argument("--key", default="", help="a suffix of this run's keys (e.g. _lr3x)")
     parser.add_argument("--json", type=Path, default=None,
                         help="default benchmarks/results/learning_curves<TAG>_seed<N>.json")
@@ -111,12 +132,18 @@ def main() -> None:
     result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
     result.update({"machine": machine(), "commit": commit(), "study": name, "every": args.every,
                    "val_samples": args.val_samples})
+    warm = trained_supernet(runner) if args.warm else None
     for number in numbers:
         spec, cfg = candidate(study.trials[number].user_attrs["arch"], runner.train_config(None),
                               layers=args.layers, steps=args.steps, val_samples=args.val_samples,
                               dense_lr=args.dense_lr, embedding_lr=args.embedding_lr,
                               train_seed=args.train_seed)
         trainer = CurveTrainer(spec, runner.dataset, cfg, every=args.every)
+        if warm is not None:
+            from autorec.supernet.warm import warm_embeddings
+
+            result[f"trial{number}{args.key}_warm_tensors"] = len(
+                warm_embeddings(warm.search.supernet, warm.search.model, trainer.model))
         trainer.fit()
         trainer.score()  # the epoch's end, if it is not on the grid
         kinds = "+".join(layer.kind for layer in spec.layers)

@@ -4,13 +4,21 @@ The supernet's embeddings are the widest width choice, masked to a prefix of col
 projections take that prefix; so a derived table of width w is the supernet table's first w
 columns, and its projection the first w input columns. The dense arch is the same module. The
 interaction layers and the over-arch are named and shaped differently (max-size ops on padded
-inputs) and start fresh.
+inputs) and start fresh. :func:`warm_start` copies by those leading blocks (the bilevel DNAS's
+supernets); :func:`warm_embeddings` copies what a one-shot supernet's path reads, whatever its
+width layout (``width_columns: own`` puts width w at its own column offset) and hash size (a
+table of r rows reads the supernet table's rows [0, r), the ids folded modulo r).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from autorec.supernet.supernet import Supernet
 
 
 def _local(value: object) -> torch.Tensor | None:
@@ -44,4 +52,47 @@ def warm_start(supernet: nn.Module, model: nn.Module) -> list[str]:
             continue
         dst.copy_(src[tuple(slice(0, d) for d in dst.shape)])
         copied.append(name)
+    return copied
+
+
+@torch.no_grad()
+def warm_embeddings(net: Supernet, supernet: nn.Module, model: nn.Module) -> list[str]:
+    """Copy into a derived ``model`` (a RecModel, maybe wrapped in DistributedModelParallel) the
+    embedding weights its path read in the supernet ``net`` (``supernet``: ``net`` itself or its
+    wrapper): each table ``t_<f>`` of r rows and width w gets rows [0, r) of the supernet's
+    ``t_<f>`` at width w's columns, its projection to D those columns' input weights, and the dense
+    arch its weights where the shapes agree. The interaction layers and the over-arch start fresh.
+    Returns the names copied; a ValueError names a table whose width is no width choice of ``net``
+    or whose rows exceed the supernet table's.
+
+    Example (shapes only; the doctest of :mod:`autorec.supernet.supernet` builds a real one)::
+
+        copied = warm_embeddings(training.search.supernet, training.search.model, trainer.model)
+    """
+    source = supernet.state_dict()
+    offset_of: dict[int, int] = {}
+    for width, offset in zip(net.emb_widths, net.emb_offsets, strict=True):
+        if width:
+            offset_of.setdefault(width, offset)
+    copied = []
+    for name, value in model.state_dict().items():
+        dst, src = _local(value), _local(source.get(name))
+        if dst is None or src is None or dst.dim() != src.dim():
+            continue
+        table = name.startswith("sparse_arch.") and name.endswith(".weight")
+        projection = name.startswith("projections.") and name.endswith(".weight")
+        if table or projection:
+            width = dst.shape[1]
+            if width not in offset_of:
+                raise ValueError(f"warm_embeddings: {name} is {width} wide, not one of the supernet's "
+                                 f"widths {sorted(offset_of)}")
+            columns = slice(offset_of[width], offset_of[width] + width)
+            if table and dst.shape[0] > src.shape[0]:
+                raise ValueError(f"warm_embeddings: {name} has {dst.shape[0]} rows, the supernet's "
+                                 f"{src.shape[0]}")
+            dst.copy_(src[: dst.shape[0], columns] if table else src[:, columns])
+            copied.append(name)
+        elif name.startswith("dense_arch.") and tuple(dst.shape) == tuple(src.shape):
+            dst.copy_(src)
+            copied.append(name)
     return copied
