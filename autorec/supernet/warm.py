@@ -65,7 +65,7 @@ def warm_embeddings(net: Supernet, supernet: nn.Module, model: nn.Module) -> lis
     Returns the names copied; a ValueError names a table whose width is no width choice of ``net``
     or whose rows exceed the supernet table's.
 
-    Example (shapes only; the doctest of :mod:`autorec.supernet.supernet` builds a real one)::
+    Example (a supernet and a derived model built and compared: ``tests/supernet/test_warm.py``)::
 
         copied = warm_embeddings(training.search.supernet, training.search.model, trainer.model)
     """

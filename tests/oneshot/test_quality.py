@@ -18,7 +18,7 @@ def test_on_a_second_order_teacher_the_oneshot_search_interacts_the_embeddings_b
     kind composes the first's terms into higher orders, and which kind the re-rank's trainings
     prefer there moved with seeds and float rounding (35ddc4a, AMD EPYC, seeds 0 / 1 / 2: DHEN
     (dot, dcn) first every time, then Wukong / DHEN (dot, attention, dcn) / the same, test AUC
-    +0.0003 / -0.0018 / +0.0010 against the best of dlrm and dcnv2; at 19c1548 seed 0's second
+    +0.0004 / -0.0018 / +0.0010 against the best of dlrm and dcnv2; at 19c1548 seed 0's second
     layer was DHEN (dot, dcn))."""
     from benchmarks.oneshot_synthetic import pairwise, run
 

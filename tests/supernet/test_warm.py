@@ -52,7 +52,7 @@ def test_the_warm_model_embeds_as_the_supernets_path_did(columns, widths, hashes
     for (group, _), width, fraction in zip(net.groups, widths, hashes, strict=True):
         values.update({f"emb.{group}": width, f"emb.{group}.hash": fraction})
     weights = _one_hot(net, values)
-    spec = net.derive({k: v for k, v in values.items()})
+    spec = net.derive(values)
     model = RecModel(spec)
     copied = warm_embeddings(net, net, model)
     live = [i for i, width in enumerate(widths) if width]
