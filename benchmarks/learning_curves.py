@@ -29,10 +29,7 @@ import optuna
 
 from autorec.arch import ArchSpec
 from autorec.train.trainer import TrainConfig, Trainer
-from benchmarks.oneshot_studies import add_candidate_arguments, open_candidates
-from benchmarks.results_file import commit, machine
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.oneshot_studies import add_candidate_arguments, open_record
 
 
 class CurveTrainer(Trainer):
@@ -66,15 +63,36 @@ class CurveTrainer(Trainer):
         self._since = time.perf_counter()
 
 
+def without(arch: dict[str, Any], features: list[str]) -> dict[str, Any]:
+    """``arch`` (an ArchSpec's dict) with ``features`` dropped: taken out of their tables (a table
+    left empty goes) and listed in ``dropped``; a name the architecture does not read is refused
+    (SystemExit naming ``--drop``).
+
+    Example:
+        >>> arch = {"tables": [{"name": "t_a", "features": ["a"]}, {"name": "t_b", "features": ["b"]}]}
+        >>> without(arch, ["b"])
+        {'tables': [{'name': 't_a', 'features': ['a']}], 'dropped': ['b']}
+    """
+    read = {f for table in arch["tables"] for f in table["features"]}
+    unknown = [f for f in features if f not in read]
+    if unknown:
+        raise SystemExit(f"--drop: {unknown} are not features the architecture reads ({sorted(read)})")
+    tables = [{**t, "features": [f for f in t["features"] if f not in features]} for t in arch["tables"]]
+    return {**arch, "tables": [t for t in tables if t["features"]],
+            "dropped": [*arch.get("dropped", []), *features]}
+
+
 def candidate(arch: dict[str, Any], base: TrainConfig, *, layers: list[dict[str, Any]] | None = None,
-              steps: int | None = None, val_samples: int = 100_000, dense_lr: float | None = None,
-              embedding_lr: float | None = None, train_seed: int | None = None,
+              drop: list[str] | None = None, steps: int | None = None, val_samples: int = 100_000,
+              dense_lr: float | None = None, embedding_lr: float | None = None, train_seed: int | None = None,
               ) -> tuple[ArchSpec, TrainConfig]:
     """A trial's architecture (its interaction ``layers`` replaced, if given) and the study's
     training settings for one epoch of it, with the changed rates and seed; a ``layers`` list that
     is no valid ArchSpec's is refused with the reason (SystemExit naming ``--layers``)."""
     if layers is not None:
         arch = {**arch, "layers": layers}
+    if drop:
+        arch = without(arch, drop)
     try:
         spec = ArchSpec.from_dict(arch)
     except (KeyError, TypeError, ValueError) as err:
@@ -116,6 +134,8 @@ def main() -> None:
     parser.add_argument("--layers", type=json.loads, default=None,
                         help='the candidates\' interaction layers replaced by these (a JSON list of an '
                              'ArchSpec\'s layers, e.g. \'[{"kind": "dcnv2", "num_layers": 1, "rank": 0}]\')')
+    parser.add_argument("--drop", default="",
+                        help="comma-separated features the candidates do not read (e.g. cat_19,cat_20)")
     parser.add_argument("--warm", action="store_true",
                         help="start each candidate's embeddings from the study's trained supernet")
     parser.add_argument("--key", default="", help="a suffix of this run's keys (e.g. _lr3x)")
@@ -127,15 +147,13 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-    name, study, runner, numbers = open_candidates(args.out, args.tag, args.seed, args.trials)
-    out = args.json or ROOT / "benchmarks" / "results" / f"learning_curves{args.tag}_seed{args.seed}.json"
-    result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
-    result.update({"machine": machine(), "commit": commit(), "study": name, "every": args.every,
-                   "val_samples": args.val_samples})
+    study, runner, numbers, out, result = open_record(args, "learning_curves")
+    result.update({"every": args.every, "val_samples": args.val_samples})
     warm = trained_supernet(runner) if args.warm else None
     for number in numbers:
         spec, cfg = candidate(study.trials[number].user_attrs["arch"], runner.train_config(None),
-                              layers=args.layers, steps=args.steps, val_samples=args.val_samples,
+                              layers=args.layers, drop=[f for f in args.drop.split(",") if f],
+                              steps=args.steps, val_samples=args.val_samples,
                               dense_lr=args.dense_lr, embedding_lr=args.embedding_lr,
                               train_seed=args.train_seed)
         trainer = CurveTrainer(spec, runner.dataset, cfg, every=args.every)
@@ -148,7 +166,9 @@ def main() -> None:
         trainer.score()  # the epoch's end, if it is not on the grid
         kinds = "+".join(layer.kind for layer in spec.layers)
         result[f"trial{number}{args.key}_family"] = kinds
-        if args.layers is None:
+        if args.drop:
+            result[f"trial{number}{args.key}_dropped"] = args.drop
+        if args.layers is None and not args.drop:
             result[f"trial{number}_flops"] = study.trials[number].user_attrs["costs"]["flops"]
         result[f"trial{number}{args.key}_dense_lr"] = cfg.dense_lr
         result[f"trial{number}{args.key}_embedding_lr"] = cfg.embedding_lr

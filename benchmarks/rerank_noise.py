@@ -48,8 +48,9 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     from autorec.train.trainer import Trainer
 
-    name, study, runner, numbers = open_candidates(args.out, args.tag, args.seed, args.trials)
-    out = args.json or ROOT / "benchmarks" / "results" / f"rerank_noise{args.tag}.json"
+    name, study, runner, numbers = open_candidates(args.out, args.tag, args.seed, args.trials, args.study)
+    out = args.json or ROOT / "benchmarks" / "results" / (
+        f"rerank_noise_{args.study}.json" if args.study else f"rerank_noise{args.tag}.json")
     result: dict[str, object] = {}
     if args.append and out.exists():
         try:

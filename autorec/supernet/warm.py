@@ -63,7 +63,7 @@ def warm_embeddings(net: Supernet, supernet: nn.Module, model: nn.Module) -> lis
     ``t_<f>`` at width w's columns, its projection to D those columns' input weights, and the dense
     arch its weights where the shapes agree. The interaction layers and the over-arch start fresh.
     Returns the names copied; a ValueError names a table whose width is no width choice of ``net``
-    or whose rows exceed the supernet table's.
+    or whose rows exceed the supernet table's, before anything is copied.
 
     Example (a supernet and a derived model built and compared: ``tests/supernet/test_warm.py``)::
 
@@ -74,7 +74,7 @@ def warm_embeddings(net: Supernet, supernet: nn.Module, model: nn.Module) -> lis
     for width, offset in zip(net.emb_widths, net.emb_offsets, strict=True):
         if width:
             offset_of.setdefault(width, offset)
-    copied = []
+    plan: list[tuple[str, torch.Tensor, torch.Tensor]] = []  # checked in full before any copy
     for name, value in model.state_dict().items():
         dst, src = _local(value), _local(source.get(name))
         if dst is None or src is None or dst.dim() != src.dim():
@@ -90,9 +90,10 @@ def warm_embeddings(net: Supernet, supernet: nn.Module, model: nn.Module) -> lis
             if table and dst.shape[0] > src.shape[0]:
                 raise ValueError(f"warm_embeddings: {name} has {dst.shape[0]} rows, the supernet's "
                                  f"{src.shape[0]}")
-            dst.copy_(src[: dst.shape[0], columns] if table else src[:, columns])
-            copied.append(name)
+            plan.append((name, dst, src[: dst.shape[0], columns] if table else src[:, columns]))
         elif name.startswith("dense_arch.") and tuple(dst.shape) == tuple(src.shape):
-            dst.copy_(src)
-            copied.append(name)
+            plan.append((name, dst, src))
+    for _, dst, src in plan:
+        dst.copy_(src)
+    copied = [name for name, _, _ in plan]
     return copied

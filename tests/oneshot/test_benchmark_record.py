@@ -74,6 +74,12 @@ def test_a_candidate_to_train_again_is_refused_by_name(tmp_path: Path) -> None:
         open_candidates(tmp_path, "_x", 0, "3,x")
     with pytest.raises(SystemExit, match=r"--tag _x --seed 1: no study file at .*oneshot_x_seed1/study.yaml"):
         open_candidates(tmp_path, "_x", 1, "3")
+    with pytest.raises(SystemExit, match=r"--study tpe: no study file at .*tpe/study.yaml"):
+        open_candidates(tmp_path, None, 0, "3", "tpe")
+    with pytest.raises(SystemExit, match=r"name one study: --tag \(with --seed\) or --study"):
+        open_candidates(tmp_path, "_x", 0, "3", "tpe")
+    with pytest.raises(SystemExit, match=r"name one study"):
+        open_candidates(tmp_path, None, 0, "3")
 
 
 def test_the_full_reference_trains_on_the_finals_budget_and_is_cached_apart(tmp_path: Path) -> None:

@@ -32,6 +32,16 @@ def test_without_changes_the_trial_is_trained_as_recorded():
     assert (cfg.dense_lr, cfg.embedding_lr, cfg.seed) == (3e-3, BASE.embedding_lr, BASE.seed)
 
 
+def test_dropped_features_leave_their_tables_and_are_listed():
+    read = [f for t in ARCH["tables"] for f in t["features"]]
+    spec, _ = candidate(ARCH, BASE, drop=read[:2])
+    assert set(spec.dropped) == set(read[:2]) and spec.feature_names == tuple(read[2:])
+    with pytest.raises(SystemExit, match=r"--drop: \['nope'\] are not features the architecture reads"):
+        candidate(ARCH, BASE, drop=["nope"])
+    with pytest.raises(SystemExit, match=r"--drop: \[.*\] are not features"):  # dropped already
+        candidate(spec.to_dict(), BASE, drop=read[:1])
+
+
 @pytest.mark.parametrize("layers, named", [
     ([{"kind": "nope"}], "layers[0].kind"),
     ([{"kind": "dcnv2", "bogus": 1}], "layers[0].bogus"),

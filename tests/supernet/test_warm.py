@@ -71,3 +71,20 @@ def test_a_table_wider_than_any_width_choice_is_refused_by_name():
                                      for i, t in enumerate(spec.tables)))
     with pytest.raises(ValueError, match=rf"{spec.tables[0].name}\.weight is 12 wide.*\[4, 8, 16\]"):
         warm_embeddings(net, net, RecModel(wide))
+
+
+def test_a_table_with_more_rows_than_the_supernets_is_refused_by_name_before_any_copy():
+    net = _net("own")
+    spec = net.derive({"layer0.kind": "dlrm", **{f"emb.{group}": 8 for group, _ in net.groups}})
+    assert len(spec.tables) == 3
+    last = len(spec.tables) - 1  # checked after the others: a copy as it goes would have begun
+    rows = spec.tables[last].num_embeddings
+    tall = spec.replace(tables=tuple(dataclasses.replace(t, num_embeddings=rows + 5) if i == last else t
+                                     for i, t in enumerate(spec.tables)))
+    model = RecModel(tall)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=rf"{spec.tables[last].name}\.weight has {rows + 5} rows, "
+                                         rf"the supernet's {rows}"):
+        warm_embeddings(net, net, model)
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())

@@ -1,0 +1,84 @@
+"""Per-feature drop importance on a trained one-shot supernet: what each feature is worth to a path.
+
+For candidates of a one-shot study (``oneshot_vs_tpe``'s ``--stage oneshot`` runs) the path's
+inherited-weight validation AUC is measured as it is, then with each embedded feature dropped in
+turn (its width choice set to 0, everything else kept), on the same ``--samples`` validation
+samples: a feature whose drop costs the path nothing (or gains) reads no signal the supernet
+learned to use. On the synthetic ``scale`` workload the planted table weights say which features
+are pure noise, so the drops can be read against them (the JSON records each feature's planted
+weight beside its drop). Issue 20 (BENCHMARKS.md, "One-shot search against TPE at scale")::
+
+    .venv/bin/python -m benchmarks.feature_drop --tag _k4f2 --seed 0 --trials 144
+
+Nothing trains: the study's supernet is loaded at its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from benchmarks.learning_curves import trained_supernet
+from benchmarks.oneshot_studies import add_candidate_arguments, open_record
+
+
+def drop_importance(search: Any, values: dict[str, Any], samples: int) -> dict[str, dict[str, float]]:
+    """Width choice name -> {"auc": the path's val AUC with that feature dropped, "drop": the
+    path's AUC minus it} for every width choice of ``values`` that embeds (its width is not 0),
+    plus ``"path"`` -> {"auc": the path as it is}; ``search``: a :class:`CandidateSearch`."""
+    net = search.net
+    zero = {v for v, w in zip(net.emb_values, net.emb_widths, strict=True) if w == 0}
+    widths = [name for name, choice in net.arch.choices.items()
+              if name.startswith("emb.") and not name.endswith(".hash") and zero & set(choice.values)]
+    base = search.rescore(values, samples)["val_auc"]
+    out: dict[str, dict[str, float]] = {"path": {"auc": base}}
+    for name in widths:
+        if values[name] in zero:
+            continue
+        off = next(v for v in net.arch.choices[name].values if v in zero)
+        auc = search.rescore({**values, name: off}, samples)["val_auc"]
+        out[name] = {"auc": auc, "drop": base - auc}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_candidate_arguments(parser)
+    parser.add_argument("--samples", type=int, default=65536,
+                        help="validation samples each path is scored on")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="default benchmarks/results/feature_drop<TAG>_seed<N>.json")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    from autorec.data.synthetic.config import PRESETS
+    from autorec.oneshot.search import CandidateSearch
+
+    study, runner, numbers, out, result = open_record(args, "feature_drop")
+    result["samples"] = args.samples
+    weights = PRESETS["scale"]["table_weight"]
+    search = CandidateSearch(trained_supernet(runner), 1024, ["val_auc"])
+    for number in numbers:
+        params = study.trials[number].params
+        values = search.values_of({n: str(params[n]) for n in search.names})
+        drops = drop_importance(search, values, args.samples)
+        result[f"trial{number}_path_auc"] = drops.pop("path")["auc"]
+        for choice, row in sorted(drops.items(), key=lambda kv: kv[1]["drop"]):
+            feature = choice.removeprefix("emb.")
+            result[f"trial{number}_{feature}_drop"] = row["drop"]
+            index = int(feature.rsplit("_", 1)[-1]) if feature.startswith("cat_") else None
+            planted = weights[index] if index is not None and index < len(weights) else None
+            result[f"trial{number}_{feature}_planted_weight"] = planted
+            print(f"trial {number}: drop {feature:8s} {row['drop']:+.4f}  (planted weight {planted})",
+                  flush=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""benchmarks/feature_drop.py: each embedded feature of a path dropped in turn, on the same
+validation samples, against the path as it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from autorec.data import load_dataset
+from autorec.oneshot.search import CandidateSearch
+from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
+from autorec.space import SearchSpace
+from benchmarks.feature_drop import drop_importance
+
+SPACE = {"dim": [8], "dense_arch": [[16]], "over_arch": [[16]],
+         "embedding": {"dim": [0, 4, 8], "hash": [1, 0.5]},
+         "layers": {"num": [1], "kinds": ["dlrm", "dcnv2"], "dcnv2": {"rank": [0]}}}
+
+
+@pytest.fixture(scope="module")
+def search(tmp_path_factory):
+    data = load_dataset("synthetic", preset="tiny", num_samples=3000)
+    run = SupernetTraining(SearchSpace.from_dict(SPACE), data,
+                           OneShotTrainConfig(steps=4, batch_size=64, checkpoint_every=4, seed=1),
+                           tmp_path_factory.mktemp("supernet"))
+    run.fit()
+    return CandidateSearch(run, 256, ["val_auc"])
+
+
+def test_every_embedded_feature_is_dropped_once_and_the_rest_kept(search):
+    values = {name: choice.values[-1] for name, choice in search.net.arch.choices.items()}
+    widths = [n for n in values if n.startswith("emb.") and not n.endswith(".hash")]
+    dropped = widths[0]
+    values[dropped] = 0  # already off: not dropped again
+    out = drop_importance(search, values, 512)
+    assert set(out) == {"path", *widths[1:]}
+    base = search.rescore(values, 512)["val_auc"]
+    assert out["path"]["auc"] == pytest.approx(base)
+    for name in widths[1:]:
+        want = search.rescore({**values, name: 0}, 512)["val_auc"]
+        assert out[name]["auc"] == pytest.approx(want)
+        assert out[name]["drop"] == pytest.approx(base - want)
