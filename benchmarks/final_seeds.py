@@ -1,0 +1,128 @@
+"""The winners' final trainings again under other training seeds: how much of a tested AUC is the draw.
+
+``oneshot_vs_tpe``'s report trains TPE's best-by-validation trial in full with the study's
+training seed, the one it was selected on, and each one-shot winner once. On the ``scale``
+workload one epoch of the same architecture ends 0.01-0.02 AUC apart under two training seeds
+(BENCHMARKS.md), more than the searches' differences, and a best of many trials is partly the
+best draw. This trains each winner's architecture on the final budget (``--final-epochs``
+epochs, patience 2, every step of each epoch, no checkpoints kept) with each of
+``--train-seeds``, and writes each test AUC and the mean over the recorded final and these, so
+the two methods can be compared by a winner's expected AUC as well as by the recorded one::
+
+    .venv/bin/python -m benchmarks.final_seeds --tag _k4f2 --seeds 0 --train-seeds 1,2 \\
+        --json benchmarks/results/final_seeds_amd_k4f2.json
+
+Each training is kept in its study's ``final_seeds`` user attribute as it ends, so a cut run
+continues with the trainings not done yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from autorec.study import StudyConfig, TrialRunner, open_storage
+from benchmarks.oneshot_reference import final_budget
+from benchmarks.results_file import commit, machine
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def winner(study: optuna.Study, kind: str) -> tuple[dict[str, Any], float]:
+    """(the architecture, its recorded final test AUC): a TPE study's ``final`` (the report's),
+    a one-shot study's complete ``final`` trial; exits naming the study when there is none."""
+    if kind == "tpe":
+        final = study.user_attrs.get("final")
+        if final is None:
+            raise SystemExit(f"{study.study_name}: no final training recorded; run oneshot_vs_tpe's report")
+        return study.trials[final["trial"]].user_attrs["arch"], final["test_auc"]
+    finals = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+              if t.user_attrs.get("stage") == "final"]
+    if not finals:
+        raise SystemExit(f"{study.study_name}: no complete final training; run its one-shot stage")
+    return finals[0].user_attrs["arch"], finals[0].user_attrs["metrics"]["test"]["auc"]
+
+
+def seeded_finals(config: StudyConfig, study: optuna.Study, arch: dict[str, Any], seeds: list[int],
+                  final_epochs: int, log: Any = print) -> dict[str, dict[str, float]]:
+    """Training seed (as a string) -> {"test_auc", "val_auc", "seconds"} of ``arch`` trained on the
+    final budget with that seed, each cached in ``study``'s ``final_seeds`` attribute."""
+    from autorec.arch import ArchSpec
+    from autorec.train.trainer import Trainer
+
+    done: dict[str, dict[str, float]] = dict(study.user_attrs.get("final_seeds", {}))
+    runner = TrialRunner(config)
+    for seed in seeds:
+        if str(seed) in done:
+            continue
+        cfg = dataclasses.replace(final_budget(runner.train_config(None), final_epochs),
+                                  max_steps_per_epoch=None, seed=seed, progress=False)
+        start = time.perf_counter()
+        result = Trainer(ArchSpec.from_dict(arch), runner.dataset, cfg).fit()
+        done[str(seed)] = {"test_auc": result.test["auc"], "val_auc": result.val["auc"],
+                           "best_epoch": result.best_epoch, "seconds": time.perf_counter() - start}
+        study.set_user_attr("final_seeds", done)
+        log(f"{study.study_name}: training seed {seed}: test AUC {result.test['auc']:.4f}")
+    return {str(s): done[str(s)] for s in seeds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
+    parser.add_argument("--tag", default="", help="the one-shot studies oneshot<TAG>_seed<N>")
+    parser.add_argument("--seeds", default="", help="their search seeds (none: TPE's winner only)")
+    parser.add_argument("--tpe-stage", default="tpe", help="the TPE study whose winner is trained too")
+    parser.add_argument("--train-seeds", default="1,2", help="training seeds besides the recorded final's")
+    parser.add_argument("--final-epochs", type=int, default=3)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    try:
+        train_seeds = [int(s) for s in args.train_seeds.split(",") if s]
+        search_seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError:
+        raise SystemExit(f"--train-seeds {args.train_seeds!r} / --seeds {args.seeds!r}: expected "
+                         "comma-separated integers") from None
+    warnings.filterwarnings("ignore")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    out = args.json or RESULTS / f"final_seeds{args.tag}.json"
+    result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    result.update({"machine": machine(), "commit": commit(), "final_epochs": args.final_epochs,
+                   "train_seeds": train_seeds})
+    studies = [("tpe", args.tpe_stage, "tpe")] + [
+        (f"oneshot_seed{s}", f"oneshot{args.tag}_seed{s}", "oneshot") for s in search_seeds]
+    for key, name, kind in studies:
+        path = args.out / name / "study.yaml"
+        if not path.exists():
+            raise SystemExit(f"{name}: no study file at {path}")
+        config = StudyConfig.load(path)
+        study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
+        arch, recorded = winner(study, kind)
+        runs = seeded_finals(config, study, arch, train_seeds, args.final_epochs)
+        aucs = [recorded, *(r["test_auc"] for r in runs.values())]
+        result[f"{key}_test_auc_recorded"] = recorded
+        for seed, r in runs.items():
+            result[f"{key}_test_auc_train_seed{seed}"] = r["test_auc"]
+            result[f"{key}_seconds_train_seed{seed}"] = r["seconds"]
+        result[f"{key}_test_auc_mean"] = statistics.fmean(aucs)
+        result[f"{key}_test_auc_spread"] = max(aucs) - min(aucs)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+    shots = [result[f"oneshot_seed{s}_test_auc_mean"] for s in search_seeds]
+    if shots:
+        result["oneshot_test_auc_mean_min"] = min(shots)
+        result["mean_gap_to_tpe"] = min(shots) - result["tpe_test_auc_mean"]
+        out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""benchmarks/final_seeds.py: a winner's final training under other training seeds, each cached
+in its study as it ends; a study without a final is refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from benchmarks.final_seeds import seeded_finals, winner
+
+
+def test_a_study_without_a_final_is_refused_by_name() -> None:
+    tpe = optuna.create_study(study_name="tpe_x")
+    with pytest.raises(SystemExit, match="tpe_x: no final training recorded"):
+        winner(tpe, "tpe")
+    shot = optuna.create_study(study_name="oneshot_x_seed0")
+    shot.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={"stage": "rerank", "arch": {}}))
+    with pytest.raises(SystemExit, match="oneshot_x_seed0: no complete final training"):
+        winner(shot, "oneshot")
+
+
+def test_each_seed_trains_once_on_the_final_budget_and_is_cached(tmp_path: Path) -> None:
+    from autorec.data import load_dataset
+    from autorec.presets import preset
+    from autorec.study import StudyConfig
+
+    data = {"name": "synthetic", "options": {"preset": "tiny", "num_samples": 800}, "seed": 0}
+    space = str(Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml")
+    config = StudyConfig.from_dict({"name": "tpe", "data": data, "space": space, "objectives": ["val_auc"],
+                                    "budget": {"trials": 1, "epochs": 1, "batch_size": 128,
+                                               "max_steps_per_epoch": 1}},
+                                   tmp_path / "study.yaml")
+    arch = preset("dlrm", load_dataset("synthetic", preset="tiny", num_samples=800).schema).to_dict()
+    study = optuna.create_study(study_name="tpe")
+    study.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={"arch": arch}))
+    study.set_user_attr("final", {"trial": 0, "test_auc": 0.6})
+    got, recorded = winner(study, "tpe")
+    assert got == arch and recorded == 0.6
+    lines: list[str] = []
+    runs = seeded_finals(config, study, arch, [1, 2], final_epochs=2, log=lines.append)
+    assert set(runs) == {"1", "2"} and len(lines) == 2
+    assert runs["1"]["test_auc"] != runs["2"]["test_auc"]  # other initial weights, other batches
+    assert all(r["best_epoch"] in (0, 1) and r["seconds"] > 0 for r in runs.values())
+    assert study.user_attrs["final_seeds"] == runs
+    again = seeded_finals(config, study, arch, [2], final_epochs=2, log=lines.append)
+    assert again == {"2": runs["2"]} and len(lines) == 2  # cached: not trained again
