@@ -113,6 +113,7 @@ def main() -> None:
         for seed, r in runs.items():
             result[f"{key}_test_auc_train_seed{seed}"] = r["test_auc"]
             result[f"{key}_seconds_train_seed{seed}"] = r["seconds"]
+            result[f"{key}_best_epoch_train_seed{seed}"] = r["best_epoch"]
         result[f"{key}_test_auc_mean"] = statistics.fmean(aucs)
         result[f"{key}_test_auc_spread"] = max(aucs) - min(aucs)
         out.write_text(json.dumps(result, indent=1) + "\n")
