@@ -4,9 +4,10 @@ For candidates of a one-shot study (``oneshot_vs_tpe``'s ``--stage oneshot`` run
 inherited-weight validation AUC is measured as it is, then with each embedded feature dropped in
 turn (its width choice set to 0, everything else kept), on the same ``--samples`` validation
 samples: a feature whose drop costs the path nothing (or gains) reads no signal the supernet
-learned to use. On the synthetic ``scale`` workload the planted table weights say which features
-are pure noise, so the drops can be read against them (the JSON records each feature's planted
-weight beside its drop). Issue 20 (BENCHMARKS.md, "One-shot search against TPE at scale")::
+learned to use. On a synthetic preset with planted table weights (``scale``) they say which
+features are pure noise, so the drops can be read against them (the JSON records each feature's
+planted weight beside its drop; None where the study's data plants none). Issue 20
+(BENCHMARKS.md, "One-shot search against TPE at scale")::
 
     .venv/bin/python -m benchmarks.feature_drop --tag _k4f2 --seed 0 --trials 144
 
@@ -62,7 +63,9 @@ def main() -> None:
 
     study, runner, numbers, out, result = open_record(args, "feature_drop")
     result["samples"] = args.samples
-    weights = PRESETS["scale"]["table_weight"]
+    data = runner.config.data  # the planted weights are the synthetic preset's, when it has them
+    preset = data.options.get("preset") if data.name == "synthetic" else None
+    weights = PRESETS.get(preset, {}).get("table_weight", ()) if preset else ()
     search = CandidateSearch(trained_supernet(runner), 1024, ["val_auc"])
     for number in numbers:
         params = study.trials[number].params
