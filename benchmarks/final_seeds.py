@@ -65,7 +65,7 @@ def seeded_finals(config: StudyConfig, study: optuna.Study, arch: dict[str, Any]
         if str(seed) in done:
             continue
         cfg = dataclasses.replace(final_budget(runner.train_config(None), final_epochs),
-                                  max_steps_per_epoch=None, seed=seed, progress=False)
+                                  seed=seed, progress=False)
         start = time.perf_counter()
         result = Trainer(ArchSpec.from_dict(arch), runner.dataset, cfg).fit()
         done[str(seed)] = {"test_auc": result.test["auc"], "val_auc": result.val["auc"],

@@ -88,9 +88,11 @@ def timed_training(config: StudyConfig, arch: dict[str, Any], final_epochs: int 
 
 def final_budget(train_config: Any, final_epochs: int | None) -> Any:
     """A trial's training settings, or with ``final_epochs`` those of the benchmark's final
-    training: that many epochs, patience 2, no checkpoints (what ``tpe_figures`` trains)."""
+    training: that many epochs of every step (a one-shot study's re-rank cap dropped), patience 2,
+    no checkpoints (what ``tpe_figures`` trains)."""
     if final_epochs is None:
         return train_config
     import dataclasses
 
-    return dataclasses.replace(train_config, epochs=final_epochs, patience=2, checkpoint_dir=None)
+    return dataclasses.replace(train_config, epochs=final_epochs, patience=2, checkpoint_dir=None,
+                               max_steps_per_epoch=None)

@@ -112,8 +112,10 @@ def test_the_full_reference_trains_on_the_finals_budget_and_is_cached_apart(tmp_
     assert final_budget("as is", None) == "as is"
     from autorec.train.trainer import TrainConfig
 
-    cfg = final_budget(TrainConfig(epochs=base.epochs, patience=1, checkpoint_dir=str(tmp_path)), 3)
+    cfg = final_budget(TrainConfig(epochs=base.epochs, patience=1, checkpoint_dir=str(tmp_path),
+                                   max_steps_per_epoch=150), 3)
     assert (cfg.epochs, cfg.patience, cfg.checkpoint_dir) == (3, 2, None)
+    assert cfg.max_steps_per_epoch is None
 
 
 def test_te_readings_without_the_study_name_it(tmp_path: Path) -> None:
