@@ -5,9 +5,9 @@
 2. ``candidates`` trials score derived architectures with inherited weights (stage ``proxy``,
    :mod:`autorec.oneshot.search`); the study's sampler proposes them. With ``shared_crossings``
    k, every all-alike embedding setting (each feature the same width and hash size) is then
-   scored on k of the screen's best layer settings (in turns over families): a per-feature
-   sampler almost never proposes one, and on the ``scale`` workload the best trained models
-   are there.
+   scored on k of the screen's best layer settings (in turns over the strategy's families): a
+   per-feature sampler almost never proposes one, and on the ``scale`` workload the best trained
+   models are there.
    With ``rescore`` set, the search's scores are a screen: the ``rescore`` best distinct
    candidates are scored again on ``rescore_samples`` validation samples (recorded in the study's
    ``oneshot`` attribute under ``rescored``), and that score ranks them from here on; the
@@ -104,20 +104,29 @@ def layer_setting(t: FrozenTrial) -> str:
     return json.dumps({k: arch.get(k) for k in ("layers", "dense_arch", "over_arch")}, sort_keys=True)
 
 
-def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
-                 on_trial: Callable[[optuna.Study, FrozenTrial], None] | None,
-                 log: Callable[[str], None]) -> int:
-    """Score every all-alike embedding setting (:meth:`CandidateSearch.shared_settings`) on each
-    of ``k`` layer settings of the screen, its best ones taken in turns over families (each
-    family's best, then each one's second, :func:`in_family_turns`), as more candidates (trials
-    of stage ``proxy``, user attribute ``crossing``); returns how many were scored now. A rerun
-    after a kill scores only those not recorded yet (the screen's best are the same: crossings
-    are not counted among them)."""
-    screen = [t for t in proxy_trials(study) if CROSSING_ATTR not in t.user_attrs]
+def crossing_bases(screen: list[FrozenTrial], k: int, by: str = "layers") -> list[FrozenTrial]:
+    """The ``k`` screen trials whose layer settings (:func:`layer_setting`) the all-alike
+    embedding settings are crossed with: each distinct layer setting's best, taken in turns over
+    families (:func:`in_family_turns` ``by``: each family's best, then each one's second). By
+    ``kind`` every block kind the screen holds gets its best layers crossed before any kind gets
+    a second: a kind whose screen candidates all drew poor per-feature settings still meets the
+    re-rank with an all-alike one."""
     distinct: dict[str, FrozenTrial] = {}  # each layer setting's best screen trial, best first
     for t in sorted(screen, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"]):
         distinct.setdefault(layer_setting(t), t)
-    layers = in_family_turns(list(distinct.values()))[:k]
+    return in_family_turns(list(distinct.values()), by)[:k]
+
+
+def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
+                 on_trial: Callable[[optuna.Study, FrozenTrial], None] | None,
+                 log: Callable[[str], None], by: str = "layers") -> int:
+    """Score every all-alike embedding setting (:meth:`CandidateSearch.shared_settings`) on each
+    of the ``k`` layer settings of :func:`crossing_bases` (families ``by``), as more candidates
+    (trials of stage ``proxy``, user attribute ``crossing``); returns how many were scored now. A
+    rerun after a kill scores only those not recorded yet (the screen's best are the same:
+    crossings are not counted among them)."""
+    screen = [t for t in proxy_trials(study) if CROSSING_ATTR not in t.user_attrs]
+    layers = crossing_bases(screen, k, by)
     settings = search.shared_settings()
     for t in layers:
         own = {name: str(value) for name, value in t.params.items() if not name.startswith("emb.")}
@@ -232,7 +241,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
         study.set_user_attr(ONESHOT_ATTR, record)
     if strategy.shared_crossings:
         start = time.perf_counter()
-        if cross_shared(study, search, strategy.shared_crossings, on_trial, log):
+        if cross_shared(study, search, strategy.shared_crossings, on_trial, log, strategy.family):
             record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
             study.set_user_attr(ONESHOT_ATTR, record)
 

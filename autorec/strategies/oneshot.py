@@ -17,8 +17,9 @@ weights are not also trained by every wider path), ``checkpoint_every``, ``dim``
 choices share a depth) for the supernet; ``candidates`` (trials scored on inherited weights),
 ``search`` (tpe, nsga2 or random), ``shared_crossings`` (k: after the screen, every all-alike
 embedding setting, one width and hash size for every feature, is scored on each of the screen's k
-best layer settings; default 0), ``selection_samples`` (validation samples each candidate is scored
-on), ``rescore`` and ``rescore_samples`` (the ``rescore`` best candidates scored again on that many
+best layer settings, taken in turns over the families ``family`` defines; default 0),
+``selection_samples`` (validation samples each candidate is scored on),
+``rescore`` and ``rescore_samples`` (the ``rescore`` best candidates scored again on that many
 samples, and ranked by it: a cheap screen, then a precise look at its top; 0, the default: no
 rescore), ``rerank`` (best candidates trained on the trial budget, or for ``rerank_steps`` steps,
 then validated on the first ``rerank_val_samples`` validation samples, default all: the candidates

@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 from autorec.oneshot.run import (
     ONESHOT_ATTR,
     _final_rung,
+    crossing_bases,
     distinct_best,
     family,
     family_bests,
@@ -255,6 +256,25 @@ def test_family_turns_and_bests():
     # by the first layer's kind: the DHEN + DCNv2 stack is of the DHEN family
     assert [t.number for t in in_family_turns(ranked, "kind")] == [0, 2, 1, 4, 3, 5]
     assert [t.number for t in family_bests(ranked, 3, "kind")] == [0, 2, 1]
+
+
+def test_crossing_bases_take_each_kinds_best_layers_first_by_kind():
+    # seed 1 of the `k4f2` run (BENCHMARKS.md): the screen's best layer settings all began with
+    # Wukong or DHEN, so by layer sequence the crossings never gave DCNv2 or DLRM an all-alike
+    # embedding setting; by kind each kind's best layers are crossed before any kind's second
+    kinds = [("wukong", "wukong"), ("wukong",), ("wukong", "dhen"), ("wukong", "dlrm"), ("dhen", "dlrm"),
+             ("dcnv2",), ("dlrm", "dcnv2"), ("wukong", "wukong")]
+    screen = []
+    for i, k in enumerate(kinds):
+        t = _candidate(i, k, 0.9 - 0.01 * i)
+        t.user_attrs["arch"]["over_arch"] = [16 * (i + 1)]  # distinct layer settings
+        screen.append(t)
+    screen.append(_candidate(8, ("wukong", "wukong"), 0.5))  # the same layers as 0, scored worse
+    screen[8].user_attrs["arch"]["over_arch"] = [16]
+    assert [t.number for t in crossing_bases(screen, 4)] == [0, 1, 2, 3]
+    assert [t.number for t in crossing_bases(screen, 4, "kind")] == [0, 4, 5, 6]
+    assert [t.number for t in crossing_bases(screen, 6, "kind")] == [0, 4, 5, 6, 1, 2]
+    assert crossing_bases([], 3, "kind") == []
 
 
 def test_capacity_breaks_ties_within_the_margin_only():
