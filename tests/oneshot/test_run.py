@@ -370,6 +370,24 @@ def test_shared_crossings_score_every_all_alike_setting_on_the_screens_best_laye
     assert all(SearchSpace.load(space).contains(s) for s in specs)
 
 
+def test_the_study_crosses_the_layers_its_family_option_names(tmp_path):
+    space = tmp_path / "micro2.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [4, 8], hash: [1]}\nover_arch: [[16]]\n"
+                     "layers: {num: {low: 1, high: 2}, kinds: [dlrm, dcnv2]}\n")
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 16, "rerank": 2, "calibrate": 0,
+                                      "shared_crossings": 3, "diverse": True, "family": "kind"},
+                           space=str(space))
+    proxies = of_stage(study, "proxy")
+    screen = [t for t in proxies if "crossing" not in t.user_attrs]
+    crossed = {t.user_attrs["crossing"] for t in proxies if "crossing" in t.user_attrs}
+    by_kind = {t.number for t in crossing_bases(screen, 3, "kind")}
+    by_layers = {t.number for t in crossing_bases(screen, 3)}
+    # (a base whose every all-alike setting the screen had already scored adds no trial)
+    assert crossed and crossed <= by_kind
+    # the test means something: by layer sequence the study would have crossed other layers
+    assert crossed - by_layers, (crossed, by_kind, by_layers)
+
+
 def test_a_diverse_screen_rescores_and_reranks_across_families(tmp_path):
     _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 16, "rerank": 2, "calibrate": 0,
                                       "selection_samples": 128, "rescore": 4, "rescore_samples": 1000,
