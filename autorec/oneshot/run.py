@@ -25,7 +25,8 @@
 
 With ``capacity_tie`` set, steps 3 and 4 read a score within that margin of the best as a tie
 and break it by capacity (:func:`prefer_capacity`); with ``rerank_tie``, step 4 breaks a tie of
-the re-rank's trainings by the proxy score that chose the candidates (:func:`winner`).
+the re-rank's trainings by the proxy score that chose the candidates (:func:`winner`); with
+``rerank_speed_tie``, by the re-rank's training throughput, fastest first (:func:`prefer_speed`).
 
 Every stage is a set of trials of the study, so the dashboard and report show them; the
 supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
@@ -192,26 +193,46 @@ def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], floa
     return near + [t for t in ranked if t not in near]
 
 
+def prefer_speed(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
+                 speed: Callable[[FrozenTrial], float], tie: float) -> list[FrozenTrial]:
+    """``ranked`` (best first) with the trials whose ``auc`` is within ``tie`` of the best moved
+    to the front in order of ``speed`` (training samples per second), fastest first; the others
+    follow in their order. ``tie`` 0 changes nothing. The opposite of :func:`prefer_capacity`:
+    on the ``scale`` workload the costliest stacks lead a short training and the cheap DCNv2
+    crosses overtake them late in the first epoch (BENCHMARKS.md, ``k5`` seed 2)."""
+    if not tie or not ranked:
+        return list(ranked)
+    best = max(auc(t) for t in ranked)
+    near = sorted((t for t in ranked if auc(t) >= best - tie), key=lambda t: -speed(t))  # stable
+    return near + [t for t in ranked if t not in near]
+
+
 def rerank_order(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
                  tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
-                 proxy_tie: float = 0.0) -> list[FrozenTrial]:
+                 proxy_tie: float = 0.0, speed: Callable[[FrozenTrial], float] | None = None,
+                 speed_tie: float = 0.0) -> list[FrozenTrial]:
     """The re-ranked candidates, the one to train in full first: by ``trained_auc``; with
     ``tie``, the largest (forward FLOPs) of those within ``tie`` of the best first; with
     ``proxy_tie``, those within ``proxy_tie`` of it by ``proxy_auc`` (the inherited-weight score
-    that chose them): a short training's noise is wider than the gap it is then asked to read."""
+    that chose them): a short training's noise is wider than the gap it is then asked to read;
+    with ``speed_tie``, those within ``speed_tie`` of it by ``speed``, fastest first
+    (:func:`prefer_speed`)."""
     ranked = sorted(chosen, key=lambda t: -trained_auc(t))
     if proxy_tie and proxy_auc is not None and ranked:
         best = trained_auc(ranked[0])
         near = sorted((t for t in ranked if trained_auc(t) >= best - proxy_tie), key=lambda t: -proxy_auc(t))
         ranked = near + [t for t in ranked if t not in near]
+    if speed_tie and speed is not None:
+        ranked = prefer_speed(ranked, trained_auc, speed, speed_tie)
     return prefer_capacity(ranked, trained_auc, tie)
 
 
 def winner(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
            tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
-           proxy_tie: float = 0.0) -> FrozenTrial:
+           proxy_tie: float = 0.0, speed: Callable[[FrozenTrial], float] | None = None,
+           speed_tie: float = 0.0) -> FrozenTrial:
     """The re-ranked candidate to train in full (the first of :func:`rerank_order`)."""
-    return rerank_order(chosen, trained_auc, tie, proxy_auc, proxy_tie)[0]
+    return rerank_order(chosen, trained_auc, tie, proxy_auc, proxy_tie, speed, speed_tie)[0]
 
 
 def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
@@ -297,7 +318,10 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     record["calibration_numbers"] = sorted(t.number for t in calibration)
     if not stage_trials(study, "final"):
         order = rerank_order(chosen, lambda t: trained[t.number].user_attrs["metrics"]["val"]["auc"],
-                             strategy.capacity_tie, lambda t: proxy_of(t)["val_auc"], strategy.rerank_tie)
+                             strategy.capacity_tie, lambda t: proxy_of(t)["val_auc"], strategy.rerank_tie,
+                             lambda t: trained[t.number].user_attrs["metrics"]["train_samples_per_s"],
+                             strategy.rerank_speed_tie)
+        record["final_order"] = [t.number for t in order]
         cfg = dataclasses.replace(runner.train_config(root / "final"),
                                   epochs=strategy.final_epochs or max(10, config.budget.epochs),
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking

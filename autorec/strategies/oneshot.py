@@ -33,7 +33,12 @@ training that picks the winner, go in order of forward FLOPs per sample, largest
 short-horizon scores cannot see the capacity a full training pays for), ``rerank_tie`` (an AUC
 margin, default 0: off; the re-ranked candidates whose trained validation AUC is within it of the
 best are told apart by the inherited-weight score that chose them, best first: a short training's
-noise is wider than the gap it is then asked to read; not with ``capacity_tie``), ``family``
+noise is wider than the gap it is then asked to read; not with ``capacity_tie``),
+``rerank_speed_tie`` (an AUC margin, default 0: off; the re-ranked candidates whose trained
+validation AUC is within it of the best go to the final (and its rung) in order of their re-rank's
+training throughput, fastest first: on the ``scale`` workload the costliest stacks lead a
+150-step training and the cheap DCNv2 crosses overtake them late in the first epoch; not with
+``capacity_tie`` or ``rerank_tie``), ``family``
 (``layers``, the default: a family is the sequence of layer kinds; ``kind``: the first layer's
 kind, so the diverse re-rank takes the best of each block kind), ``final_candidates`` (default 1;
 with n > 1 the re-rank's n best each train the final's first epoch and the best by validation AUC
@@ -80,7 +85,7 @@ class OneShotStrategy(Strategy):
                  rescore_samples: int | None = None, rerank_val_samples: int | None = None,
                  diverse: bool = False, capacity_tie: float = 0.0, rerank_tie: float = 0.0,
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
-                 **options: Any) -> None:
+                 rerank_speed_tie: float = 0.0, **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -123,8 +128,13 @@ class OneShotStrategy(Strategy):
         if not 0.0 <= rerank_tie < 0.5:
             raise ValueError(f"strategy 'oneshot': rerank_tie: expected an AUC margin in [0, 0.5), "
                              f"got {rerank_tie}")
-        if capacity_tie and rerank_tie:
-            raise ValueError("strategy 'oneshot': capacity_tie and rerank_tie: set one (each orders the "
+        if not 0.0 <= rerank_speed_tie < 0.5:
+            raise ValueError(f"strategy 'oneshot': rerank_speed_tie: expected an AUC margin in [0, 0.5), "
+                             f"got {rerank_speed_tie}")
+        ties = [name for name, value in (("capacity_tie", capacity_tie), ("rerank_tie", rerank_tie),
+                                         ("rerank_speed_tie", rerank_speed_tie)) if value]
+        if len(ties) > 1:
+            raise ValueError(f"strategy 'oneshot': {' and '.join(ties)}: set one (each orders the "
                              "re-ranked candidates that tie with the best)")
         if family not in FAMILIES:
             raise ValueError(f"strategy 'oneshot': family: expected one of {', '.join(FAMILIES)}, "
@@ -144,6 +154,7 @@ class OneShotStrategy(Strategy):
         self.rerank_val_samples, self.diverse, self.capacity_tie = rerank_val_samples, diverse, capacity_tie
         self.shared_crossings, self.rerank_tie = shared_crossings, rerank_tie
         self.family, self.final_candidates = family, final_candidates
+        self.rerank_speed_tie = rerank_speed_tie
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

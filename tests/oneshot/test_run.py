@@ -24,7 +24,9 @@ from autorec.oneshot.run import (
     in_family_turns,
     layer_setting,
     prefer_capacity,
+    prefer_speed,
     rank_correlation,
+    rerank_order,
     winner,
 )
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR
@@ -93,6 +95,10 @@ def test_rank_correlation():
     ({"shared_paths": 2}, r"shared_paths: expected a share of steps in \[0, 1\], got 2"),
     ({"rerank_tie": 0.5}, r"rerank_tie: expected an AUC margin in \[0, 0.5\), got 0.5"),
     ({"rerank_tie": 0.001, "capacity_tie": 0.002}, "capacity_tie and rerank_tie: set one"),
+    ({"rerank_speed_tie": -0.01}, r"rerank_speed_tie: expected an AUC margin in \[0, 0.5\), got -0.01"),
+    ({"rerank_speed_tie": "fast"}, "rerank_speed_tie: expected a number, got 'fast'"),
+    ({"rerank_speed_tie": 0.01, "rerank_tie": 0.001}, "rerank_tie and rerank_speed_tie: set one"),
+    ({"rerank_speed_tie": 0.01, "capacity_tie": 0.001}, "capacity_tie and rerank_speed_tie: set one"),
     ({"family": "lead", "diverse": True}, "family: expected one of layers, kind, got 'lead'"),
     ({"family": "kind"}, "family: 'kind' is set without diverse"),
     ({"final_candidates": 5, "rerank": 4}, r"final_candidates: expected at most rerank \(4\) re-ranked"),
@@ -319,6 +325,43 @@ def test_a_rerank_tie_is_broken_by_the_proxy_that_chose_the_candidates():
     assert winner(chosen, auc, 0.0, proxy, 0.01).number == 154  # all tie: the proxy's best
     trained[21] = 0.6300
     assert winner(chosen, auc, 0.0, proxy, 0.001).number == 21  # a clear lead stands
+
+
+def test_a_speed_tie_sends_the_fastest_of_the_near_best_to_the_final():
+    # k5 seed 2's re-rank: the two costliest stacks led the 150-step trainings by < 0.0045
+    chosen = [_candidate(124, ("dhen", "dhen"), 0.6125), _candidate(174, ("wukong", "dhen"), 0.6133),
+              _candidate(144, ("dcnv2", "dhen"), 0.5984), _candidate(154, ("dlrm", "dcnv2"), 0.5886)]
+    trained = {124: 0.6209, 174: 0.6202, 144: 0.6181, 154: 0.6166}
+    speed = {124: 7316.0, 174: 9121.0, 144: 12793.0, 154: 19424.0}
+
+    def auc(t):
+        return trained[t.number]
+
+    def fast(t):
+        return speed[t.number]
+    order = [t.number for t in rerank_order(chosen, auc, 0.0, speed=fast, speed_tie=0.01)]
+    assert order == [154, 144, 174, 124]  # all within 0.0043: fastest first
+    assert [t.number for t in rerank_order(chosen, auc, 0.0, speed=fast)] == [124, 174, 144, 154]  # off
+    # 0.0030 takes 124, 174 and 144 (0.0028 behind), not 154 (0.0043 behind), which keeps its rank
+    order = [t.number for t in rerank_order(chosen, auc, 0.0, speed=fast, speed_tie=0.003)]
+    assert order == [144, 174, 124, 154]
+    assert winner(chosen, auc, 0.0, speed=fast, speed_tie=0.001).number == 174  # 124 and 174 tie
+    trained[154] = 0.6300
+    assert winner(chosen, auc, 0.0, speed=fast, speed_tie=0.001).number == 154  # a clear lead stands
+    assert prefer_speed([], auc, fast, 0.01) == []
+
+
+def test_a_speed_tie_trains_the_fastest_reranked_candidate_in_full(tmp_path):
+    # a margin no two scores exceed: every re-ranked candidate ties, so throughput alone picks
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0,
+                                      "selection_samples": 128, "rerank_speed_tie": 0.49})
+    speed = {t.user_attrs["proxy_trial"]: t.user_attrs["metrics"]["train_samples_per_s"]
+             for t in of_stage(study, "rerank")}
+    assert len(speed) == 3 and len(set(speed.values())) == 3  # measured, and distinct
+    final = of_stage(study, "final")[0]
+    assert final.user_attrs["proxy_trial"] == max(speed, key=speed.get)
+    record = study.user_attrs[ONESHOT_ATTR]
+    assert record["final_order"] == sorted(speed, key=lambda n: -speed[n])
 
 
 def test_a_capacity_tie_reranks_and_trains_the_largest_of_the_near_best(tmp_path):
