@@ -299,6 +299,14 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
     }
 
 
+def reranked_archs(study: optuna.Study) -> list[str]:
+    """The architectures ``study`` re-ranked (stage ``rerank``), as sorted JSON, names dropped."""
+    from autorec.arch import ArchSpec
+
+    return sorted(ArchSpec.from_dict(t.user_attrs["arch"]).replace(name="x").to_json()
+                  for t in study.get_trials(deepcopy=False) if t.user_attrs.get("stage") == "rerank")
+
+
 def status(args: argparse.Namespace) -> dict[str, Any]:
     """Where each stage stands, without training anything: trials done, the best trial by
     validation AUC so far (its AUCs are from the trial's own short training), trial seconds."""
@@ -370,6 +378,11 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
             if base is not None and base[1].user_attrs.get("oneshot", {}).get("kendall_tau") is not None:
                 f["kendall_tau"] = base[1].user_attrs["oneshot"]["kendall_tau"]
                 out[f"oneshot_seed{f['seed']}_kendall_tau_from"] = base[1].study_name
+                # tau's pairs are the re-ranked candidates and the draws: the same pairs when the
+                # variant re-ranked the same architectures on the same supernet
+                own = _load(args, "oneshot", f["seed"])
+                out[f"oneshot_seed{f['seed']}_kendall_tau_same_reranked"] = (
+                    own is not None and reranked_archs(own[1]) == reranked_archs(base[1]))
     if shots:
         out.update(
             oneshot_peak_rss_gib=max((f["peak_rss_gib"] or 0.0) for f in shots),

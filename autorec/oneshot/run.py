@@ -24,9 +24,12 @@
    trains before the calibration set (step 3's trainings for tau), so the answer comes first.
 
 With ``capacity_tie`` set, steps 3 and 4 read a score within that margin of the best as a tie
-and break it by capacity (:func:`prefer_capacity`); with ``rerank_tie``, step 4 breaks a tie of
-the re-rank's trainings by the proxy score that chose the candidates (:func:`winner`); with
-``rerank_speed_tie``, by the re-rank's training throughput, fastest first (:func:`prefer_speed`).
+and break it by capacity; with ``rerank_tie``, step 4 breaks a tie of the re-rank's trainings by
+the proxy score that chose the candidates; with ``rerank_speed_tie``, by the re-rank's training
+throughput, fastest first (:mod:`autorec.oneshot.ranking` holds these orders). With
+``final_candidates`` n > 1 the first n of that order each train the final's first epoch and the
+best by validation AUC goes on; with ``rung_seeds`` m > 1, each under m training seeds
+(restarts), the best (candidate, seed) going on (:func:`_final_rung`).
 
 Every stage is a set of trials of the study, so the dashboard and report show them; the
 supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
@@ -37,7 +40,6 @@ search from the trials already recorded, and each stage from what it has not rec
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import time
 from collections.abc import Callable
@@ -50,6 +52,14 @@ from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import kendalltau
 
 from autorec.arch import ArchSpec
+from autorec.oneshot.ranking import (
+    crossing_bases,
+    distinct_best,
+    family_bests,
+    in_family_turns,
+    prefer_capacity,
+    rerank_order,
+)
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, scores_to_values
 from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 
@@ -99,25 +109,6 @@ def space_samples(study: optuna.Study, search: CandidateSearch, n: int, seed: in
     return sorted(stage_trials(study, "sample"), key=lambda t: t.user_attrs[SAMPLE_ATTR])[:n]
 
 
-def layer_setting(t: FrozenTrial) -> str:
-    """What a candidate is apart from its embeddings: its derived layers, dense and over-arch."""
-    arch = t.user_attrs["arch"]
-    return json.dumps({k: arch.get(k) for k in ("layers", "dense_arch", "over_arch")}, sort_keys=True)
-
-
-def crossing_bases(screen: list[FrozenTrial], k: int, by: str = "layers") -> list[FrozenTrial]:
-    """The ``k`` screen trials whose layer settings (:func:`layer_setting`) the all-alike
-    embedding settings are crossed with: each distinct layer setting's best, taken in turns over
-    families (:func:`in_family_turns` ``by``: each family's best, then each one's second). By
-    ``kind`` every block kind the screen holds gets its best layers crossed before any kind gets
-    a second: a kind whose screen candidates all drew poor per-feature settings still meets the
-    re-rank with an all-alike one."""
-    distinct: dict[str, FrozenTrial] = {}  # each layer setting's best screen trial, best first
-    for t in sorted(screen, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"]):
-        distinct.setdefault(layer_setting(t), t)
-    return in_family_turns(list(distinct.values()), by)[:k]
-
-
 def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
                  on_trial: Callable[[optuna.Study, FrozenTrial], None] | None,
                  log: Callable[[str], None], by: str = "layers") -> int:
@@ -139,100 +130,6 @@ def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
             f"{len(layers)} best layers")
         study.optimize(search.objective, n_trials=waiting, callbacks=[on_trial] if on_trial else None)
     return waiting
-
-
-def distinct_best(trials: list[FrozenTrial], k: int) -> list[FrozenTrial]:
-    """The ``k`` trials of highest proxy validation AUC with distinct architectures."""
-    seen: set[str] = set()
-    out = []
-    for t in sorted(trials, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"]):
-        key = ArchSpec.from_dict(t.user_attrs["arch"]).replace(name="x").to_json()
-        if key not in seen:
-            seen.add(key)
-            out.append(t)
-        if len(out) == k:
-            break
-    return out
-
-
-def family(t: FrozenTrial, by: str = "layers") -> tuple[str, ...]:
-    """A candidate's family: the kinds of its interaction layers, in order (``layers``), or the
-    kind of its first layer (``kind``: a DHEN + Wukong stack is of the DHEN family)."""
-    kinds = tuple(layer["kind"] for layer in t.user_attrs["arch"]["layers"])
-    return kinds[:1] if by == "kind" else kinds
-
-
-def in_family_turns(ranked: list[FrozenTrial], by: str = "layers") -> list[FrozenTrial]:
-    """``ranked`` (best first) reordered in turns over families (:func:`family` ``by``): each
-    family's best (families in the order of their bests), then each one's second best, and so on."""
-    by_family: dict[tuple[str, ...], list[FrozenTrial]] = {}
-    for t in ranked:
-        by_family.setdefault(family(t, by), []).append(t)
-    turns: list[FrozenTrial] = []
-    for i in range(max((len(members) for members in by_family.values()), default=0)):
-        turns += [members[i] for members in by_family.values() if i < len(members)]
-    return turns
-
-
-def family_bests(ranked: list[FrozenTrial], k: int, by: str = "layers") -> list[FrozenTrial]:
-    """The first ``k`` of ``ranked`` (best first) of distinct families, then, if fewer families
-    than ``k`` are there, the next best of any."""
-    return in_family_turns(ranked, by)[:k]
-
-
-def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
-                    tie: float) -> list[FrozenTrial]:
-    """``ranked`` (best first) with the trials whose ``auc`` is within ``tie`` of the best moved
-    to the front in order of forward FLOPs per sample, largest first (ties in FLOPs keep their
-    rank); the others follow in their order. ``tie`` 0 changes nothing."""
-    if not tie or not ranked:
-        return list(ranked)
-    best = max(auc(t) for t in ranked)
-    near = [t for t in ranked if auc(t) >= best - tie]
-    near = sorted(near, key=lambda t: -t.user_attrs["costs"]["flops"])  # stable: rank breaks FLOPs ties
-    return near + [t for t in ranked if t not in near]
-
-
-def prefer_speed(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
-                 speed: Callable[[FrozenTrial], float], tie: float) -> list[FrozenTrial]:
-    """``ranked`` (best first) with the trials whose ``auc`` is within ``tie`` of the best moved
-    to the front in order of ``speed`` (training samples per second), fastest first; the others
-    follow in their order. ``tie`` 0 changes nothing. The opposite of :func:`prefer_capacity`:
-    on the ``scale`` workload the costliest stacks lead a short training and the cheap DCNv2
-    crosses overtake them late in the first epoch (BENCHMARKS.md, ``k5`` seed 2)."""
-    if not tie or not ranked:
-        return list(ranked)
-    best = max(auc(t) for t in ranked)
-    near = sorted((t for t in ranked if auc(t) >= best - tie), key=lambda t: -speed(t))  # stable
-    return near + [t for t in ranked if t not in near]
-
-
-def rerank_order(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
-                 tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
-                 proxy_tie: float = 0.0, speed: Callable[[FrozenTrial], float] | None = None,
-                 speed_tie: float = 0.0) -> list[FrozenTrial]:
-    """The re-ranked candidates, the one to train in full first: by ``trained_auc``; with
-    ``tie``, the largest (forward FLOPs) of those within ``tie`` of the best first; with
-    ``proxy_tie``, those within ``proxy_tie`` of it by ``proxy_auc`` (the inherited-weight score
-    that chose them): a short training's noise is wider than the gap it is then asked to read;
-    with ``speed_tie``, those within ``speed_tie`` of it by ``speed``, fastest first
-    (:func:`prefer_speed`)."""
-    ranked = sorted(chosen, key=lambda t: -trained_auc(t))
-    if proxy_tie and proxy_auc is not None and ranked:
-        best = trained_auc(ranked[0])
-        near = sorted((t for t in ranked if trained_auc(t) >= best - proxy_tie), key=lambda t: -proxy_auc(t))
-        ranked = near + [t for t in ranked if t not in near]
-    if speed_tie and speed is not None:
-        ranked = prefer_speed(ranked, trained_auc, speed, speed_tie)
-    return prefer_capacity(ranked, trained_auc, tie)
-
-
-def winner(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
-           tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
-           proxy_tie: float = 0.0, speed: Callable[[FrozenTrial], float] | None = None,
-           speed_tie: float = 0.0) -> FrozenTrial:
-    """The re-ranked candidate to train in full (the first of :func:`rerank_order`)."""
-    return rerank_order(chosen, trained_auc, tie, proxy_auc, proxy_tie, speed, speed_tie)[0]
 
 
 def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
@@ -326,11 +223,13 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                                   epochs=strategy.final_epochs or max(10, config.budget.epochs),
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking
                                   patience=max(config.budget.patience, 2), checkpoint_every=500, resume=True)
+        base_seed = cfg.seed
         proxy, cfg = _final_rung(config, study, runner, order[:strategy.final_candidates], cfg, record,
-                                 proxy_of, log)
+                                 proxy_of, log, strategy.rung_seeds)
         start = time.perf_counter()
         _train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
-        rung = record.get("rung_seconds", {}).get(str(proxy.number), 0.0)  # its first epoch, in the rung
+        entry = rung_entry(proxy.number, cfg.seed - base_seed, base_seed)
+        rung = record.get("rung_seconds", {}).get(entry, 0.0)  # its first epoch, in the rung
         record["final_seconds"] = rung + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
 
@@ -343,44 +242,59 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     study.set_user_attr(ONESHOT_ATTR, record)
 
 
+def rung_entry(number: int, restart: int, seed: int) -> str:
+    """The name (folder and ``rung_seconds`` key) of a rung training: the candidate's trial
+    number, and for a restart (``restart`` > 0) the training seed it runs under."""
+    return str(number) if restart == 0 else f"{number}-seed{seed + restart}"
+
+
 def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[FrozenTrial], cfg: Any,
                 record: dict[str, Any], proxy_of: Callable[[FrozenTrial], dict[str, float]],
-                log: Callable[[str], None]) -> tuple[FrozenTrial, Any]:
-    """With several ``finalists`` (``final_candidates``), each trains the final's first epoch
-    (stage ``final_rung``, in its own folder) and the best by validation AUC goes on: returns it
-    and the final's ``cfg`` in its folder, so its training resumes from that epoch (the others
-    keep only their best checkpoint). The others' seconds are search
-    (``record["rung_loser_seconds"]``); every finalist's are in ``record["rung_seconds"]``. With
-    one finalist: it, and ``cfg`` as it is."""
-    if len(finalists) == 1:
+                log: Callable[[str], None], seeds: int = 1) -> tuple[FrozenTrial, Any]:
+    """With several ``finalists`` (``final_candidates``) or ``seeds`` > 1 (``rung_seeds``), each
+    finalist trains the final's first epoch under ``seeds`` training seeds (``cfg.seed``, then
+    the next ones: restarts), each in its own folder (stage ``final_rung``), and the best
+    training by validation AUC goes on: returns its candidate and the final's ``cfg`` in its
+    folder and with its seed, so the final resumes from that epoch (the others keep only their
+    best checkpoint). The others' seconds are search (``record["rung_loser_seconds"]``); every
+    rung training's are in ``record["rung_seconds"]`` (:func:`rung_entry` names them). With one
+    finalist and one seed: it, and ``cfg`` as it is."""
+    if len(finalists) == 1 and seeds == 1:
         return finalists[0], cfg
-    done = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "final_rung")}
+    done = {(t.user_attrs["proxy_trial"], t.user_attrs.get("train_seed", cfg.seed)): t
+            for t in stage_trials(study, "final_rung")}
     seconds: dict[str, float] = record.setdefault("rung_seconds", {})
-    for t in finalists:
-        if t.number in done:
+    entries = [(t, restart) for t in finalists for restart in range(seeds)]
+    folder = {(t.number, r): Path(cfg.checkpoint_dir) / rung_entry(t.number, r, cfg.seed) for t, r in entries}
+    for t, restart in entries:
+        if (t.number, cfg.seed + restart) in done:
             continue
         rung_cfg = dataclasses.replace(cfg, epochs=1, evaluate_test=False,  # (its test pass is the final's)
-                                       checkpoint_dir=str(Path(cfg.checkpoint_dir) / str(t.number)))
+                                       seed=cfg.seed + restart, checkpoint_dir=str(folder[t.number, restart]))
         start = time.perf_counter()
-        done[t.number] = _train_stage(config, study, runner, t, "final_rung", rung_cfg, log, proxy_of(t),
-                                      keep_progress=True)
-        seconds[str(t.number)] = seconds.get(str(t.number), 0.0) + time.perf_counter() - start
+        done[t.number, cfg.seed + restart] = _train_stage(config, study, runner, t, "final_rung", rung_cfg,
+                                                          log, proxy_of(t), keep_progress=True)
+        key = rung_entry(t.number, restart, cfg.seed)
+        seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
 
-    def auc(t: FrozenTrial) -> float:
-        return done[t.number].user_attrs["metrics"]["val"]["auc"]
-    best = max(finalists, key=auc)
+    def auc(entry: tuple[FrozenTrial, int]) -> float:
+        return done[entry[0].number, cfg.seed + entry[1]].user_attrs["metrics"]["val"]["auc"]
+    best = max(entries, key=auc)
+    names = {(t.number, r): rung_entry(t.number, r, cfg.seed) for t, r in entries}
+    losers = [(t.number, r) for t, r in entries if (t.number, r) != (best[0].number, best[1])]
     from autorec.train.checkpoints import drop_progress
 
-    for t in finalists:  # a loser is not resumed: it keeps its best checkpoint only
-        if t is not best:
-            drop_progress(Path(cfg.checkpoint_dir) / str(t.number))
-    record["rung_winner"] = best.number
-    record["rung_loser_seconds"] = sum(seconds[str(t.number)] for t in finalists if t is not best)
+    for key in losers:  # a loser is not resumed: it keeps its best checkpoint only
+        drop_progress(folder[key])
+    record["rung_winner"] = best[0].number
+    record["rung_winner_seed"] = cfg.seed + best[1]
+    record["rung_loser_seconds"] = sum(seconds[names[key]] for key in losers)
     study.set_user_attr(ONESHOT_ATTR, record)
-    aucs = ", ".join(f"{t.number}: {auc(t):.4f}" for t in finalists)
-    log(f"final rung: candidate {best.number} goes on (one epoch's val AUC {aucs})")
-    return best, dataclasses.replace(cfg, checkpoint_dir=str(Path(cfg.checkpoint_dir) / str(best.number)))
+    aucs = ", ".join(f"{names[t.number, r]}: {auc((t, r)):.4f}" for t, r in entries)
+    log(f"final rung: {names[best[0].number, best[1]]} goes on (one epoch's val AUC {aucs})")
+    return best[0], dataclasses.replace(cfg, seed=cfg.seed + best[1],
+                                        checkpoint_dir=str(folder[best[0].number, best[1]]))
 
 
 def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any],
@@ -424,7 +338,8 @@ def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTri
                        for k, v in proxy.distributions.items()},
         values=values,
         user_attrs={STAGE_ATTR: stage, "proxy_trial": proxy.number, "arch": spec.to_dict(), "costs": costs,
-                    "metrics": metrics, "checkpoint": str(train_config.checkpoint_dir) + "/best",
+                    "metrics": metrics, "train_seed": train_config.seed,
+                    "checkpoint": str(train_config.checkpoint_dir) + "/best",
                     PROXY_ATTR: scores, "screen": proxy.user_attrs[PROXY_ATTR]})
     study.add_trial(trial)
     if not keep_progress:

@@ -43,7 +43,11 @@ training throughput, fastest first: on the ``scale`` workload the costliest stac
 kind, so the diverse re-rank takes the best of each block kind), ``final_candidates`` (default 1;
 with n > 1 the re-rank's n best each train the final's first epoch and the best by validation AUC
 goes on to the rest of its final training: on the ``scale`` workload DCNv2 overtakes DHEN only
-late in the first epoch, BENCHMARKS.md) and ``final_epochs`` (the winner's training; default
+late in the first epoch, BENCHMARKS.md), ``rung_seeds`` (default 1; with m > 1 each finalist trains
+that first epoch under m training seeds, the study's and the next m - 1, and the best training by
+validation AUC goes on with its seed, even with one finalist: restarts, for on the ``scale``
+workload one architecture's first epoch ends up to 0.015 AUC apart under two seeds and its
+validation AUC foretells its test AUC, BENCHMARKS.md) and ``final_epochs`` (the winner's training; default
 max(10, the trial budget's epochs)).
 
 Example:
@@ -85,7 +89,7 @@ class OneShotStrategy(Strategy):
                  rescore_samples: int | None = None, rerank_val_samples: int | None = None,
                  diverse: bool = False, capacity_tie: float = 0.0, rerank_tie: float = 0.0,
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
-                 rerank_speed_tie: float = 0.0, **options: Any) -> None:
+                 rerank_speed_tie: float = 0.0, rung_seeds: int = 1, **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -105,7 +109,7 @@ class OneShotStrategy(Strategy):
                                 ("rerank_steps", rerank_steps or 1, 1),
                                 ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0),
                                 ("shared_crossings", shared_crossings, 0),
-                                ("final_candidates", final_candidates, 1),
+                                ("final_candidates", final_candidates, 1), ("rung_seeds", rung_seeds, 1),
                                 ("rerank_val_samples", 1 if rerank_val_samples is None
                                  else rerank_val_samples, 1)):
             if value < low:
@@ -154,7 +158,7 @@ class OneShotStrategy(Strategy):
         self.rerank_val_samples, self.diverse, self.capacity_tie = rerank_val_samples, diverse, capacity_tie
         self.shared_crossings, self.rerank_tie = shared_crossings, rerank_tie
         self.family, self.final_candidates = family, final_candidates
-        self.rerank_speed_tie = rerank_speed_tie
+        self.rerank_speed_tie, self.rung_seeds = rerank_speed_tie, rung_seeds
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

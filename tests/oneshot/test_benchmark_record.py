@@ -125,3 +125,22 @@ def test_te_readings_without_the_study_name_it(tmp_path: Path) -> None:
     args = arguments().parse_args(["--stage", "report", "--tag", "_gone", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match=r"--tag _gone --seed 2: no one-shot study under"):
         readings(args, 2)
+
+
+def test_a_borrowed_tau_is_marked_by_whether_the_same_architectures_were_reranked() -> None:
+    from autorec.arch import ArchSpec, TableSpec
+    from autorec.arch.layers import DotConfig
+    from benchmarks.oneshot_vs_tpe import reranked_archs
+
+    def study(dims: list[int], name: str) -> optuna.Study:
+        made = optuna.create_study()
+        for i, dim in enumerate(dims):
+            t = TableSpec(name="t", features=("a",), num_embeddings=10, dim=dim)
+            spec = ArchSpec(name=f"{name}-rerank{i}", dim=dim, tables=(t,), layers=(DotConfig(),))
+            made.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={"stage": "rerank",
+                                                                            "arch": spec.to_dict()}))
+        made.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={"stage": "final", "arch": {}}))
+        return made
+    # the same architectures, re-ranked in another order by a study of another name: the same pairs
+    assert reranked_archs(study([4, 8], "k5")) == reranked_archs(study([8, 4], "k7"))
+    assert reranked_archs(study([4, 8], "k5")) != reranked_archs(study([4, 16], "k7"))

@@ -1,0 +1,136 @@
+"""How a one-shot study orders its candidates: distinct architectures, families of layer kinds
+taken in turns, the layer settings the all-alike embeddings are crossed with, and the order in
+which the re-ranked candidates go to the final (ties broken by capacity, by the proxy that chose
+them, or by measured training speed). Pure functions of the study's trials
+(:mod:`autorec.oneshot.run` applies them).
+
+Example:
+    >>> import optuna
+    >>> t = optuna.trial.create_trial(value=0.7, user_attrs={"arch": {"layers": [{"kind": "dhen"},
+    ...                                                                   {"kind": "wukong"}]}})
+    >>> family(t), family(t, "kind")
+    (('dhen', 'wukong'), ('dhen',))
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from optuna.trial import FrozenTrial
+
+from autorec.arch import ArchSpec
+from autorec.oneshot.search import PROXY_ATTR
+
+
+def layer_setting(t: FrozenTrial) -> str:
+    """What a candidate is apart from its embeddings: its derived layers, dense and over-arch."""
+    arch = t.user_attrs["arch"]
+    return json.dumps({k: arch.get(k) for k in ("layers", "dense_arch", "over_arch")}, sort_keys=True)
+
+
+def crossing_bases(screen: list[FrozenTrial], k: int, by: str = "layers") -> list[FrozenTrial]:
+    """The ``k`` screen trials whose layer settings (:func:`layer_setting`) the all-alike
+    embedding settings are crossed with: each distinct layer setting's best, taken in turns over
+    families (:func:`in_family_turns` ``by``: each family's best, then each one's second). By
+    ``kind`` every block kind the screen holds gets its best layers crossed before any kind gets
+    a second: a kind whose screen candidates all drew poor per-feature settings still meets the
+    re-rank with an all-alike one."""
+    distinct: dict[str, FrozenTrial] = {}  # each layer setting's best screen trial, best first
+    for t in sorted(screen, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"]):
+        distinct.setdefault(layer_setting(t), t)
+    return in_family_turns(list(distinct.values()), by)[:k]
+
+
+def distinct_best(trials: list[FrozenTrial], k: int) -> list[FrozenTrial]:
+    """The ``k`` trials of highest proxy validation AUC with distinct architectures."""
+    seen: set[str] = set()
+    out = []
+    for t in sorted(trials, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"]):
+        key = ArchSpec.from_dict(t.user_attrs["arch"]).replace(name="x").to_json()
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+        if len(out) == k:
+            break
+    return out
+
+
+def family(t: FrozenTrial, by: str = "layers") -> tuple[str, ...]:
+    """A candidate's family: the kinds of its interaction layers, in order (``layers``), or the
+    kind of its first layer (``kind``: a DHEN + Wukong stack is of the DHEN family)."""
+    kinds = tuple(layer["kind"] for layer in t.user_attrs["arch"]["layers"])
+    return kinds[:1] if by == "kind" else kinds
+
+
+def in_family_turns(ranked: list[FrozenTrial], by: str = "layers") -> list[FrozenTrial]:
+    """``ranked`` (best first) reordered in turns over families (:func:`family` ``by``): each
+    family's best (families in the order of their bests), then each one's second best, and so on."""
+    by_family: dict[tuple[str, ...], list[FrozenTrial]] = {}
+    for t in ranked:
+        by_family.setdefault(family(t, by), []).append(t)
+    turns: list[FrozenTrial] = []
+    for i in range(max((len(members) for members in by_family.values()), default=0)):
+        turns += [members[i] for members in by_family.values() if i < len(members)]
+    return turns
+
+
+def family_bests(ranked: list[FrozenTrial], k: int, by: str = "layers") -> list[FrozenTrial]:
+    """The first ``k`` of ``ranked`` (best first) of distinct families, then, if fewer families
+    than ``k`` are there, the next best of any."""
+    return in_family_turns(ranked, by)[:k]
+
+
+def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
+                    tie: float) -> list[FrozenTrial]:
+    """``ranked`` (best first) with the trials whose ``auc`` is within ``tie`` of the best moved
+    to the front in order of forward FLOPs per sample, largest first (ties in FLOPs keep their
+    rank); the others follow in their order. ``tie`` 0 changes nothing."""
+    if not tie or not ranked:
+        return list(ranked)
+    best = max(auc(t) for t in ranked)
+    near = [t for t in ranked if auc(t) >= best - tie]
+    near = sorted(near, key=lambda t: -t.user_attrs["costs"]["flops"])  # stable: rank breaks FLOPs ties
+    return near + [t for t in ranked if t not in near]
+
+
+def prefer_speed(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
+                 speed: Callable[[FrozenTrial], float], tie: float) -> list[FrozenTrial]:
+    """``ranked`` (best first) with the trials whose ``auc`` is within ``tie`` of the best moved
+    to the front in order of ``speed`` (training samples per second), fastest first; the others
+    follow in their order. ``tie`` 0 changes nothing. The opposite of :func:`prefer_capacity`:
+    on the ``scale`` workload the costliest stacks lead a short training and the cheap DCNv2
+    crosses overtake them late in the first epoch (BENCHMARKS.md, ``k5`` seed 2)."""
+    if not tie or not ranked:
+        return list(ranked)
+    best = max(auc(t) for t in ranked)
+    near = sorted((t for t in ranked if auc(t) >= best - tie), key=lambda t: -speed(t))  # stable
+    return near + [t for t in ranked if t not in near]
+
+
+def rerank_order(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
+                 tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
+                 proxy_tie: float = 0.0, speed: Callable[[FrozenTrial], float] | None = None,
+                 speed_tie: float = 0.0) -> list[FrozenTrial]:
+    """The re-ranked candidates, the one to train in full first: by ``trained_auc``; with
+    ``tie``, the largest (forward FLOPs) of those within ``tie`` of the best first; with
+    ``proxy_tie``, those within ``proxy_tie`` of it by ``proxy_auc`` (the inherited-weight score
+    that chose them): a short training's noise is wider than the gap it is then asked to read;
+    with ``speed_tie``, those within ``speed_tie`` of it by ``speed``, fastest first
+    (:func:`prefer_speed`)."""
+    ranked = sorted(chosen, key=lambda t: -trained_auc(t))
+    if proxy_tie and proxy_auc is not None and ranked:
+        best = trained_auc(ranked[0])
+        near = sorted((t for t in ranked if trained_auc(t) >= best - proxy_tie), key=lambda t: -proxy_auc(t))
+        ranked = near + [t for t in ranked if t not in near]
+    if speed_tie and speed is not None:
+        ranked = prefer_speed(ranked, trained_auc, speed, speed_tie)
+    return prefer_capacity(ranked, trained_auc, tie)
+
+
+def winner(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
+           tie: float, proxy_auc: Callable[[FrozenTrial], float] | None = None,
+           proxy_tie: float = 0.0, speed: Callable[[FrozenTrial], float] | None = None,
+           speed_tie: float = 0.0) -> FrozenTrial:
+    """The re-ranked candidate to train in full (the first of :func:`rerank_order`)."""
+    return rerank_order(chosen, trained_auc, tie, proxy_auc, proxy_tie, speed, speed_tie)[0]

@@ -1,0 +1,124 @@
+"""The one-shot study's orderings (:mod:`autorec.oneshot.ranking`), on hand-made trials."""
+
+from __future__ import annotations
+
+import optuna
+
+from autorec.oneshot.ranking import (
+    crossing_bases,
+    family_bests,
+    in_family_turns,
+    prefer_capacity,
+    prefer_speed,
+    rerank_order,
+    winner,
+)
+from autorec.oneshot.search import PROXY_ATTR
+
+
+def _candidate(number: int, kinds: tuple[str, ...], score: float,
+               flops: float = 1.0) -> optuna.trial.FrozenTrial:
+    made = optuna.trial.create_trial(value=score, user_attrs={
+        "arch": {"layers": [{"kind": k} for k in kinds]}, PROXY_ATTR: {"val_auc": score},
+        "costs": {"flops": flops}})
+    made.number = number
+    return made
+
+
+def test_family_turns_and_bests():
+    kinds = [("dcnv2",), ("dcnv2",), ("dhen",), ("dcnv2",), ("dhen", "dcnv2"), ("dhen",)]
+    ranked = [_candidate(i, k, 0.9 - 0.1 * i) for i, k in enumerate(kinds)]
+    assert [t.number for t in in_family_turns(ranked)] == [0, 2, 4, 1, 5, 3]
+    assert [t.number for t in family_bests(ranked, 2)] == [0, 2]
+    assert [t.number for t in family_bests(ranked, 4)] == [0, 2, 4, 1]  # three families: then the next best
+    assert in_family_turns([]) == [] and family_bests([], 2) == []
+    # by the first layer's kind: the DHEN + DCNv2 stack is of the DHEN family
+    assert [t.number for t in in_family_turns(ranked, "kind")] == [0, 2, 1, 4, 3, 5]
+    assert [t.number for t in family_bests(ranked, 3, "kind")] == [0, 2, 1]
+
+
+def test_crossing_bases_take_each_kinds_best_layers_first_by_kind():
+    # seed 1 of the `k4f2` run (BENCHMARKS.md): the screen's best layer settings all began with
+    # Wukong or DHEN, so by layer sequence the crossings never gave DCNv2 or DLRM an all-alike
+    # embedding setting; by kind each kind's best layers are crossed before any kind's second
+    kinds = [("wukong", "wukong"), ("wukong",), ("wukong", "dhen"), ("wukong", "dlrm"), ("dhen", "dlrm"),
+             ("dcnv2",), ("dlrm", "dcnv2"), ("wukong", "wukong")]
+    screen = []
+    for i, k in enumerate(kinds):
+        t = _candidate(i, k, 0.9 - 0.01 * i)
+        t.user_attrs["arch"]["over_arch"] = [16 * (i + 1)]  # distinct layer settings
+        screen.append(t)
+    screen.append(_candidate(8, ("wukong", "wukong"), 0.5))  # the same layers as 0, scored worse
+    screen[8].user_attrs["arch"]["over_arch"] = [16]
+    assert [t.number for t in crossing_bases(screen, 4)] == [0, 1, 2, 3]
+    assert [t.number for t in crossing_bases(screen, 4, "kind")] == [0, 4, 5, 6]
+    assert [t.number for t in crossing_bases(screen, 6, "kind")] == [0, 4, 5, 6, 1, 2]
+    assert crossing_bases([], 3, "kind") == []
+
+
+def test_capacity_breaks_ties_within_the_margin_only():
+    scores, flops = [0.700, 0.699, 0.6985, 0.690, 0.689], [10, 30, 20, 99, 5]
+    ranked = [_candidate(i, ("dlrm",), s, f) for i, (s, f) in enumerate(zip(scores, flops, strict=True))]
+
+    def auc(t):
+        return t.user_attrs[PROXY_ATTR]["val_auc"]
+    # within 0.002 of the best: 0, 1, 2, by FLOPs; 3 (the largest, 0.010 behind) keeps its rank
+    assert [t.number for t in prefer_capacity(ranked, auc, 0.002)] == [1, 2, 0, 3, 4]
+    assert [t.number for t in prefer_capacity(ranked, auc, 0.0)] == [0, 1, 2, 3, 4]
+    assert [t.number for t in prefer_capacity(ranked, auc, 0.2)] == [3, 1, 2, 0, 4]
+    assert prefer_capacity([], auc, 0.01) == []
+
+
+def test_the_winner_is_the_largest_within_the_margin_of_the_best_trained():
+    chosen = [_candidate(0, ("dlrm",), 0.5, flops=10), _candidate(1, ("dhen",), 0.5, flops=40),
+              _candidate(2, ("wukong",), 0.5, flops=90)]
+    trained = {0: 0.650, 1: 0.6495, 2: 0.640}
+
+    def auc(t):
+        return trained[t.number]
+    assert winner(chosen, auc, 0.0).number == 0  # off: the best trained
+    assert winner(chosen, auc, 0.001).number == 1  # 1 ties with 0 and is larger; 2 is 0.010 behind
+    assert winner(chosen, auc, 0.02).number == 2
+
+
+def test_a_rerank_tie_is_broken_by_the_proxy_that_chose_the_candidates():
+    # o3k's re-rank, seed 0: 174 led 154 by 0.0007 after 150 steps, the proxy had 154 first
+    chosen = [_candidate(154, ("dcnv2",), 0.5949), _candidate(174, ("dcnv2", "dcnv2"), 0.5939),
+              _candidate(21, ("wukong",), 0.5932)]
+    trained = {154: 0.6200, 174: 0.6207, 21: 0.6164}
+
+    def auc(t):
+        return trained[t.number]
+
+    def proxy(t):
+        return t.user_attrs[PROXY_ATTR]["val_auc"]
+    assert winner(chosen, auc, 0.0, proxy, 0.0).number == 174  # off: the best trained
+    assert winner(chosen, auc, 0.0, proxy, 0.001).number == 154  # 154 ties 174 and the proxy has it first
+    assert winner(chosen, auc, 0.0, proxy, 0.0005).number == 174  # 0.0007 apart: no tie
+    assert winner(chosen, auc, 0.0, proxy, 0.01).number == 154  # all tie: the proxy's best
+    trained[21] = 0.6300
+    assert winner(chosen, auc, 0.0, proxy, 0.001).number == 21  # a clear lead stands
+
+
+def test_a_speed_tie_sends_the_fastest_of_the_near_best_to_the_final():
+    # k5 seed 2's re-rank: the two costliest stacks led the 150-step trainings by < 0.0045
+    chosen = [_candidate(124, ("dhen", "dhen"), 0.6125), _candidate(174, ("wukong", "dhen"), 0.6133),
+              _candidate(144, ("dcnv2", "dhen"), 0.5984), _candidate(154, ("dlrm", "dcnv2"), 0.5886)]
+    trained = {124: 0.6209, 174: 0.6202, 144: 0.6181, 154: 0.6166}
+    speed = {124: 7316.0, 174: 9121.0, 144: 12793.0, 154: 19424.0}
+
+    def auc(t):
+        return trained[t.number]
+
+    def fast(t):
+        return speed[t.number]
+    order = [t.number for t in rerank_order(chosen, auc, 0.0, speed=fast, speed_tie=0.01)]
+    assert order == [154, 144, 174, 124]  # all within 0.0043: fastest first
+    assert [t.number for t in rerank_order(chosen, auc, 0.0, speed=fast)] == [124, 174, 144, 154]  # off
+    # 0.0030 takes 124, 174 and 144 (0.0028 behind), not 154 (0.0043 behind), which keeps its rank
+    order = [t.number for t in rerank_order(chosen, auc, 0.0, speed=fast, speed_tie=0.003)]
+    assert order == [144, 174, 124, 154]
+    assert winner(chosen, auc, 0.0, speed=fast, speed_tie=0.001).number == 174  # 124 and 174 tie
+    trained[154] = 0.6300
+    assert winner(chosen, auc, 0.0, speed=fast, speed_tie=0.001).number == 154  # a clear lead stands
+    assert prefer_speed([], auc, fast, 0.01) == []
