@@ -29,7 +29,8 @@ the proxy score that chose the candidates; with ``rerank_speed_tie``, by the re-
 throughput, fastest first (:mod:`autorec.oneshot.ranking` holds these orders). With
 ``final_candidates`` n > 1 the first n of that order each train the final's first epoch and the
 best by validation AUC goes on; with ``rung_seeds`` m > 1, each under m training seeds
-(restarts), the best (candidate, seed) going on (:func:`_final_rung`).
+(restarts), the best (candidate, seed) going on; with ``rung_winner_seeds`` m, only the rung's
+leader is restarted, up to m seeds (:func:`_final_rung`).
 
 Every stage is a set of trials of the study, so the dashboard and report show them; the
 supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
@@ -225,7 +226,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                                   patience=max(config.budget.patience, 2), checkpoint_every=500, resume=True)
         base_seed = cfg.seed
         proxy, cfg = _final_rung(config, study, runner, order[:strategy.final_candidates], cfg, record,
-                                 proxy_of, log, strategy.rung_seeds)
+                                 proxy_of, log, strategy.rung_seeds, strategy.rung_winner_seeds)
         start = time.perf_counter()
         _train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
         entry = rung_entry(proxy.number, cfg.seed - base_seed, base_seed)
@@ -250,36 +251,46 @@ def rung_entry(number: int, restart: int, seed: int) -> str:
 
 def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[FrozenTrial], cfg: Any,
                 record: dict[str, Any], proxy_of: Callable[[FrozenTrial], dict[str, float]],
-                log: Callable[[str], None], seeds: int = 1) -> tuple[FrozenTrial, Any]:
+                log: Callable[[str], None], seeds: int = 1, winner_seeds: int = 1) -> tuple[FrozenTrial, Any]:
     """With several ``finalists`` (``final_candidates``) or ``seeds`` > 1 (``rung_seeds``), each
     finalist trains the final's first epoch under ``seeds`` training seeds (``cfg.seed``, then
     the next ones: restarts), each in its own folder (stage ``final_rung``), and the best
     training by validation AUC goes on: returns its candidate and the final's ``cfg`` in its
     folder and with its seed, so the final resumes from that epoch (the others keep only their
     best checkpoint). The others' seconds are search (``record["rung_loser_seconds"]``); every
-    rung training's are in ``record["rung_seconds"]`` (:func:`rung_entry` names them). With one
-    finalist and one seed: it, and ``cfg`` as it is."""
-    if len(finalists) == 1 and seeds == 1:
+    rung training's are in ``record["rung_seconds"]`` (:func:`rung_entry` names them). With
+    ``winner_seeds`` m (``rung_winner_seeds``), the finalist whose training led then trains that
+    epoch under the next seeds up to m in all, and the best of all goes on: restarts of the winner
+    only, cheaper than of every finalist. With one finalist and one seed: it, and ``cfg``."""
+    if len(finalists) == 1 and seeds == 1 and winner_seeds == 1:
         return finalists[0], cfg
     done = {(t.user_attrs["proxy_trial"], t.user_attrs.get("train_seed", cfg.seed)): t
             for t in stage_trials(study, "final_rung")}
     seconds: dict[str, float] = record.setdefault("rung_seconds", {})
     entries = [(t, restart) for t in finalists for restart in range(seeds)]
-    folder = {(t.number, r): Path(cfg.checkpoint_dir) / rung_entry(t.number, r, cfg.seed) for t, r in entries}
-    for t, restart in entries:
-        if (t.number, cfg.seed + restart) in done:
-            continue
-        rung_cfg = dataclasses.replace(cfg, epochs=1, evaluate_test=False,  # (its test pass is the final's)
-                                       seed=cfg.seed + restart, checkpoint_dir=str(folder[t.number, restart]))
-        start = time.perf_counter()
-        done[t.number, cfg.seed + restart] = _train_stage(config, study, runner, t, "final_rung", rung_cfg,
-                                                          log, proxy_of(t), keep_progress=True)
-        key = rung_entry(t.number, restart, cfg.seed)
-        seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
-        study.set_user_attr(ONESHOT_ATTR, record)
+    folder: dict[tuple[int, int], Path] = {}
+
+    def train(entries: list[tuple[FrozenTrial, int]]) -> None:
+        for t, restart in entries:
+            folder[t.number, restart] = Path(cfg.checkpoint_dir) / rung_entry(t.number, restart, cfg.seed)
+            if (t.number, cfg.seed + restart) in done:
+                continue
+            seed = cfg.seed + restart
+            rung_cfg = dataclasses.replace(cfg, epochs=1, evaluate_test=False,  # (the final's test pass)
+                                           seed=seed, checkpoint_dir=str(folder[t.number, restart]))
+            start = time.perf_counter()
+            done[t.number, seed] = _train_stage(config, study, runner, t, "final_rung", rung_cfg, log,
+                                                proxy_of(t), keep_progress=True)
+            key = rung_entry(t.number, restart, cfg.seed)
+            seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
+            study.set_user_attr(ONESHOT_ATTR, record)
 
     def auc(entry: tuple[FrozenTrial, int]) -> float:
         return done[entry[0].number, cfg.seed + entry[1]].user_attrs["metrics"]["val"]["auc"]
+    train(entries)
+    leader = max(entries, key=auc)[0]  # its restarts only (rung_winner_seeds)
+    entries += [(leader, restart) for restart in range(seeds, winner_seeds)]
+    train(entries)
     best = max(entries, key=auc)
     names = {(t.number, r): rung_entry(t.number, r, cfg.seed) for t, r in entries}
     losers = [(t.number, r) for t, r in entries if (t.number, r) != (best[0].number, best[1])]

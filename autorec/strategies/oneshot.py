@@ -47,7 +47,10 @@ late in the first epoch, BENCHMARKS.md), ``rung_seeds`` (default 1; with m > 1 e
 that first epoch under m training seeds, the study's and the next m - 1, and the best training by
 validation AUC goes on with its seed, even with one finalist: restarts, for on the ``scale``
 workload one architecture's first epoch ends up to 0.015 AUC apart under two seeds and its
-validation AUC foretells its test AUC, BENCHMARKS.md) and ``final_epochs`` (the winner's training; default
+validation AUC foretells its test AUC, BENCHMARKS.md), ``rung_winner_seeds`` (default 1; with
+m > 1 the finalist whose first epoch led trains it again under the next seeds, m in all, and the
+best of every rung training goes on: the restarts of the winner only, cheaper than ``rung_seeds``
+when a finalist is slow) and ``final_epochs`` (the winner's training; default
 max(10, the trial budget's epochs)).
 
 Example:
@@ -89,7 +92,8 @@ class OneShotStrategy(Strategy):
                  rescore_samples: int | None = None, rerank_val_samples: int | None = None,
                  diverse: bool = False, capacity_tie: float = 0.0, rerank_tie: float = 0.0,
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
-                 rerank_speed_tie: float = 0.0, rung_seeds: int = 1, **options: Any) -> None:
+                 rerank_speed_tie: float = 0.0, rung_seeds: int = 1, rung_winner_seeds: int = 1,
+                 **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -110,6 +114,7 @@ class OneShotStrategy(Strategy):
                                 ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0),
                                 ("shared_crossings", shared_crossings, 0),
                                 ("final_candidates", final_candidates, 1), ("rung_seeds", rung_seeds, 1),
+                                ("rung_winner_seeds", rung_winner_seeds, 1),
                                 ("rerank_val_samples", 1 if rerank_val_samples is None
                                  else rerank_val_samples, 1)):
             if value < low:
@@ -159,6 +164,7 @@ class OneShotStrategy(Strategy):
         self.shared_crossings, self.rerank_tie = shared_crossings, rerank_tie
         self.family, self.final_candidates = family, final_candidates
         self.rerank_speed_tie, self.rung_seeds = rerank_speed_tie, rung_seeds
+        self.rung_winner_seeds = rung_winner_seeds
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

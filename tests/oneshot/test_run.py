@@ -92,6 +92,7 @@ def test_rank_correlation():
     ({"final_candidates": 0}, "final_candidates: expected an integer >= 1, got 0"),
     ({"rung_seeds": 0}, "rung_seeds: expected an integer >= 1, got 0"),
     ({"rung_seeds": 1.5}, "rung_seeds: expected an integer, got 1.5"),
+    ({"rung_winner_seeds": 0}, "rung_winner_seeds: expected an integer >= 1, got 0"),
     ({"width_columns": "own-ish"},
      "strategy 'oneshot': width_columns: expected one of shared, own, got 'own-ish'"),
 ])
@@ -392,3 +393,25 @@ def test_rung_seeds_restart_the_first_epoch_and_the_best_seed_goes_on(tmp_path):
                                      quiet, seeds=2)
     assert (chosen.number, chosen_cfg.seed) == (number, record["rung_winner_seed"])
     assert chosen_cfg.checkpoint_dir == str(Path(best.user_attrs["checkpoint"]).parent)
+
+
+def test_rung_winner_seeds_restart_only_the_finalist_that_led(tmp_path):
+    config, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0,
+                                           "rerank_steps": 1, "rerank_val_samples": 100, "final_epochs": 2,
+                                           "final_candidates": 2, "rung_winner_seeds": 2})
+    rung, final = of_stage(study, "final_rung"), of_stage(study, "final")
+    record = study.user_attrs[ONESHOT_ATTR]
+    first = [t for t in rung if t.user_attrs["train_seed"] == config.seed]
+    again = [t for t in rung if t.user_attrs["train_seed"] == config.seed + 1]
+    assert len(first) == 2 and len(again) == 1 and len(rung) == 3  # two finalists, one restart
+    leader = max(first, key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
+    assert again[0].user_attrs["proxy_trial"] == leader.user_attrs["proxy_trial"]  # the leader's restart
+    best = max(rung, key=lambda t: t.user_attrs["metrics"]["val"]["auc"])  # the best of all three goes on
+    assert (final[0].user_attrs["proxy_trial"], final[0].user_attrs["train_seed"]) == (
+        record["rung_winner"], record["rung_winner_seed"]) == (
+        best.user_attrs["proxy_trial"], best.user_attrs["train_seed"])
+    assert len(record["rung_seconds"]) == 3
+    number, seed = record["rung_winner"], record["rung_winner_seed"]
+    went_on = str(number) if seed == config.seed else f"{number}-seed{seed}"
+    losers = sum(record["rung_seconds"].values()) - record["rung_seconds"][went_on]
+    assert record["rung_loser_seconds"] == pytest.approx(losers) and losers > 0
