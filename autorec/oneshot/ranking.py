@@ -81,31 +81,31 @@ def family_bests(ranked: list[FrozenTrial], k: int, by: str = "layers") -> list[
     return in_family_turns(ranked, by)[:k]
 
 
-def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
-                    tie: float) -> list[FrozenTrial]:
+def near_first(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float], tie: float,
+               key: Callable[[FrozenTrial], float]) -> list[FrozenTrial]:
     """``ranked`` (best first) with the trials whose ``auc`` is within ``tie`` of the best moved
-    to the front in order of forward FLOPs per sample, largest first (ties in FLOPs keep their
-    rank); the others follow in their order. ``tie`` 0 changes nothing."""
+    to the front in order of ``key``, largest first (equal keys keep their rank); the others
+    follow in their order. ``tie`` 0 changes nothing. Each tie rule below is one ``key``."""
     if not tie or not ranked:
         return list(ranked)
     best = max(auc(t) for t in ranked)
-    near = [t for t in ranked if auc(t) >= best - tie]
-    near = sorted(near, key=lambda t: -t.user_attrs["costs"]["flops"])  # stable: rank breaks FLOPs ties
+    near = sorted((t for t in ranked if auc(t) >= best - tie), key=lambda t: -key(t))  # stable
     return near + [t for t in ranked if t not in near]
+
+
+def prefer_capacity(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
+                    tie: float) -> list[FrozenTrial]:
+    """:func:`near_first` by forward FLOPs per sample, largest first."""
+    return near_first(ranked, auc, tie, lambda t: t.user_attrs["costs"]["flops"])
 
 
 def prefer_speed(ranked: list[FrozenTrial], auc: Callable[[FrozenTrial], float],
                  speed: Callable[[FrozenTrial], float], tie: float) -> list[FrozenTrial]:
-    """``ranked`` (best first) with the trials whose ``auc`` is within ``tie`` of the best moved
-    to the front in order of ``speed`` (training samples per second), fastest first; the others
-    follow in their order. ``tie`` 0 changes nothing. The opposite of :func:`prefer_capacity`:
-    on the ``scale`` workload the costliest stacks lead a short training and the cheap DCNv2
-    crosses overtake them late in the first epoch (BENCHMARKS.md, ``k5`` seed 2)."""
-    if not tie or not ranked:
-        return list(ranked)
-    best = max(auc(t) for t in ranked)
-    near = sorted((t for t in ranked if auc(t) >= best - tie), key=lambda t: -speed(t))  # stable
-    return near + [t for t in ranked if t not in near]
+    """:func:`near_first` by ``speed`` (training samples per second), fastest first. The opposite
+    of :func:`prefer_capacity`: on the ``scale`` workload the costliest stacks lead a short
+    training and the cheap DCNv2 crosses overtake them late in the first epoch (BENCHMARKS.md,
+    ``k5`` seed 2)."""
+    return near_first(ranked, auc, tie, speed)
 
 
 def rerank_order(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float],
@@ -119,11 +119,9 @@ def rerank_order(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial],
     with ``speed_tie``, those within ``speed_tie`` of it by ``speed``, fastest first
     (:func:`prefer_speed`)."""
     ranked = sorted(chosen, key=lambda t: -trained_auc(t))
-    if proxy_tie and proxy_auc is not None and ranked:
-        best = trained_auc(ranked[0])
-        near = sorted((t for t in ranked if trained_auc(t) >= best - proxy_tie), key=lambda t: -proxy_auc(t))
-        ranked = near + [t for t in ranked if t not in near]
-    if speed_tie and speed is not None:
+    if proxy_auc is not None:
+        ranked = near_first(ranked, trained_auc, proxy_tie, proxy_auc)
+    if speed is not None:
         ranked = prefer_speed(ranked, trained_auc, speed, speed_tie)
     return prefer_capacity(ranked, trained_auc, tie)
 
