@@ -268,20 +268,22 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
             for t in stage_trials(study, "final_rung")}
     seconds: dict[str, float] = record.setdefault("rung_seconds", {})
     entries = [(t, restart) for t in finalists for restart in range(seeds)]
-    folder: dict[tuple[int, int], Path] = {}
+
+    def name(number: int, restart: int) -> str:  # a rung training's folder and seconds key
+        return rung_entry(number, restart, cfg.seed)
 
     def train(entries: list[tuple[FrozenTrial, int]]) -> None:
         for t, restart in entries:
-            folder[t.number, restart] = Path(cfg.checkpoint_dir) / rung_entry(t.number, restart, cfg.seed)
-            if (t.number, cfg.seed + restart) in done:
-                continue
             seed = cfg.seed + restart
+            if (t.number, seed) in done:
+                continue
             rung_cfg = dataclasses.replace(cfg, epochs=1, evaluate_test=False,  # (the final's test pass)
-                                           seed=seed, checkpoint_dir=str(folder[t.number, restart]))
+                                           seed=seed, checkpoint_dir=str(Path(cfg.checkpoint_dir)
+                                                                         / name(t.number, restart)))
             start = time.perf_counter()
             done[t.number, seed] = _train_stage(config, study, runner, t, "final_rung", rung_cfg, log,
                                                 proxy_of(t), keep_progress=True)
-            key = rung_entry(t.number, restart, cfg.seed)
+            key = name(t.number, restart)
             seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
             study.set_user_attr(ONESHOT_ATTR, record)
 
@@ -292,20 +294,19 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
     entries += [(leader, restart) for restart in range(seeds, winner_seeds)]
     train(entries)
     best = max(entries, key=auc)
-    names = {(t.number, r): rung_entry(t.number, r, cfg.seed) for t, r in entries}
     losers = [(t.number, r) for t, r in entries if (t.number, r) != (best[0].number, best[1])]
     from autorec.train.checkpoints import drop_progress
 
     for key in losers:  # a loser is not resumed: it keeps its best checkpoint only
-        drop_progress(folder[key])
+        drop_progress(Path(cfg.checkpoint_dir) / name(*key))
     record["rung_winner"] = best[0].number
     record["rung_winner_seed"] = cfg.seed + best[1]
-    record["rung_loser_seconds"] = sum(seconds[names[key]] for key in losers)
+    record["rung_loser_seconds"] = sum(seconds[name(*key)] for key in losers)
     study.set_user_attr(ONESHOT_ATTR, record)
-    aucs = ", ".join(f"{names[t.number, r]}: {auc((t, r)):.4f}" for t, r in entries)
-    log(f"final rung: {names[best[0].number, best[1]]} goes on (one epoch's val AUC {aucs})")
-    return best[0], dataclasses.replace(cfg, seed=cfg.seed + best[1],
-                                        checkpoint_dir=str(folder[best[0].number, best[1]]))
+    aucs = ", ".join(f"{name(t.number, r)}: {auc((t, r)):.4f}" for t, r in entries)
+    log(f"final rung: {name(best[0].number, best[1])} goes on (one epoch's val AUC {aucs})")
+    folder = Path(cfg.checkpoint_dir) / name(best[0].number, best[1])
+    return best[0], dataclasses.replace(cfg, seed=cfg.seed + best[1], checkpoint_dir=str(folder))
 
 
 def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any],
