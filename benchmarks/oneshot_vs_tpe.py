@@ -179,6 +179,13 @@ def _seconds(trial: optuna.trial.FrozenTrial) -> float:
     return trial.duration.total_seconds() if trial.duration else 0.0
 
 
+def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The trials that count toward a study's time: complete or pruned (a trial cut by a kill is
+    left FAIL, or RUNNING, and is run again by the next run)."""
+    counted = (TrialState.COMPLETE, TrialState.PRUNED)
+    return [t for t in study.get_trials(deepcopy=False) if t.state in counted]
+
+
 def _load(args: argparse.Namespace, stage: str, seed: int = 0) -> tuple[StudyConfig, optuna.Study] | None:
     path = study_file(args, stage, seed, write=False)
     config = StudyConfig.load(path)
@@ -196,9 +203,7 @@ def tpe_figures(args: argparse.Namespace, stage: str) -> dict[str, Any] | None:
     if loaded is None:
         return None
     config, study = loaded
-    done = [
-        t for t in study.get_trials(deepcopy=False) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-    ]
+    done = finished(study)
     complete = [t for t in done if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs]
     if not complete:
         return None
@@ -337,7 +342,8 @@ def status(args: argparse.Namespace) -> dict[str, Any]:
                 best_val_auc=best.user_attrs["metrics"]["val"]["auc"],
                 best_test_auc=best.user_attrs["metrics"]["test"].get("auc"),
                 median_trial_s=statistics.median(_seconds(t) for t in trained),
-                total_trial_s=sum(_seconds(t) for t in study.get_trials(deepcopy=False)),
+                total_trial_s=sum(_seconds(t) for t in finished(study)),
+                failed_trials=sum(t.state == TrialState.FAIL for t in study.trials),
             )
         if stage == "oneshot":
             row["oneshot"] = study.user_attrs.get("oneshot")

@@ -144,3 +144,15 @@ def test_a_borrowed_tau_is_marked_by_whether_the_same_architectures_were_reranke
     # the same architectures, re-ranked in another order by a study of another name: the same pairs
     assert reranked_archs(study([4, 8], "k5")) == reranked_archs(study([8, 4], "k7"))
     assert reranked_archs(study([4, 8], "k5")) != reranked_archs(study([4, 16], "k7"))
+
+
+def test_a_study_s_time_counts_its_complete_and_pruned_trials_only() -> None:
+    """A trial cut by a kill stays FAIL (and is run again): its seconds are not the study's."""
+    from benchmarks.oneshot_vs_tpe import finished
+
+    study = optuna.create_study()
+    study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=1)
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.PRUNED))
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))
+    study.enqueue_trial({"x": 0.5})  # WAITING
+    assert [t.state.name for t in finished(study)] == ["COMPLETE", "PRUNED"]
