@@ -375,6 +375,8 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
             tpe_stage=best["stage"],
             median_training_s=statistics.median(f["median_training_s"] for f in tpe),
         )
+        for f in tpe:  # each study's own figures, the better of which is TPE's
+            out |= {f"stage_{f['stage']}_test_auc": f["test_auc"], f"stage_{f['stage']}_wall_s": f["wall_s"]}
     elif recorded is not None:
         out.update({key: recorded[key] for key in RECORDED_TPE_KEYS})
         out["tpe_source"] = f"{args.tpe_record} (commit {recorded['commit']}, {recorded['machine']})"
