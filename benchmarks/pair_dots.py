@@ -50,7 +50,8 @@ def step_loops(batch_size: int, steps: int) -> None:
     batches = [b for b, _ in zip(data.batches("train", batch_size, shuffle=True), range(steps), strict=False)]
     config = TrainConfig(batch_size=batch_size, progress=False)
     spec = preset("dlrm", data.schema, dim=64)
-    for name, make in (("torchrec DLRM", lambda: reference_step(spec, config.dense_lr, config.embedding_lr)),
+    for name, make in (("torchrec DLRM", lambda: reference_step(spec, config.dense_lr, config.embedding_lr,
+                                                                     config.dense_weight_decay)),
                        ("autorec dlrm", lambda: Trainer(spec, data, config).train_step)):
         step = make()
         for batch in batches[:3]:

@@ -60,11 +60,12 @@ def _best_seconds(work: Callable[[], object], repeats: int) -> float:
 
 
 def measure_rates(m: int = 4096, k: int = 1024, n: int = 1024, copy_mib: int = 512,
-                  repeats: int = 5) -> Rates:
-    """The fp32 ``torch.mm`` rate at [m, k] x [k, n] and the ``copy_`` bandwidth of ``copy_mib``
-    MiB, best of ``repeats`` (the floor is a best case, so is its rate)."""
-    a, b = torch.randn(m, k), torch.randn(k, n)
-    out = torch.empty(m, n)
+                  repeats: int = 5, dtype: torch.dtype = torch.float32) -> Rates:
+    """The ``torch.mm`` rate at [m, k] x [k, n] in ``dtype`` (fp32: the floor's definition; bf16
+    for a step under bf16 autocast) and the ``copy_`` bandwidth of ``copy_mib`` MiB, best of
+    ``repeats`` (the floor is a best case, so is its rate)."""
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+    out = torch.empty(m, n, dtype=dtype)
     mm_s = _best_seconds(lambda: torch.mm(a, b, out=out), repeats)
     src = torch.ones(copy_mib * 2**20 // FLOAT)
     dst = torch.empty_like(src)

@@ -21,6 +21,12 @@ operators. Results: a table on stdout and flat keys ``<preset>_<piece>_ms``, ``<
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile [--presets dlrm,wukong] [--steps 10]
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --compile   # + the compiled step
+    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --autocast bf16
+
+With ``--autocast bf16`` every preset trains with ``train.autocast: bf16`` and its keys are
+``<preset>_bf16_*``: ``<preset>_bf16_floor_share`` against the same fp32 floor (the issue's
+definition, so it can pass 1), and ``<preset>_bf16_floor_share_at_bf16_rate`` against the
+floor at the bf16 matrix-product rate measured in the same run.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from autorec.data import load_dataset
 from autorec.presets import preset
+from autorec.train.autocast import AUTOCAST
 from autorec.train.compiled import DENSE_PARTS, compile_dense
 from autorec.train.trainer import TrainConfig, Trainer
 from autorec.train.waiting import Waited
@@ -136,14 +143,15 @@ def _draw(batches: Waited[Any]) -> tuple[Any, float]:
 
 
 def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: int,
-                   rates: Rates, compiled: bool = False) -> dict[str, Any]:
+                   rates: Rates, compiled: bool = False, autocast: str = "off",
+                   bf16_rates: Rates | None = None) -> dict[str, Any]:
     """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators;
     with ``compiled``, then the same trainer's step with its dense parts compiled
     (:func:`autorec.train.compiled.compile_dense`; after ``warmup``
     steps that compile it): ``<name>_compiled_step_ms``, ``<name>_compile_speedup`` (the eager
     step's median over the compiled one's) and ``<name>_compile_s`` (the compiling steps' seconds)."""
     spec = preset(name, data.schema)
-    trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False))
+    trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False, autocast=autocast))
     batches = Waited(iter(trainer._batches("train", batch_size, True, 0)))
     seen = []
     for _ in range(warmup):
@@ -190,6 +198,9 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
         extra[f"{name}_compile_speedup"] = statistics.median(plain) / statistics.median(fast)
     floor = step_floor(spec, batch_size, rates, pooling_factors(seen))
     step_s = statistics.median(plain)
+    if bf16_rates is not None:
+        extra[f"{name}_floor_share_at_bf16_rate"] = step_floor(
+            spec, batch_size, bf16_rates, pooling_factors(seen)).seconds / step_s
     out: dict[str, Any] = {f"{name}_{k}_ms": 1e3 * statistics.median(r[k] for r in rows) for k in PIECES}
     out.update({f"{name}_step_ms": 1e3 * step_s, f"{name}_samples_per_s": batch_size / step_s,
                 f"{name}_floor_ms": 1e3 * floor.seconds, f"{name}_floor_share": floor.seconds / step_s,
@@ -209,6 +220,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--compile", action="store_true",
                         help="then time each preset's step with its dense parts under torch.compile")
+    parser.add_argument("--autocast", choices=AUTOCAST, default="off",
+                        help="train every preset under this autocast (keys <preset>_<autocast>_*)")
     parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -222,10 +235,19 @@ def main() -> None:
                                "profile_bandwidth_gbs": rates.bandwidth / 1e9,
                                "profile_batch_size": args.batch_size,
                                "profile_threads": torch.get_num_threads()}
-    names = args.presets.split(",")
-    for name in names:
-        figures.update(profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates,
-                                      compiled=args.compile))
+    bf16_rates = None
+    if args.autocast == "bf16":
+        bf16_rates = measure_rates(dtype=torch.bfloat16)
+        figures["profile_matmul_bf16_gflops"] = bf16_rates.matmul_flops / 1e9
+        print(f"matmul in bf16 {bf16_rates.matmul_flops / 1e9:.1f} GFLOP/s")
+    names = [n if args.autocast == "off" else f"{n}_{args.autocast}" for n in args.presets.split(",")]
+    for name in args.presets.split(","):
+        found = profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates,
+                               compiled=args.compile, autocast=args.autocast, bf16_rates=bf16_rates)
+        if args.autocast != "off":
+            found = {k.replace(name, f"{name}_{args.autocast}", 1): v for k, v in found.items()}
+            name = f"{name}_{args.autocast}"
+        figures.update(found)
         print(f"  {name}: {figures[f'{name}_step_ms']:.1f} ms/step, floor "
               f"{figures[f'{name}_floor_ms']:.1f} ms ({figures[f'{name}_floor_bound']}), "
               f"top: {figures[f'{name}_top_ops']}", flush=True)

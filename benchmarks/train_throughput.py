@@ -2,23 +2,25 @@
 
 Same data (synthetic Criteo-like: 13 dense, 26 tables x 1M rows, dim 64), same batch size, same
 sharding (DistributedModelParallel, one gloo process, torchrec's planner), same optimizers
-(fused row-wise Adagrad on embeddings in backward, Adam on dense parts), in the same run. The
-reference and autorec's dlrm are timed in alternating rounds (so neither gains from going
-second), then the other presets; ratios are against the mean of the reference rounds.
+(fused row-wise Adagrad on embeddings in backward, Adam with the Trainer's weight decay on dense
+parts), in the same run. The reference is torchrec as a user writes it, in fp32; autorec's dlrm
+is timed at the Trainer's defaults (fp32) and with ``train.autocast: bf16``
+(:mod:`autorec.train.autocast`), then every other preset both ways.
 
-The reference and autorec's dlrm are both built before timing starts and then timed in many short
-alternating rounds (``--rounds`` of ``--steps`` each), so slow drifts of the machine (other
-processes, thermal state, page cache) fall on both alike; their ratio is the median of the
-per-round ratios, with the spread of those ratios shown beside it.
+The three are built before timing starts and then timed in many short rounds (``--rounds`` of
+``--steps`` each, the order rotated every round, the same batches for all in a round), so slow
+drifts of the machine (other processes, thermal state, page cache) fall on all alike; each ratio
+is the median of the per-round ratios, with the spread of those ratios shown beside it.
 
     .venv/bin/python -m benchmarks.train_throughput [--batch-size 4096] [--steps 5] [--rounds 12]
-    # -> dlrm_vs_torchrec (median of the paired rounds' ratios) and the torchrec_* figures of
-    #    benchmarks/results/throughput.json
+    # -> dlrm_vs_torchrec (median of the rounds' ratios), dlrm_bf16_vs_torchrec and the
+    #    torchrec_* figures of benchmarks/results/throughput.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import logging
 import os
@@ -47,7 +49,8 @@ from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.results_file import RESULTS, merge_results
 
 
-def reference_step(spec, lr: float, embedding_lr: float) -> Callable[[Batch], float]:
+def reference_step(spec, lr: float, embedding_lr: float,
+                   weight_decay: float = 0.0) -> Callable[[Batch], float]:
     """A plain torchrec DLRM training step with the same sizes and optimizers as ``spec`` (its
     Adam in torch's fused form where the Trainer's is: the same optimizer, at its best)."""
     torch.manual_seed(0)
@@ -59,7 +62,8 @@ def reference_step(spec, lr: float, embedding_lr: float) -> Callable[[Batch], fl
     apply_optimizer_in_backward(RowWiseAdagrad, model.sparse_arch.parameters(), {"lr": embedding_lr})
     dmp = shard(model, torch.device("cpu"))
     dense = KeyedOptimizerWrapper(dict(in_backward_optimizer_filter(dmp.named_parameters())),
-                                  lambda params: dense_optimizer("adam", params, lr=lr))
+                                  lambda params: dense_optimizer("adam", params, lr=lr,
+                                                                 weight_decay=weight_decay))
     optimizer = CombinedOptimizer([dmp.fused_optimizer, dense])
 
     def step(batch: Batch) -> float:
@@ -92,7 +96,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--presets", default=",".join(PRESETS))
-    parser.add_argument("--rounds", type=int, default=12, help="alternating reference/dlrm rounds")
+    parser.add_argument("--rounds", type=int, default=12,
+                        help="rounds of the reference and autorec's dlrm (fp32, bf16)")
     parser.add_argument("--json", default=str(RESULTS / "throughput.json"),
                         help="merge the flat figures (dlrm_vs_torchrec, ...) into this file")
     args = parser.parse_args()
@@ -107,46 +112,67 @@ def main() -> None:
           f"{torch.get_num_threads()} threads; batch {args.batch_size}, {args.steps} timed steps; "
           f"26 tables x {args.rows:,} rows x dim {args.dim}")
     config = TrainConfig(batch_size=args.batch_size, progress=False)
+    bf16 = dataclasses.replace(config, autocast="bf16")
     spec = preset("dlrm", data.schema, dim=args.dim)
-    reference = reference_step(spec, config.dense_lr, config.embedding_lr)
-    ours = Trainer(spec, data, config).train_step
-    pairs: list[tuple[float, float]] = []
-    for r in range(args.rounds):
-        # Alternate which goes first, and feed both the same batches in a round.
-        order = [(reference, 0), (ours, 1)] if r % 2 == 0 else [(ours, 1), (reference, 0)]
-        rates = [0.0, 0.0]
-        for step, slot in order:
-            rates[slot] = time_steps(step, batches, args.steps, warmup=1 if r else 3, start=r * args.steps)
-        pairs.append((rates[0], rates[1]))
-        print(f"  round {r + 1}: reference {rates[0]:,.0f}, autorec dlrm {rates[1]:,.0f} samples/s "
-              f"({rates[1] / rates[0]:.2f}x)", flush=True)
-    del reference, ours
+    steps: dict[str, Callable[[Batch], float]] = {
+        "reference": reference_step(spec, config.dense_lr, config.embedding_lr, config.dense_weight_decay),
+        "dlrm": Trainer(spec, data, config).train_step,
+        "dlrm_bf16": Trainer(spec, data, bf16).train_step}
+    rates = timed_rounds(steps, batches, args.rounds, args.steps)
+    del steps
     gc.collect()
-    ratios = sorted(o / ref for ref, o in pairs)
-    median = statistics.median(ratios)
-    ref_rate = statistics.median(ref for ref, _ in pairs)
-    our_rate = statistics.median(o for _, o in pairs)
+    figures: dict[str, float] = {"torchrec_rounds": args.rounds, "torchrec_batch_size": args.batch_size,
+                                 "torchrec_dim": args.dim, "torchrec_rows": args.rows}
+    for name, key in (("dlrm", "dlrm_vs_torchrec"), ("dlrm_bf16", "dlrm_bf16_vs_torchrec")):
+        figures |= ratio_figures(rates, name, key)
+    ref_rate = statistics.median(rates["reference"])
     rows: list[tuple[str, float]] = [("reference torchrec DLRM (median of rounds)", ref_rate),
-                                     ("autorec dlrm (median of rounds)", our_rate)]
+                                     ("autorec dlrm (median of rounds)", statistics.median(rates["dlrm"])),
+                                     ("autorec dlrm, bf16 autocast (median of rounds)",
+                                      statistics.median(rates["dlrm_bf16"]))]
+    figures |= {"torchrec_reference_samples_per_s": ref_rate, "torchrec_dlrm_samples_per_s": rows[1][1],
+                "torchrec_dlrm_bf16_samples_per_s": rows[2][1]}
     for name in args.presets.split(","):
-        if name != "dlrm":
-            step = Trainer(preset(name, data.schema, dim=args.dim), data, config).train_step
-            rows.append((f"autorec {name}", time_steps(step, batches, max(args.steps, 10))))
-            print(f"  autorec {name}: {rows[-1][1]:,.0f} samples/s", flush=True)
+        if name == "dlrm":
+            continue
+        for suffix, cfg in (("", config), ("_bf16", bf16)):
+            step = Trainer(preset(name, data.schema, dim=args.dim), data, cfg).train_step
+            rate = time_steps(step, batches, max(args.steps, 10))
+            rows.append((f"autorec {name}{suffix.replace('_', ', ')}", rate))
+            figures[f"torchrec_{name}{suffix}_samples_per_s"] = rate
+            print(f"  autorec {name}{suffix}: {rate:,.0f} samples/s", flush=True)
             del step
             gc.collect()
-    print(f"\nautorec dlrm / reference: median of {args.rounds} paired rounds {median:.2f}x "
-          f"(rounds range {ratios[0]:.2f}x..{ratios[-1]:.2f}x; "
-          f"{sum(r >= 1.0 for r in ratios)} of {len(ratios)} rounds >= 1.0x)")
+    for key in ("dlrm_vs_torchrec", "dlrm_bf16_vs_torchrec"):
+        print(f"{key}: median {figures[key]:.2f}x (rounds {figures[key + '_min']:.2f}x.."
+              f"{figures[key + '_max']:.2f}x)")
     print("\n| model | samples/s | vs reference |\n|---|---|---|")
     for name, rate in rows:
         print(f"| {name} | {rate:,.0f} | {rate / ref_rate:.2f}x |")
-    figures = {"dlrm_vs_torchrec": median, "dlrm_vs_torchrec_min": ratios[0],
-               "dlrm_vs_torchrec_max": ratios[-1], "torchrec_rounds": args.rounds,
-               "torchrec_reference_samples_per_s": ref_rate, "torchrec_dlrm_samples_per_s": our_rate,
-               "torchrec_batch_size": args.batch_size, "torchrec_dim": args.dim, "torchrec_rows": args.rows}
-    figures |= {f"torchrec_{name.split()[1]}_samples_per_s": rate for name, rate in rows[2:]}
     merge_results(Path(args.json), figures, prefix="torchrec")
+
+
+def timed_rounds(steps: dict[str, Callable[[Batch], float]], batches: list[Batch], rounds: int,
+                 steps_per_round: int) -> dict[str, list[float]]:
+    """Samples/s of every step in each of ``rounds`` rounds; the order rotates every round and
+    all take the same batches in a round."""
+    names = list(steps)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            rates[name].append(time_steps(steps[name], batches, steps_per_round, warmup=1 if r else 3,
+                                          start=r * steps_per_round))
+        ref = rates["reference"][-1]
+        others = ", ".join(f"{name} {rates[name][-1]:,.0f} ({rates[name][-1] / ref:.2f}x)"
+                           for name in names[1:])
+        print(f"  round {r + 1}: reference {ref:,.0f} samples/s; {others}", flush=True)
+    return rates
+
+
+def ratio_figures(rates: dict[str, list[float]], name: str, key: str) -> dict[str, float]:
+    """The median, least and greatest of the per-round ratios of ``name`` to the reference."""
+    ratios = sorted(o / ref for o, ref in zip(rates[name], rates["reference"], strict=True))
+    return {key: statistics.median(ratios), f"{key}_min": ratios[0], f"{key}_max": ratios[-1]}
 
 
 if __name__ == "__main__":

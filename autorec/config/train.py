@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 DenseOptimizer = Literal["adam", "adagrad"]
 DenseParallel = Literal["ddp", "fsdp"]
 LrSchedule = Literal["constant", "cosine"]  # the trainer's LR_SCHEDULES
+Autocast = Literal["off", "bf16"]  # the trainer's AUTOCAST
 RAY_PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")  # Ray Train workers' strategies
 
 
@@ -55,6 +56,9 @@ class TrainSettings(BaseModel):
     compile: bool = Field(False, description=(
         "compile the dense parts (dense arch, interaction layers, over-arch) with torch.compile: "
         "seconds to a minute at the start, for long trainings"))
+    autocast: Autocast = Field("off", description=(
+        "run the forward of the dense parts under bf16 autocast (fp32 weights, optimizers and "
+        "tables; fast where the device has native bf16: CPUs with AVX512-BF16 or AMX, GPUs)"))
     progress: bool = Field(True, description="draw a progress bar")
     plan: str | None = Field(None, description="sharding plan JSON: table -> sharding type and ranks")
     dense_parallel: DenseParallel = Field("ddp", description="dense parts under DDP or FSDP2 (fully_shard)")

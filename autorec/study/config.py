@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from autorec.config.errors import describe
-from autorec.config.train import DenseOptimizer, LrSchedule
+from autorec.config.train import Autocast, DenseOptimizer, LrSchedule
 from autorec.textfiles import parse_yaml, read_text
 
 # objective name -> direction; quality from validation, cost from the analytic model or a probe.
@@ -137,6 +137,7 @@ class TrialTraining(_Section):
         None, ge=1, description="also a resumable checkpoint every N steps (a long trial cut by a kill "
                                 "goes on from it when the study is rerun)")
     compile: bool | None = Field(None, description="torch.compile the dense parts (long trainings)")
+    autocast: Autocast | None = Field(None, description="off, or bf16: the forward under bf16 autocast")
 
     def overrides(self) -> dict[str, Any]:
         """The settings given, as the trainer's TrainConfig keyword arguments."""

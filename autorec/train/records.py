@@ -23,6 +23,7 @@ import torch
 
 from autorec.arch import ArchSpec
 from autorec.metrics import MONITORS
+from autorec.train.autocast import AUTOCAST
 from autorec.train.distributed import DENSE_PARALLEL
 
 DENSE_OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
@@ -119,6 +120,7 @@ class TrainConfig:
     num_workers: int = 0
     prefetch: int = 0  # batches built ahead on a thread (autorec.train.prefetch); 0: none
     compile: bool = False  # torch.compile the dense parts (autorec.train.compiled)
+    autocast: str = "off"  # "bf16": the forward under bf16 autocast (autorec.train.autocast)
     progress: bool = True
     plan: str | None = None
     dense_parallel: str = "ddp"
@@ -142,6 +144,8 @@ class TrainConfig:
                              f"got {self.lr_schedule!r}")
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps: expected 0 or more, got {self.warmup_steps}")
+        if self.autocast not in AUTOCAST:
+            raise ValueError(f"autocast: expected one of {', '.join(AUTOCAST)}, got {self.autocast!r}")
         if self.dense_parallel not in DENSE_PARALLEL:
             raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
                              f"got {self.dense_parallel!r}")

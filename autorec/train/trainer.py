@@ -38,6 +38,7 @@ from autorec.data import RecDataset
 from autorec.metrics import binary_metrics, monitored_score
 from autorec.models import build_model
 from autorec.train import embedding_optim as emb_optim
+from autorec.train.autocast import forward_autocast
 from autorec.train.checkpoint_reader import load_state, read_meta, resumed_sharding_types
 from autorec.train.checkpoints import (
     META,
@@ -168,9 +169,10 @@ class Trainer:
     def _step_loss(self, batch: Batch) -> tuple[torch.Tensor, tuple[float, int]]:
         """Forward on this rank's part of a global batch: (the loss to backpropagate,
         (global mean loss, global samples))."""
-        logits = self.model(batch.dense_features, batch.sparse_features)
+        with forward_autocast(self.config.autocast, self.device):
+            logits = self.model(batch.dense_features, batch.sparse_features)
         loss_sum = torch.nn.functional.binary_cross_entropy_with_logits(
-            logits, batch.labels, reduction="sum")
+            logits.float(), batch.labels, reduction="sum")
         stats = torch.stack([loss_sum.detach().double(),
                              torch.tensor(float(batch.labels.numel()), dtype=torch.float64,
                                           device=loss_sum.device)])
@@ -203,7 +205,9 @@ class Trainer:
         for batch in itertools.islice(self._batches(split, size, shuffle=False),
                                       None if limit is None else math.ceil(limit / size)):
             batch = batch.to(self.device)
-            probs.append(torch.sigmoid(self.model(batch.dense_features, batch.sparse_features)).cpu())
+            with forward_autocast(self.config.autocast, self.device):
+                logits = self.model(batch.dense_features, batch.sparse_features)
+            probs.append(torch.sigmoid(logits.float()).cpu())
             labels.append(batch.labels.cpu())
             parts.append(batch.labels.numel())
         self.model.train()

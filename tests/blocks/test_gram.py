@@ -57,6 +57,28 @@ def test_under_bf16_autocast_the_gradient_keeps_the_input_dtype() -> None:
     torch.testing.assert_close(x.grad, reference.grad, atol=0.05, rtol=0.02)
 
 
+def test_under_bf16_autocast_both_products_run_in_bf16_and_the_dots_keep_the_input_dtype() -> None:
+    """The forward and the backward's products take bf16 inputs (the backward's, which autograd
+    would run in fp32, too); train and eval give the same dots, in fp32."""
+    torch.manual_seed(0)
+    first, second = torch.triu_indices(6, 6, offset=1)
+    x, upstream = torch.randn(3, 6, 8, requires_grad=True), torch.randn(3, first.numel())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = pair_dots(x, first, second)
+        with torch.no_grad():
+            plain = pair_dots(x, first, second)
+    assert out.dtype == plain.dtype == torch.float32
+    low = x.detach().bfloat16()
+    expected = torch.bmm(low, low.transpose(1, 2)).float()[:, first, second]
+    torch.testing.assert_close(out, expected, atol=0, rtol=0)
+    torch.testing.assert_close(plain, expected, atol=0, rtol=0)
+    (out * upstream).sum().backward()
+    sym = torch.zeros(3, 6, 6)
+    sym[:, first, second] += upstream
+    sym[:, second, first] += upstream
+    torch.testing.assert_close(x.grad, torch.bmm(sym.bfloat16(), low).float(), atol=0, rtol=0)
+
+
 def test_compiled_it_keeps_its_backward_and_exported_it_traces_the_plain_form() -> None:
     first, second = torch.triu_indices(4, 4, offset=1)
     x = torch.randn(2, 4, 3, requires_grad=True)
