@@ -53,7 +53,14 @@ class AttentionModule(nn.Module):
         self.project = FeatureLinear(num_in, num_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        attended, _ = self.attention(x, x, x, need_weights=False)
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # Under bf16 autocast the CPU's attention kernel runs its backward about 4x slower
+            # than in fp32 (benchmarks.step_profile --autocast bf16): attention stays in fp32.
+            with torch.autocast("cpu", enabled=False):
+                x = x.float()
+                attended, _ = self.attention(x, x, x, need_weights=False)
+        else:
+            attended, _ = self.attention(x, x, x, need_weights=False)
         return self.project(attended)
 
 

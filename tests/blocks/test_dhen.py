@@ -116,3 +116,23 @@ def test_dot_needs_two_vectors_and_the_error_names_the_field() -> None:
 def test_bad_configs_name_the_field(fields: dict, path: str) -> None:
     with pytest.raises(ArchSpecError, match=re.escape(path)):
         _layer(**fields)
+
+
+def test_under_cpu_bf16_autocast_the_attention_stays_in_fp32() -> None:
+    """The CPU attention kernel's bf16 backward is about 4x slower than its fp32 one
+    (BENCHMARKS.md, "bf16 autocast"): under autocast the attention takes fp32 inputs, gives
+    the fp32 module's values, and only the projection after it runs in bf16."""
+    from autorec.blocks.dhen import AttentionModule
+
+    torch.manual_seed(0)
+    module = AttentionModule(num_in=4, num_out=2, dim=8, num_heads=2)
+    seen: list[torch.dtype] = []
+    module.attention.register_forward_hook(lambda m, args, out: seen.append(out[0].dtype))
+    x = torch.randn(3, 4, 8).bfloat16()  # what a bf16 layer before it hands over
+    plain, _ = module.attention(x.float(), x.float(), x.float(), need_weights=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = module(x)
+    assert seen == [torch.float32, torch.float32] and out.dtype == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = module.project(plain)
+    torch.testing.assert_close(out, expected, atol=0, rtol=0)
