@@ -143,8 +143,7 @@ def _draw(batches: Waited[Any]) -> tuple[Any, float]:
 
 
 def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: int,
-                   rates: Rates, compiled: bool = False, autocast: str = "off",
-                   bf16_rates: Rates | None = None) -> dict[str, Any]:
+                   rates: Rates, compiled: bool = False, autocast: str = "off") -> dict[str, Any]:
     """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators;
     with ``compiled``, then the same trainer's step with its dense parts compiled
     (:func:`autorec.train.compiled.compile_dense`; after ``warmup``
@@ -198,9 +197,6 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
         extra[f"{name}_compile_speedup"] = statistics.median(plain) / statistics.median(fast)
     floor = step_floor(spec, batch_size, rates, pooling_factors(seen))
     step_s = statistics.median(plain)
-    if bf16_rates is not None:
-        extra[f"{name}_floor_share_at_bf16_rate"] = step_floor(
-            spec, batch_size, bf16_rates, pooling_factors(seen)).seconds / step_s
     out: dict[str, Any] = {f"{name}_{k}_ms": 1e3 * statistics.median(r[k] for r in rows) for k in PIECES}
     out.update({f"{name}_step_ms": 1e3 * step_s, f"{name}_samples_per_s": batch_size / step_s,
                 f"{name}_floor_ms": 1e3 * floor.seconds, f"{name}_floor_share": floor.seconds / step_s,
@@ -209,6 +205,22 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
                 f"{name}_top_ops": "; ".join(f"{e.key} {e.self_cpu_time_total / 3e3:.1f} ms" for e in top)})
     out.update(extra)
     return out
+
+
+def floor_figures(figures: dict[str, Any], name: str, rates: Rates) -> dict[str, Any]:
+    """``name``'s floor (ms, bound) and floor share at ``rates``, from the FLOPs and bytes of its
+    step that :func:`profile_preset` recorded."""
+    compute_s = figures[f"{name}_step_gflop"] * 1e9 / rates.matmul_flops
+    memory_s = figures[f"{name}_step_mbytes"] * 2**20 / rates.bandwidth
+    floor_s = max(compute_s, memory_s)
+    return {f"{name}_floor_ms": 1e3 * floor_s,
+            f"{name}_floor_share": 1e3 * floor_s / figures[f"{name}_step_ms"],
+            f"{name}_floor_bound": "compute" if compute_s >= memory_s else "memory"}
+
+
+def best_rates(a: Rates, b: Rates) -> Rates:
+    """The better of two measurements of each rate."""
+    return Rates(matmul_flops=max(a.matmul_flops, b.matmul_flops), bandwidth=max(a.bandwidth, b.bandwidth))
 
 
 def main() -> None:
@@ -229,28 +241,40 @@ def main() -> None:
     needed = (2 * args.warmup + 3 * args.steps + 5) * len(args.presets.split(",")) * args.batch_size
     data = load_dataset("synthetic", preset="scale", num_samples=needed * 10 // 8 + args.batch_size)
     rates = measure_rates()
+    bf16_rates = measure_rates(dtype=torch.bfloat16) if args.autocast == "bf16" else None
     print(f"matmul {rates.matmul_flops / 1e9:.1f} GFLOP/s, copy bandwidth {rates.bandwidth / 1e9:.1f} GB/s, "
           f"{torch.get_num_threads()} threads; batch {args.batch_size}, {args.steps} steps")
-    figures: dict[str, Any] = {"profile_matmul_gflops": rates.matmul_flops / 1e9,
-                               "profile_bandwidth_gbs": rates.bandwidth / 1e9,
-                               "profile_batch_size": args.batch_size,
-                               "profile_threads": torch.get_num_threads()}
-    bf16_rates = None
-    if args.autocast == "bf16":
-        bf16_rates = measure_rates(dtype=torch.bfloat16)
-        figures["profile_matmul_bf16_gflops"] = bf16_rates.matmul_flops / 1e9
-        print(f"matmul in bf16 {bf16_rates.matmul_flops / 1e9:.1f} GFLOP/s")
     names = [n if args.autocast == "off" else f"{n}_{args.autocast}" for n in args.presets.split(",")]
+    figures: dict[str, Any] = {}
     for name in args.presets.split(","):
+        # The floor is a best case, so it takes the best rates seen over the whole run, measured
+        # again before every preset (this VM's matmul rate moved between 137 and 189 GFLOP/s
+        # from one run to the next); the floors are set from them at the end.
+        rates = best_rates(rates, measure_rates())
+        if bf16_rates is not None:
+            bf16_rates = best_rates(bf16_rates, measure_rates(dtype=torch.bfloat16))
         found = profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates,
-                               compiled=args.compile, autocast=args.autocast, bf16_rates=bf16_rates)
+                               compiled=args.compile, autocast=args.autocast)
         if args.autocast != "off":
             found = {k.replace(name, f"{name}_{args.autocast}", 1): v for k, v in found.items()}
             name = f"{name}_{args.autocast}"
         figures.update(found)
-        print(f"  {name}: {figures[f'{name}_step_ms']:.1f} ms/step, floor "
-              f"{figures[f'{name}_floor_ms']:.1f} ms ({figures[f'{name}_floor_bound']}), "
-              f"top: {figures[f'{name}_top_ops']}", flush=True)
+        print(f"  {name}: {figures[f'{name}_step_ms']:.1f} ms/step, top: {figures[f'{name}_top_ops']}",
+              flush=True)
+    for name in names:
+        figures |= floor_figures(figures, name, rates)
+        if bf16_rates is not None:
+            figures[f"{name}_floor_share_at_bf16_rate"] = floor_figures(
+                figures, name, bf16_rates)[f"{name}_floor_share"]
+    run = "profile" if args.autocast == "off" else f"profile_{args.autocast}"
+    figures |= {f"{run}_matmul_gflops": rates.matmul_flops / 1e9,
+                f"{run}_bandwidth_gbs": rates.bandwidth / 1e9,
+                f"{run}_batch_size": args.batch_size, f"{run}_threads": torch.get_num_threads()}
+    if bf16_rates is not None:
+        figures[f"{run}_matmul_bf16_gflops"] = bf16_rates.matmul_flops / 1e9
+    print(f"best rates over the run: matmul {rates.matmul_flops / 1e9:.1f} GFLOP/s"
+          + (f" (bf16 {bf16_rates.matmul_flops / 1e9:.1f})" if bf16_rates else "")
+          + f", copy bandwidth {rates.bandwidth / 1e9:.1f} GB/s")
     print("\n| piece (ms per step) | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
     for piece in (*PIECES, "step", "floor"):
         print(f"| {piece} | " + " | ".join(f"{figures[f'{n}_{piece}_ms']:.1f}" for n in names) + " |")
@@ -259,7 +283,7 @@ def main() -> None:
         for label, key, form in (("compiled step", "compiled_step_ms", ".1f"),
                                  ("compile speedup", "compile_speedup", ".2f")):
             print(f"| {label} | " + " | ".join(f"{figures[f'{n}_{key}']:{form}}" for n in names) + " |")
-    merge_results(Path(args.json), figures, prefix="profile")
+    merge_results(Path(args.json), figures, prefix=run)
 
 
 if __name__ == "__main__":

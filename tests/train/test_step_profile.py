@@ -6,7 +6,7 @@ import pytest
 from autorec.arch import ArchSpec, TableSpec
 from autorec.costs.training import training_flops
 from benchmarks.roofline import ADAM_BYTES_PER_PARAM, Rates, pooling_factors, step_bytes, step_floor
-from benchmarks.step_profile import PIECES, profile_preset
+from benchmarks.step_profile import PIECES, best_rates, floor_figures, profile_preset
 from tests.doctests import assert_examples_run
 
 
@@ -53,6 +53,19 @@ def test_a_profiled_step_splits_into_its_pieces(planted_data):
         assert figures[f"dlrm_{piece}_ms"] > 0, piece
     assert figures["dlrm_step_ms"] > 0 and 0 < figures["dlrm_floor_share"]
     assert figures["dlrm_floor_bound"] in ("compute", "memory") and "ms" in figures["dlrm_top_ops"]
+    # the floor set again at the end of a run from the step's recorded FLOPs and bytes is the same
+    again = floor_figures(figures, "dlrm", Rates(matmul_flops=1e10, bandwidth=1e10))
+    assert again["dlrm_floor_bound"] == figures["dlrm_floor_bound"]
+    for key in ("dlrm_floor_ms", "dlrm_floor_share"):
+        assert again[key] == pytest.approx(figures[key], rel=1e-6), key
+    faster = floor_figures(figures, "dlrm", best_rates(Rates(1e10, 1e10), Rates(2e10, 1e9)))
+    assert faster["dlrm_floor_ms"] < figures["dlrm_floor_ms"]  # the best of each rate is taken
+
+
+def test_a_bf16_step_is_profiled_under_autocast(planted_data):
+    figures = profile_preset("wukong", planted_data, batch_size=64, steps=2, warmup=1,
+                             rates=Rates(matmul_flops=1e10, bandwidth=1e10), autocast="bf16")
+    assert figures["wukong_step_ms"] > 0 and figures["wukong_interaction_fwd_ms"] > 0
 
 
 @pytest.mark.slow  # Inductor compiles the dense parts: about a minute on two cores
