@@ -37,6 +37,10 @@ class FeatureLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x.transpose(1, 2)).transpose(1, 2)
 
+    def from_transposed(self, xt: torch.Tensor) -> torch.Tensor:
+        """The same map given X^T [B, D, F_in] (shared by several maps of one X): [B, F_out, D]."""
+        return self.linear(xt).transpose(1, 2)
+
 
 def mlp_to_rows(in_size: int, hidden: tuple[int, ...], num_out: int, dim: int) -> nn.Sequential:
     """torchrec ``MLP(hidden)`` (ReLU after every layer), then a plain linear to ``num_out * dim``.

@@ -94,3 +94,23 @@ def test_parameter_count() -> None:
 def test_bad_config_names_the_field(field: str, change: dict) -> None:
     with pytest.raises(ValueError, match=re.escape(f"wukong.{field}:")):
         WukongLayer(WukongConfig(**change), num_in=3, dim=4)
+
+
+@pytest.mark.parametrize(("num_in", "n_lcb"), [(5, 2), (5, 0), (4, 1), (4, 0)],
+                         ids=["projecting", "projecting-no-lcb", "identity", "identity-no-lcb"])
+def test_the_shared_transpose_gives_the_separate_modules_results(num_in: int, n_lcb: int) -> None:
+    """The FM projection, the LCB and a projecting residual share one transposed X: the layer's
+    output and every gradient are those of its modules applied one by one (the paper's form)."""
+    torch.manual_seed(0)
+    layer = WukongLayer(WukongConfig(n_fm=4 - n_lcb, n_lcb=n_lcb, rank=3, mlp=(8,)), num_in=num_in, dim=6)
+    x = torch.randn(5, num_in, 6, requires_grad=True)
+    fused = layer(x)
+    assert isinstance(layer.residual, nn.Identity) == (num_in == 4)
+    parts = [layer.fmb(x)] + ([layer.lcb(x)] if layer.lcb is not None else [])
+    separate = layer.norm(torch.cat(parts, dim=1) + layer.residual(x))
+    torch.testing.assert_close(fused, separate)
+    upstream = torch.randn_like(fused)
+    grads = torch.autograd.grad((fused * upstream).sum(), [x, *layer.parameters()])
+    expected = torch.autograd.grad((separate * upstream).sum(), [x, *layer.parameters()])
+    for got, want in zip(grads, expected, strict=True):
+        torch.testing.assert_close(got, want)
