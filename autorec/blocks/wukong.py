@@ -90,8 +90,8 @@ class WukongLayer(InteractionBlock):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The FM projection Y, the LCB and a projecting residual all map over the feature axis
-        # of the same X: they share one contiguous X^T instead of transposing X each (8-15% off
-        # two preset layers' forward and backward on the CPU, fp32 or bf16). Each still runs
+        # of the same X: they share one contiguous X^T instead of transposing X each (two preset
+        # layers' forward and backward on the CPU: 1.09x in fp32, 1.03x in bf16). Each still runs
         # through its own module, so precision and probes see every linear map.
         xt = x.transpose(1, 2).contiguous()
         out = self.fmb.from_projection(x, torch.matmul(xt, self.fmb.proj))

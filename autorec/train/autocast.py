@@ -37,12 +37,15 @@ AUTOCAST = ("off", "bf16")
 
 @functools.cache
 def native_bf16(device_type: str) -> bool:
-    """Whether ``device_type`` multiplies bf16 matrices natively (CPU: oneDNN's check for
-    AVX512-BF16 / AMX)."""
+    """Whether ``device_type`` multiplies bf16 matrices natively (an x86 CPU: AVX512-BF16 or
+    AMX, as torch detects them; oneDNN's own bf16 check also passes on plain AVX512, where bf16
+    is emulated)."""
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     if device_type == "cpu":
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        names = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        checks = (getattr(torch.cpu, name, None) for name in names)
+        return any(bool(check()) for check in checks if check is not None)
     return False
 
 

@@ -4,6 +4,9 @@ study file and the CLI, and a wrong value is refused by name."""
 
 from __future__ import annotations
 
+import platform
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -11,7 +14,7 @@ from autorec.config.train import Autocast, TrainSettings
 from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.study.config import TrialTraining
-from autorec.train.autocast import AUTOCAST, forward_autocast
+from autorec.train.autocast import AUTOCAST, forward_autocast, native_bf16
 from autorec.train.trainer import TrainConfig, Trainer
 
 DATA = load_dataset("synthetic", preset="tiny", num_samples=1200)
@@ -65,3 +68,11 @@ def test_the_setting_reaches_the_trainer_from_a_study_and_the_cli() -> None:
         TrainConfig(autocast="fp16")
     with pytest.raises(ValueError, match="autocast"):
         TrialTraining(autocast="fp16")
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not Path("/proc/cpuinfo").exists(),
+                    reason="reads the x86 CPU flags from /proc/cpuinfo")
+def test_native_bf16_is_the_cpus_avx512_bf16_or_amx_flag() -> None:
+    flags = set(Path("/proc/cpuinfo").read_text().split())
+    assert native_bf16("cpu") == bool({"avx512_bf16", "amx_tile"} & flags)
+    assert native_bf16("meta") is False
