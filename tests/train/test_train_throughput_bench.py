@@ -1,0 +1,36 @@
+"""benchmarks/train_throughput.py's harness: rounds rotate the order and feed every step the
+same batches, and each ratio is the median of the per-round ratios to the reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.train_throughput import ratio_figures, timed_rounds
+
+
+def test_rounds_rotate_the_order_and_give_every_step_the_same_batches(planted_data):
+    batches = [b for b, _ in zip(planted_data.batches("train", 32, shuffle=False), range(4), strict=False)]
+    calls: list[tuple[str, int]] = []
+
+    def recorder(name: str):
+        def step(batch) -> float:
+            calls.append((name, id(batch)))
+            return 0.0
+        return step
+
+    rates = timed_rounds({n: recorder(n) for n in ("reference", "a", "b")}, batches, rounds=3,
+                         steps_per_round=2)
+    assert all(len(r) == 3 and min(r) > 0 for r in rates.values())
+    per_round = [calls[:15], calls[15:24], calls[24:]]  # 3 warm-up + 2 timed each, then 1 + 2
+    firsts = [rnd[0][0] for rnd in per_round]
+    assert firsts == ["reference", "a", "b"]  # each round starts one further along
+    for rnd in per_round:
+        seen = {name: [batch for n, batch in rnd if n == name] for name in ("reference", "a", "b")}
+        assert seen["reference"] == seen["a"] == seen["b"]
+
+
+def test_a_ratio_is_the_median_of_the_rounds_ratios():
+    rates = {"reference": [10.0, 20.0, 40.0], "ours": [15.0, 20.0, 100.0]}
+    figures = ratio_figures(rates, "ours", "ours_vs_reference")
+    assert figures == {"ours_vs_reference": pytest.approx(1.5), "ours_vs_reference_min": pytest.approx(1.0),
+                       "ours_vs_reference_max": pytest.approx(2.5)}
