@@ -149,6 +149,7 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
     (:func:`autorec.train.compiled.compile_dense`; after ``warmup``
     steps that compile it): ``<name>_compiled_step_ms``, ``<name>_compile_speedup`` (the eager
     step's median over the compiled one's) and ``<name>_compile_s`` (the compiling steps' seconds)."""
+    key = name if autocast == "off" else f"{name}_{autocast}"  # the figures' prefix
     spec = preset(name, data.schema)
     trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False, autocast=autocast))
     batches = Waited(iter(trainer._batches("train", batch_size, True, 0)))
@@ -186,23 +187,23 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
         start = time.perf_counter()
         for _ in range(max(warmup, 2)):
             trainer.train_step(_draw(batches)[0])
-        extra[f"{name}_compile_s"] = time.perf_counter() - start
+        extra[f"{key}_compile_s"] = time.perf_counter() - start
         fast = []
         for _ in range(steps):
             batch, _ = _draw(batches)
             start = time.perf_counter()
             trainer.train_step(batch)
             fast.append(time.perf_counter() - start)
-        extra[f"{name}_compiled_step_ms"] = 1e3 * statistics.median(fast)
-        extra[f"{name}_compile_speedup"] = statistics.median(plain) / statistics.median(fast)
+        extra[f"{key}_compiled_step_ms"] = 1e3 * statistics.median(fast)
+        extra[f"{key}_compile_speedup"] = statistics.median(plain) / statistics.median(fast)
     floor = step_floor(spec, batch_size, rates, pooling_factors(seen))
     step_s = statistics.median(plain)
-    out: dict[str, Any] = {f"{name}_{k}_ms": 1e3 * statistics.median(r[k] for r in rows) for k in PIECES}
-    out.update({f"{name}_step_ms": 1e3 * step_s, f"{name}_samples_per_s": batch_size / step_s,
-                f"{name}_floor_ms": 1e3 * floor.seconds, f"{name}_floor_share": floor.seconds / step_s,
-                f"{name}_floor_bound": floor.bound, f"{name}_step_gflop": floor.flops / 1e9,
-                f"{name}_step_mbytes": floor.bytes / 2**20,
-                f"{name}_top_ops": "; ".join(f"{e.key} {e.self_cpu_time_total / 3e3:.1f} ms" for e in top)})
+    out: dict[str, Any] = {f"{key}_{k}_ms": 1e3 * statistics.median(r[k] for r in rows) for k in PIECES}
+    out.update({f"{key}_step_ms": 1e3 * step_s, f"{key}_samples_per_s": batch_size / step_s,
+                f"{key}_floor_ms": 1e3 * floor.seconds, f"{key}_floor_share": floor.seconds / step_s,
+                f"{key}_floor_bound": floor.bound, f"{key}_step_gflop": floor.flops / 1e9,
+                f"{key}_step_mbytes": floor.bytes / 2**20,
+                f"{key}_top_ops": "; ".join(f"{e.key} {e.self_cpu_time_total / 3e3:.1f} ms" for e in top)})
     out.update(extra)
     return out
 
@@ -255,9 +256,7 @@ def main() -> None:
             bf16_rates = best_rates(bf16_rates, measure_rates(dtype=torch.bfloat16))
         found = profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates,
                                compiled=args.compile, autocast=args.autocast)
-        if args.autocast != "off":
-            found = {k.replace(name, f"{name}_{args.autocast}", 1): v for k, v in found.items()}
-            name = f"{name}_{args.autocast}"
+        name = name if args.autocast == "off" else f"{name}_{args.autocast}"
         figures.update(found)
         print(f"  {name}: {figures[f'{name}_step_ms']:.1f} ms/step, top: {figures[f'{name}_top_ops']}",
               flush=True)

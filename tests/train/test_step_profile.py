@@ -65,7 +65,8 @@ def test_a_profiled_step_splits_into_its_pieces(planted_data):
 def test_a_bf16_step_is_profiled_under_autocast(planted_data):
     figures = profile_preset("wukong", planted_data, batch_size=64, steps=2, warmup=1,
                              rates=Rates(matmul_flops=1e10, bandwidth=1e10), autocast="bf16")
-    assert figures["wukong_step_ms"] > 0 and figures["wukong_interaction_fwd_ms"] > 0
+    assert figures["wukong_bf16_step_ms"] > 0 and figures["wukong_bf16_interaction_fwd_ms"] > 0
+    assert not any(k.startswith("wukong_step") for k in figures)  # keyed apart from the fp32 run
 
 
 @pytest.mark.slow  # Inductor compiles the dense parts: about a minute on two cores
