@@ -35,6 +35,8 @@ from torchrec.distributed.types import ParameterSharding, ShardingEnv, ShardingP
 from torchrec.modules.embedding_configs import DataType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection
 
+from autorec.train.cpu_lookup import use_torch_update
+
 DENSE_PARALLEL = ("ddp", "fsdp")
 # The kernels that train a table inside fbgemm's TBE: row-wise Adagrad state kept in fp32 and
 # the update rounded stochastically into the table's dtype. The other one, "dense" (the only
@@ -169,6 +171,10 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
             ``dense_parallel`` names (the supernet's must find unused parameters).
         keep_types: table -> sharding type the planner must keep (see :func:`planner_constraints`).
         check: called with the plan before any table is allocated; raises to refuse it.
+
+    On the CPU, the fused tables' row-wise Adagrad runs in torch's ops
+    (:func:`autorec.train.cpu_lookup.use_torch_update`): the same update as fbgemm's fused
+    backward, which is several times slower there.
     """
     if dense_parallel not in DENSE_PARALLEL:
         raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
@@ -188,8 +194,11 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         check(plan)
     if wrapper is None:
         wrapper = FullyShardWrapper() if dense_parallel == "fsdp" else DefaultDataParallelWrapper()
-    return DistributedModelParallel(model, device=device, plan=plan, sharders=sharders,
-                                    data_parallel_wrapper=wrapper)
+    sharded = DistributedModelParallel(model, device=device, plan=plan, sharders=sharders,
+                                       data_parallel_wrapper=wrapper)
+    if device.type == "cpu":
+        use_torch_update(sharded)  # fbgemm's CPU fused backward, same update, faster
+    return sharded
 
 
 def _check_fused(plan: ShardingPlan, tables: list[str]) -> None:
