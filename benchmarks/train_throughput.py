@@ -43,6 +43,7 @@ from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 from autorec.data import load_dataset
 from autorec.models import embedding_configs
 from autorec.presets import PRESETS, preset
+from autorec.train import cpu_lookup
 from autorec.train.distributed import shard
 from autorec.train.records import dense_optimizer
 from autorec.train.trainer import TrainConfig, Trainer
@@ -52,7 +53,8 @@ from benchmarks.results_file import RESULTS, merge_results
 def reference_step(spec, lr: float, embedding_lr: float,
                    weight_decay: float = 0.0) -> Callable[[Batch], float]:
     """A plain torchrec DLRM training step with the same sizes and optimizers as ``spec`` (its
-    Adam in torch's fused form where the Trainer's is: the same optimizer, at its best)."""
+    Adam in torch's fused form where the Trainer's is: the same optimizer, at its best), its
+    tables on fbgemm's own fused backward as torchrec gives them (not :mod:`autorec.train.cpu_lookup`'s)."""
     torch.manual_seed(0)
     model = DLRM(embedding_bag_collection=EmbeddingBagCollection(
                      tables=embedding_configs(spec), device=torch.device("meta")),
@@ -61,6 +63,8 @@ def reference_step(spec, lr: float, embedding_lr: float,
                  over_arch_layer_sizes=[*spec.over_arch, 1])
     apply_optimizer_in_backward(RowWiseAdagrad, model.sparse_arch.parameters(), {"lr": embedding_lr})
     dmp = shard(model, torch.device("cpu"))
+    for tbe in cpu_lookup.fused_tables(dmp):  # torchrec's own kernels: fbgemm's fused backward
+        cpu_lookup.restore(tbe)
     dense = KeyedOptimizerWrapper(dict(in_backward_optimizer_filter(dmp.named_parameters())),
                                   lambda params: dense_optimizer("adam", params, lr=lr,
                                                                  weight_decay=weight_decay))

@@ -34,3 +34,19 @@ def test_a_ratio_is_the_median_of_the_rounds_ratios():
     figures = ratio_figures(rates, "ours", "ours_vs_reference")
     assert figures == {"ours_vs_reference": pytest.approx(1.5), "ours_vs_reference_min": pytest.approx(1.0),
                        "ours_vs_reference_max": pytest.approx(2.5)}
+
+
+def test_the_reference_keeps_torchrecs_own_table_update_and_autorec_switches_its() -> None:
+    from autorec.data import load_dataset
+    from autorec.presets import preset
+    from autorec.train import cpu_lookup
+    from autorec.train.trainer import TrainConfig, Trainer
+    from benchmarks.train_throughput import reference_step
+
+    data = load_dataset("synthetic", num_samples=2000, seed=0)
+    spec = preset("dlrm", data.schema)
+    step = reference_step(spec, 1e-3, 0.1)
+    tables = cpu_lookup.fused_tables(step.model)
+    assert tables and all("forward" not in t.__dict__ for t in tables)  # fbgemm's fused backward
+    ours = cpu_lookup.fused_tables(Trainer(spec, data, TrainConfig(progress=False)).model)
+    assert ours and all("forward" in t.__dict__ for t in ours)
