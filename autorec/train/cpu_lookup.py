@@ -11,8 +11,8 @@ tables' sizes (12 ms with every table 1,000 rows; ``benchmarks/embedding_update.
 :func:`use_torch_update` keeps fbgemm's forward (the same lookup, bit for bit) and its tables and
 optimizer state (the same tensors: checkpoints, resharding and the fused optimizer's learning
 rate see no difference), and replaces the backward by one pass over all tables at once: one
-``torch.unique`` of the looked-up rows, one ``index_add_`` of their gradients, the row-wise
-Adagrad step on the unique rows. It is the same update (``tests/train/test_cpu_lookup.py``
+stable sort of the looked-up rows, one ``embedding_bag`` that sums each row's gradients, the
+row-wise Adagrad step on the unique rows. It is the same update (``tests/train/test_cpu_lookup.py``
 checks it against fbgemm's after several steps: same weights and state to float rounding).
 
 Only a TBE whose update is exactly that is switched: fp32 weights on the CPU, exact row-wise
@@ -120,33 +120,42 @@ def _step(tbe: TBE, indices: torch.Tensor, offsets: torch.Tensor, grad: torch.Te
     dims = tbe.D_offsets.diff().long()
     lengths = offsets.diff()
     one_hot = n == T * B and bool((lengths == 1).all())
-    bag = torch.arange(n) if one_hot else torch.repeat_interleave(torch.arange(T * B), lengths)
+    if one_hot:
+        bag = torch.arange(n)
+    else:  # the bag of each occurrence: count the bag ends at or before it
+        ends = torch.zeros(n + 1, dtype=torch.long).index_add_(0, offsets[1:], torch.ones_like(offsets[1:]))
+        bag = ends[:n].cumsum(0)
     feature = bag.div(B, rounding_mode="floor")
     sample = bag - feature * B
     state_rows = tbe.momentum1_offsets.index_select(0, feature).add_(indices)
-    # (int32 keys sort faster; a TBE holds far fewer than 2^31 rows)
+    # Group the occurrences by row: a stable sort (int32 keys sort faster; a TBE holds far fewer
+    # than 2^31 rows), then each row's gradient is one bag of an embedding_bag over the
+    # occurrences' gradient rows, summed in the bags' order as fbgemm sums them.
     keys = state_rows.int() if tbe.momentum1_host.numel() < 2**31 else state_rows
-    unique, inverse = torch.unique(keys, return_inverse=True)
+    keys, order = keys.sort(stable=True)
+    unique, counts = torch.unique_consecutive(keys, return_counts=True)
     unique = unique.long()
+    starts = counts.cumsum(0).sub_(counts)
     width = int(dims.max())
     aligned = _aligned(tbe, dims)
-    if aligned:  # [B, T * D] -> one D-wide row per (sample, feature)
-        g = grad.view(B * T, width).index_select(0, sample * T + feature)
+    if aligned:  # the gradient [B, T * D] is one D-wide row per (sample, feature)
+        rows, picks = grad.view(B * T, width), (sample * T + feature).index_select(0, order)
     else:  # each occurrence reads its feature's columns, zero-padded to the widest
         cols = tbe.D_offsets[:-1].long().index_select(0, feature).add_(sample * grad.shape[1])
-        span = torch.arange(width)
-        valid = span.unsqueeze(0) < dims.index_select(0, feature).unsqueeze(1)
-        flat = (cols.unsqueeze(1) + span).masked_fill_(~valid, 0)
-        g = grad.view(-1).index_select(0, flat.view(-1)).view(n, width).mul_(valid)
+        valid = torch.arange(width).unsqueeze(0) < dims.index_select(0, feature).unsqueeze(1)
+        flat = (cols.unsqueeze(1) + torch.arange(width)).masked_fill_(~valid, 0)
+        rows, picks = grad.view(-1).index_select(0, flat.view(-1)).view(n, width).mul_(valid), order
+    scale = None
     if not one_hot and tbe.pooling_mode == PoolingMode.MEAN:
-        g = g / lengths.index_select(0, bag).unsqueeze(1).to(g.dtype)
-    summed = torch.zeros(unique.numel(), width).index_add_(0, inverse, g)
+        scale = lengths.index_select(0, bag).index_select(0, order).to(grad.dtype).reciprocal_()
+    summed = torch.nn.functional.embedding_bag(picks, rows, starts, mode="sum", per_sample_weights=scale)
     if aligned:
         row_dim: torch.Tensor | int = width
     else:  # each unique row's width and first element in weights_host
-        row_dim = torch.empty_like(unique).index_copy_(0, inverse, dims.index_select(0, feature))
-        first = torch.empty_like(unique).index_copy_(0, inverse, tbe.weights_offsets.index_select(
-            0, feature).add_(indices * dims.index_select(0, feature)))
+        first_seen = order.index_select(0, starts)
+        row_dim = dims.index_select(0, feature.index_select(0, first_seen))
+        first = tbe.weights_offsets.index_select(0, feature.index_select(0, first_seen)).add_(
+            indices.index_select(0, first_seen) * row_dim)
     mean_square = summed.square().sum(1)
     mean_square = mean_square.div_(row_dim) if isinstance(row_dim, int) else mean_square.div_(row_dim.float())
     state = tbe.momentum1_host.index_select(0, unique).add_(mean_square)
