@@ -22,6 +22,14 @@ and commit. Run the stages in any order, across sessions:
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage oneshot --seeds 0,1,2
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage report
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage status   # where each stage stands, no training
+    .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage archive  # the studies' trials into the work tree
+
+``--out`` may not outlive a session's machine. A TPE stage copies its study's trials to
+``benchmarks/results/studies/<study>.jsonl`` (an Optuna journal, :mod:`benchmarks.study_archive`)
+when it ends, and ``--stage archive`` does it for every study at any time (run it before a
+session ends, and commit the files); a stage or report that finds no study in ``--out`` starts
+from its archive, so a TPE study cut by a session's end goes on from its last archived trial on
+the next machine.
 
 A machine that did not keep ``--out`` has lost the TPE studies (hours): ``report --tpe-record
 benchmarks/results/<earlier report>.json`` takes TPE's figures from that report and names it as
@@ -64,6 +72,7 @@ from benchmarks.oneshot_reference import (
     tpe_record,
 )
 from benchmarks.results_file import commit, machine
+from benchmarks.study_archive import archive, restore
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = {
@@ -152,6 +161,8 @@ def run_stage(args: argparse.Namespace, stage: str) -> None:
     seeds = [int(s) for s in args.seeds.split(",")] if stage == "oneshot" else [0]
     for seed in seeds:
         config = StudyConfig.load(study_file(args, stage, seed))
+        if restore(archive_path(args, config.name), config.name, config.storage_url):
+            print(f"{config.name}: trials restored from {archive_path(args, config.name)}")
         if stage == "oneshot":
             adopt_supernet(args, seed, config)
         record = config.directory / "peak_rss_gib.json"
@@ -168,6 +179,30 @@ def run_stage(args: argparse.Namespace, stage: str) -> None:
         start = time.perf_counter()
         run_study(config, log=log)
         log(f"{config.name}: this run took {time.perf_counter() - start:.0f} s")
+        if stage != "oneshot":  # (a one-shot study also needs its supernet folder to go on)
+            count = archive(config.name, config.storage_url, archive_path(args, config.name))
+            log(f"{config.name}: {count} trials archived to {archive_path(args, config.name)}")
+
+
+def archive_path(args: argparse.Namespace, name: str) -> Path:
+    """The journal file that keeps study ``name``'s trials in the work tree."""
+    return args.archive_dir / f"{name}.jsonl"
+
+
+def archive_stages(args: argparse.Namespace) -> None:
+    """Copy every stage's study found in ``--out`` (the TPE studies, the one-shot studies of
+    ``--tag`` and ``--seeds``) to ``--archive-dir``: run before a session ends, so the next one,
+    on whatever machine, continues the TPE studies and reports from the finished ones."""
+    names = ["tpe", "tpe_shared"] + [f"oneshot{args.tag}_seed{s}" for s in args.seeds.split(",")]
+    for name in names:
+        path = args.out / name / "study.yaml"  # (as study_file writes it; absent: never run here)
+        if not path.is_file():
+            continue
+        config = StudyConfig.load(path)
+        if config.storage_url.startswith("sqlite:///") and not (config.directory / "study.db").exists():
+            continue
+        count = archive(config.name, config.storage_url, archive_path(args, config.name))
+        print(f"{config.name}: {count} trials archived to {archive_path(args, config.name)}")
 
 
 def _tagged(args: argparse.Namespace, tag: str) -> argparse.Namespace:
@@ -190,7 +225,9 @@ def _load(args: argparse.Namespace, stage: str, seed: int = 0) -> tuple[StudyCon
     path = study_file(args, stage, seed, write=False)
     config = StudyConfig.load(path)
     if config.storage_url.startswith("sqlite:///") and not (config.directory / "study.db").exists():
-        return None  # (opening it would leave an empty study.db behind)
+        if not archive_path(args, config.name).is_file():
+            return None  # (opening it would leave an empty study.db behind)
+        restore(archive_path(args, config.name), config.name, config.storage_url)
     try:
         return config, optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
     except KeyError:
@@ -447,7 +484,7 @@ def arguments() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--stage", choices=["tpe", "tpe_shared", "oneshot", "report", "status"], required=True
+        "--stage", choices=["tpe", "tpe_shared", "oneshot", "report", "status", "archive"], required=True
     )
     parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
     parser.add_argument("--samples", type=int, default=5_000_000)
@@ -494,6 +531,9 @@ def arguments() -> argparse.ArgumentParser:
                              "(--final-epochs epochs, patience 2) of the median architecture, timed now "
                              "(the *_full keys)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
+    parser.add_argument("--archive-dir", type=Path, default=ROOT / "benchmarks" / "results" / "studies",
+                        help="archive: where each study's trials are copied (a journal file per study, "
+                             "kept in git); a stage whose study is not in --out starts from its archive")
     return parser
 
 
@@ -508,6 +548,9 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if args.stage == "status":
         print(json.dumps(status(args), indent=1))
+        return
+    if args.stage == "archive":
+        archive_stages(args)
         return
     if args.stage != "report":
         run_stage(args, args.stage)

@@ -61,7 +61,7 @@ def test_a_gone_tpe_study_is_none_and_not_created(tmp_path: Path) -> None:
     from benchmarks.oneshot_vs_tpe import reference_training, tpe_figures
 
     args = argparse.Namespace(out=tmp_path, samples=1000, trials=2, epochs=1, batch_size=64, tag="_x",
-                              final_epochs=1)
+                              final_epochs=1, archive_dir=tmp_path / "archive")
     assert tpe_figures(args, "tpe") is None
     assert reference_training(args) is None
     assert not (tmp_path / "tpe" / "tpe" / "study.db").exists()  # reading a report leaves no empty study
