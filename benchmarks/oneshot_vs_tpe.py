@@ -26,7 +26,7 @@ and commit. Run the stages in any order, across sessions:
 
 ``--out`` may not outlive a session's machine. A TPE stage copies its study's trials to
 ``benchmarks/results/studies/<study>.jsonl`` (an Optuna journal, :mod:`benchmarks.study_archive`)
-when it ends, and ``--stage archive`` does it for every study at any time (run it before a
+when it ends, and ``--stage archive`` does it for both TPE studies at any time (run it before a
 session ends, and commit the files); a stage or report that finds no study in ``--out`` starts
 from its archive, so a TPE study cut by a session's end goes on from its last archived trial on
 the next machine.
@@ -190,11 +190,12 @@ def archive_path(args: argparse.Namespace, name: str) -> Path:
 
 
 def archive_stages(args: argparse.Namespace) -> None:
-    """Copy every stage's study found in ``--out`` (the TPE studies, the one-shot studies of
-    ``--tag`` and ``--seeds``) to ``--archive-dir``: run before a session ends, so the next one,
-    on whatever machine, continues the TPE studies and reports from the finished ones."""
-    names = ["tpe", "tpe_shared"] + [f"oneshot{args.tag}_seed{s}" for s in args.seeds.split(",")]
-    for name in names:
+    """Copy the TPE studies found in ``--out`` to ``--archive-dir``: run before a session ends,
+    so the next one, on whatever machine, continues them and reports from them. A one-shot
+    study is not archived: it cannot go on without its supernet's folder, a seed is minutes
+    to run again, its figures are in the report's JSON, and its trials (every screened
+    candidate's scores) make megabytes."""
+    for name in ("tpe", "tpe_shared"):
         path = args.out / name / "study.yaml"  # (as study_file writes it; absent: never run here)
         if not path.is_file():
             continue

@@ -68,7 +68,7 @@ def test_the_benchmark_reads_a_tpe_study_from_its_archive_on_a_machine_without_i
     first = args(tmp_path / "machine1")
     url = StudyConfig.load(study_file(first, "tpe")).storage_url
     _study(url, name="tpe")
-    archive_stages(first)  # the one-shot seed 0 has no study: left out
+    archive_stages(first)  # TPE studies only (a one-shot study needs its supernet to go on)
     assert archive_path(first, "tpe").is_file()
     assert not archive_path(first, "oneshot_x_seed0").exists()
     loaded = _load(args(tmp_path / "machine2"), "tpe")
