@@ -6,7 +6,8 @@ rowwise_adagrad_cpu``) transposes every table's (sample, row) pairs on its own (
 several allocations and parallel regions per table) and then updates the rows it found. At the
 scale workload's shapes (batch 4096, 19 fused tables of 16 columns) it took 16-17 ms of a 52 ms
 DLRM step on an Intel Xeon with AVX512 and did not get faster with a second thread, whatever the
-tables' sizes (12 ms with every table 1,000 rows; ``benchmarks/embedding_update.py``).
+tables' sizes (12 ms with every table 1,000 rows, in a probe not kept; the 17 ms and the
+replacement's 5 ms are ``benchmarks/embedding_update.py``'s).
 
 :func:`use_torch_update` keeps fbgemm's forward (the same lookup, bit for bit) and its tables and
 optimizer state (the same tensors: checkpoints, resharding and the fused optimizer's learning
