@@ -16,22 +16,18 @@ merged into ``benchmarks/results/throughput.json``.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import statistics
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.train import records
 from autorec.train.trainer import TrainConfig, Trainer
-from benchmarks.results_file import RESULTS, merge_results
-from benchmarks.step_profile import PRESETS
+from benchmarks.results_file import merge_results
+from benchmarks.step_ab import ab_parser, alternating_rounds, scale_data
 
 
 def trainer(name: str, data: Any, batch_size: int, fused: bool) -> Trainer:
@@ -65,18 +61,7 @@ def optimizer_ms(run: Trainer) -> float:
 
 def measure(name: str, data: Any, batch_size: int, rounds: int, steps: int) -> dict[str, float]:
     runs = {"fused": trainer(name, data, batch_size, True), "default": trainer(name, data, batch_size, False)}
-    batches = list(runs["fused"]._batches("train", batch_size, True, 0))[: steps + 2]
-    for run in runs.values():  # warm-up
-        for batch in batches[:2]:
-            run.train_step(batch)
-    times: dict[str, list[float]] = {form: [] for form in runs}
-    for r in range(rounds):
-        order = list(runs) if r % 2 == 0 else list(runs)[::-1]
-        for form in order:
-            start = time.perf_counter()
-            for batch in batches[2:]:
-                runs[form].train_step(batch)
-            times[form].append((time.perf_counter() - start) / steps)
+    times = alternating_rounds(runs, rounds, steps)
     out = {f"dense_{form}_{name}_step_ms": 1e3 * statistics.median(t) for form, t in times.items()}
     out[f"dense_fused_{name}_speedup"] = (out[f"dense_default_{name}_step_ms"]
                                          / out[f"dense_fused_{name}_step_ms"])
@@ -86,18 +71,8 @@ def measure(name: str, data: Any, batch_size: int, rounds: int, steps: int) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--presets", default=",".join(PRESETS))
-    parser.add_argument("--batch-size", type=int, default=4096)
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=5, help="steps per round and form")
-    parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
-    args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    logging.getLogger().setLevel(logging.ERROR)
-    samples = (args.steps + 3) * args.batch_size * 10 // 8  # the train split (80%) holds the batches
-    data = load_dataset("synthetic", preset="scale", num_samples=samples)
+    args = ab_parser(__doc__).parse_args()
+    data = scale_data(args)
     figures: dict[str, Any] = {"dense_threads": torch.get_num_threads(), "dense_rounds": args.rounds}
     print("| preset | fused ms/step | default ms/step | speedup | optimizer ms fused / default |")
     print("|---|---|---|---|---|")

@@ -20,22 +20,19 @@ step time over torch's), merged into ``benchmarks/results/throughput.json``.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import statistics
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from fbgemm_gpu.split_table_batched_embeddings_ops_training import SplitTableBatchedEmbeddingBagsCodegen
 
-from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.train import cpu_lookup
 from autorec.train.trainer import TrainConfig, Trainer
-from benchmarks.results_file import RESULTS, merge_results
+from benchmarks.results_file import merge_results
+from benchmarks.step_ab import ab_parser, alternating_rounds, paired_speedup, scale_data
 
 PATHS = ("torch", "fbgemm")
 
@@ -115,37 +112,17 @@ def lookup_rounds(source: cpu_lookup.TBE, lookups: Lookups, rounds: int) -> dict
 
 
 def step_rounds(name: str, data: Any, batch_size: int, rounds: int, steps: int) -> dict[str, float]:
-    runs = {path: trainer(name, data, batch_size, path) for path in PATHS}
-    batches = list(runs["torch"]._batches("train", batch_size, True, 0))[: steps + 2]
-    for run in runs.values():  # warm-up
-        for batch in batches[:2]:
-            run.train_step(batch)
-    times: dict[str, list[float]] = {path: [] for path in PATHS}
-    for r in range(rounds):
-        for path in PATHS if r % 2 == 0 else PATHS[::-1]:
-            start = time.perf_counter()
-            for batch in batches[2:]:
-                runs[path].train_step(batch)
-            times[path].append((time.perf_counter() - start) / steps)
+    times = alternating_rounds({path: trainer(name, data, batch_size, path) for path in PATHS}, rounds, steps)
     out = {f"embedding_update_{name}_{path}_step_ms": 1e3 * statistics.median(t) for path, t in times.items()}
-    out[f"embedding_update_{name}_speedup"] = statistics.median(
-        f / t for f, t in zip(times["fbgemm"], times["torch"], strict=True))
+    out[f"embedding_update_{name}_speedup"] = paired_speedup(times["fbgemm"], times["torch"])
     return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--presets", default="dlrm,dcnv2,wukong,dhen")
-    parser.add_argument("--batch-size", type=int, default=4096)
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=5, help="steps per round and path")
-    parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
+    parser = ab_parser(__doc__)
+    parser.set_defaults(presets="dlrm,dcnv2,wukong,dhen")
     args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    logging.getLogger().setLevel(logging.ERROR)
-    samples = (args.steps + 3) * args.batch_size * 10 // 8  # the train split (80%) holds the batches
-    data = load_dataset("synthetic", preset="scale", num_samples=samples)
+    data = scale_data(args)
     figures: dict[str, Any] = {"embedding_update_threads": torch.get_num_threads(),
                                "embedding_update_rounds": args.rounds}
     probe = trainer("dlrm", data, args.batch_size, "fbgemm")

@@ -148,22 +148,36 @@ def dense_wrapper(dense_parallel: str = "ddp", **ddp_options: Any) -> DataParall
     return DefaultDataParallelWrapper(**ddp_options)
 
 
+def table_names(model: nn.Module) -> list[str]:
+    """The names of ``model``'s embedding tables."""
+    return [config.name for module in model.modules() if isinstance(module, EmbeddingBagCollection)
+            for config in module.embedding_bag_configs()]
+
+
 def reduced_precision_tables(model: nn.Module) -> list[str]:
     """The names of ``model``'s embedding tables stored in less than fp32."""
     return [config.name for module in model.modules() if isinstance(module, EmbeddingBagCollection)
             for config in module.embedding_bag_configs() if config.data_type != DataType.FP32]
 
 
-def planner_constraints(model: nn.Module,
-                        keep_types: dict[str, str] | None = None) -> dict[str, ParameterConstraints]:
+def planner_constraints(model: nn.Module, keep_types: dict[str, str] | None = None,
+                        alone: bool = False) -> dict[str, ParameterConstraints]:
     """Planner constraints that keep reduced-precision tables on the fused kernels (never
     data_parallel/dense, which NaNs them in fp16: see :data:`FUSED_KERNELS`), and the tables of
     ``keep_types`` on their sharding type (a checkpoint resumed at another world size: its
-    optimizer state is that of its sharding types, a data-parallel table's the dense one's)."""
-    reduced = set(reduced_precision_tables(model))
+    optimizer state is that of its sharding types, a data-parallel table's the dense one's).
+
+    ``alone`` (a one-process group): every other table goes table_wise on a fused kernel too.
+    torchrec's planner would replicate the small ones (data_parallel), which over one rank buys
+    nothing and costs every step a DDP over their lookup, a dense gradient per table and
+    torchrec's row-wise Adagrad in Python; fused, they join the other tables' one lookup and
+    update (:mod:`autorec.train.cpu_lookup` on the CPU). Same row-wise Adagrad either way.
+    """
+    keep = keep_types or {}
+    names = set(table_names(model)) if alone else set(reduced_precision_tables(model)) | set(keep)
     out = {}
-    for name in reduced | set(keep_types or {}):
-        kind = (keep_types or {}).get(name)
+    for name in names:
+        kind = keep.get(name, "table_wise" if alone else None)
         kernels = [EmbeddingComputeKernel.DENSE.value] if kind == "data_parallel" else list(FUSED_KERNELS)
         out[name] = ParameterConstraints(compute_kernels=kernels, sharding_types=[kind] if kind else None)
     return out
@@ -183,7 +197,8 @@ def sharding_types(plan: ShardingPlan) -> dict[str, str]:
 def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = None,
           dense_parallel: str = "ddp", wrapper: DataParallelWrapper | None = None,
           keep_types: dict[str, str] | None = None,
-          check: Callable[[ShardingPlan], None] | None = None) -> DistributedModelParallel:
+          check: Callable[[ShardingPlan], None] | None = None,
+          fuse_alone: bool = True) -> DistributedModelParallel:
     """Wrap ``model`` (embeddings possibly on meta) in DistributedModelParallel.
 
     Args:
@@ -198,6 +213,8 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
             ``dense_parallel`` names (the supernet's must find unused parameters).
         keep_types: table -> sharding type the planner must keep (see :func:`planner_constraints`).
         check: called with the plan before any table is allocated; raises to refuse it.
+        fuse_alone: in a one-process group (and without ``plan``), every table table_wise on a
+            fused kernel (:func:`planner_constraints`); False leaves the choice to the planner.
 
     On the CPU, the fused tables' row-wise Adagrad runs in torch's ops
     (:func:`autorec.train.cpu_lookup.use_torch_update`): the same update as fbgemm's fused
@@ -212,7 +229,7 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         topology = Topology(world_size=dist.get_world_size(), compute_device=device.type,
                             local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE",
                                                                 dist.get_world_size())))
-        constraints = planner_constraints(model, keep_types)
+        constraints = planner_constraints(model, keep_types, alone=fuse_alone and dist.get_world_size() == 1)
         planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
         plan = planner.collective_plan(
             model, sharders, dist.GroupMember.WORLD)

@@ -80,6 +80,13 @@ def check_embedding_weight_decay(weight_decay: float, plan: ShardingPlan, device
             "looks up")
 
 
+def fusable_alone(weight_decay: float, device: torch.device) -> bool:
+    """Whether a one-process training may put every table on fbgemm's fused kernels
+    (:func:`autorec.train.distributed.planner_constraints`): not on the CPU with a weight decay,
+    which those kernels do not apply there; the planner's replicated tables do."""
+    return weight_decay <= 0 or device.type != "cpu"
+
+
 class RowSparseAdagrad(RowWiseAdagrad):
     """torchrec's row-wise Adagrad, but a row without gradient this step is left alone: no
     weight decay, no accumulator change (fbgemm's semantics; see the module docstring). With

@@ -131,7 +131,8 @@ class Trainer:
                            keep_types=None if plan else resumed_sharding_types(self.config.checkpoint_dir,
                                                                                self.config.resume),
                            check=lambda p: emb_optim.check_embedding_weight_decay(
-                               fused["weight_decay"], p, self.device))
+                               fused["weight_decay"], p, self.device),
+                           fuse_alone=emb_optim.fusable_alone(fused["weight_decay"], self.device))
         init_embeddings(self.model, self.config.seed)  # the same start at any world size and plan
         if self.config.compile:
             compile_dense(self.model.module)

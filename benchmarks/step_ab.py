@@ -1,0 +1,88 @@
+"""Paired timing of training steps: several Trainers on the same batches, in alternating rounds.
+
+Issue 25's A/B benchmarks (``dense_optimizer``, ``embedding_update``, ``one_process``) each
+build one Trainer per variant of a preset and time their steps this way, so that a load that
+comes and goes on the machine weighs on every variant alike: after warm-up steps, every round
+runs ``steps`` steps of each variant on the same batches, the variants' order rotating from one
+round to the next. The figures are the medians over rounds.
+
+Example:
+    >>> from autorec.data import load_dataset
+    >>> data = load_dataset("synthetic", preset="tiny", num_samples=1000)
+    >>> runs = {v: Trainer(preset("dlrm", data.schema), data,
+    ...                    TrainConfig(batch_size=64, progress=False)) for v in ("a", "b")}
+    >>> times = alternating_rounds(runs, rounds=2, steps=2)
+    >>> sorted(times), len(times["a"])
+    (['a', 'b'], 2)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+import warnings
+from typing import Any
+
+from autorec.data import load_dataset
+from autorec.presets import preset
+from autorec.train.trainer import TrainConfig, Trainer
+from benchmarks.results_file import RESULTS
+
+PRESETS = ("dlrm", "dcnv2", "wukong", "dhen")
+WARMUP = 2
+
+
+def ab_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options every A/B benchmark takes: presets, batch size, rounds, steps, the JSON."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", default=",".join(PRESETS))
+    parser.add_argument("--batch-size", type=int, default=4096)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=5, help="steps per round and variant")
+    parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
+    return parser
+
+
+def scale_data(args: argparse.Namespace) -> Any:
+    """The ``scale`` workload, just large enough for the warm-up and timed batches (the train
+    split is 80% of it); warnings and log lines silenced for the benchmark's table."""
+    warnings.filterwarnings("ignore")
+    logging.getLogger().setLevel(logging.ERROR)
+    samples = (args.steps + WARMUP + 1) * args.batch_size * 10 // 8
+    return load_dataset("synthetic", preset="scale", num_samples=samples)
+
+
+def preset_trainer(name: str, data: Any, batch_size: int) -> Trainer:
+    """``name``'s Trainer at its defaults on ``data``."""
+    return Trainer(preset(name, data.schema), data, TrainConfig(batch_size=batch_size, progress=False))
+
+
+def alternating_rounds(runs: dict[str, Trainer], rounds: int, steps: int) -> dict[str, list[float]]:
+    """Seconds per step of each run of ``runs``, one figure per round (see the module).
+
+    The batches are the first run's loader's (shuffled, seed 0): ``WARMUP`` warm-up steps, then
+    the same ``steps`` batches every round."""
+    first = next(iter(runs.values()))
+    batches = list(first._batches("train", first.config.batch_size, True, 0))[: steps + WARMUP]
+    if len(batches) < steps + WARMUP:
+        raise ValueError(f"alternating_rounds: {steps + WARMUP} batches needed, "
+                         f"the data holds {len(batches)}")
+    for run in runs.values():
+        for batch in batches[:WARMUP]:
+            run.train_step(batch)
+    names = list(runs)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            start = time.perf_counter()
+            for batch in batches[WARMUP:]:
+                runs[name].train_step(batch)
+            times[name].append((time.perf_counter() - start) / steps)
+    return times
+
+
+def paired_speedup(base: list[float], new: list[float]) -> float:
+    """The median over rounds of ``base`` / ``new`` (each round's pair ran minutes apart at most)."""
+    return statistics.median(b / n for b, n in zip(base, new, strict=True))
