@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from sklearn.metrics import roc_auc_score
-from torchrec.distributed.model_parallel import DistributedModelParallel
+from torchrec.distributed.model_parallel import DefaultDataParallelWrapper, DistributedModelParallel
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
 from torchrec.optim.optimizers import in_backward_optimizer_filter
@@ -36,7 +36,7 @@ from autorec.supernet.config import (
 )
 from autorec.supernet.cost import ExpectedCost, spec_cost
 from autorec.supernet.supernet import Supernet
-from autorec.train.distributed import default_device, dense_wrapper, shard
+from autorec.train.distributed import default_device, shard
 from autorec.train.embedding_optim import EPS
 from autorec.train.records import dense_optimizer
 
@@ -45,15 +45,18 @@ def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParal
     """DistributedModelParallel over ``net`` whose dense part tolerates a changing graph.
 
     torchrec's default data-parallel wrapper assumes a static graph; a supernet runs another
-    subset of its ops every step (hard sampling skips the unchosen candidates), so over several
-    processes its DDP wrapper must look for unused parameters instead (alone it has none:
-    :func:`~autorec.train.distributed.dense_wrapper`).
+    subset of its ops every step (hard sampling skips the unchosen candidates), so its DDP
+    wrapper must look for unused parameters instead. Even in a one-process group it keeps DDP
+    and the planner's tables (where :func:`~autorec.train.distributed.shard` would leave a
+    model's dense parts unwrapped and fuse every table): DDP hands the candidates a step did
+    not run zero gradients, so the dense optimizer's moments go on moving them, and every
+    supernet measured so far (BENCHMARKS.md, issue 20) trained that way, bit for bit.
     """
     # The architecture logits are used outside forward (sampling, E[cost]) and have their own
     # optimizer, so data parallelism leaves them alone.
     arch = [f"arch.{name}" for name, _ in net.arch.named_parameters()]
-    return shard(net, device, wrapper=dense_wrapper(
-        "ddp", static_graph=False, find_unused_parameters=True, params_to_ignore=arch))
+    return shard(net, device, wrapper=DefaultDataParallelWrapper(
+        static_graph=False, find_unused_parameters=True, params_to_ignore=arch), fuse_alone=False)
 
 
 def _forever(dataset: RecDataset, split: str, batch_size: int, seed: int) -> Iterator[Any]:

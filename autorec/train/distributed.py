@@ -143,6 +143,7 @@ def dense_wrapper(dense_parallel: str = "ddp", **ddp_options: Any) -> DataParall
     ``ddp_options`` (its keyword arguments) over several."""
     if dense_parallel == "fsdp":
         return FullyShardWrapper()
+    ensure_process_group()
     if dist.get_world_size() == 1:
         return LocalDense()
     return DefaultDataParallelWrapper(**ddp_options)
