@@ -1,6 +1,6 @@
 """Paired timing of training steps: several Trainers on the same batches, in alternating rounds.
 
-Issue 25's A/B benchmarks (``dense_optimizer``, ``embedding_update``, ``one_process``) each
+Issue 25's A/B benchmarks (``dense_optimizer``, ``embedding_update``, ``fused_tables``) each
 build one Trainer per variant of a preset and time their steps this way, so that a load that
 comes and goes on the machine weighs on every variant alike: after warm-up steps, every round
 runs ``steps`` steps of each variant on the same batches, the variants' order rotating from one

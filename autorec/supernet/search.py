@@ -46,11 +46,10 @@ def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParal
 
     torchrec's default data-parallel wrapper assumes a static graph; a supernet runs another
     subset of its ops every step (hard sampling skips the unchosen candidates), so its DDP
-    wrapper must look for unused parameters instead. Even in a one-process group it keeps DDP
-    and the planner's tables (where :func:`~autorec.train.distributed.shard` would leave a
-    model's dense parts unwrapped and fuse every table): DDP hands the candidates a step did
-    not run zero gradients, so the dense optimizer's moments go on moving them, and every
-    supernet measured so far (BENCHMARKS.md, issue 20) trained that way, bit for bit.
+    wrapper must look for unused parameters instead. Even in a one-process group it keeps the
+    planner's tables (where :func:`~autorec.train.distributed.shard` would fuse every table):
+    every supernet measured so far (BENCHMARKS.md, issue 20) trained that way, and so it still
+    does, bit for bit.
     """
     # The architecture logits are used outside forward (sampling, E[cost]) and have their own
     # optimizer, so data parallelism leaves them alone.

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import numpy as np
 import torch
@@ -106,20 +105,6 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
-class LocalDense(DataParallelWrapper):
-    """One process: the dense parts stay as they are, with no data-parallel wrapper.
-
-    With a single rank there is nothing to all-reduce, yet DDP would still run its reducer every
-    step: a hook per parameter, every gradient bucketed and a one-rank all-reduce, and Python in
-    each forward (on the CPU of ``benchmarks/train_throughput.py`` a measurable share of a DLRM
-    step). The gradients and the state dict's keys are the same either way: DDP divides by a world
-    size of 1 and DistributedModelParallel strips its ``module.`` prefix.
-    """
-
-    def wrap(self, dmp: DistributedModelParallel, env: ShardingEnv, device: torch.device) -> None:
-        dmp._dmp_wrapped_module.to(device)
-
-
 class FullyShardWrapper(DataParallelWrapper):
     """Dense parts under FSDP2 (``fully_shard``) instead of DDP, for dense models too large to
     replicate: each unsharded child of the model (its MLPs, interaction layers) is sharded over
@@ -135,18 +120,6 @@ class FullyShardWrapper(DataParallelWrapper):
             params = [f"{name}.{p}" for p, _ in child.named_parameters()]
             if params and not any(p in sharded for p in params):
                 fully_shard(child.to(device), mesh=mesh)
-
-
-def dense_wrapper(dense_parallel: str = "ddp", **ddp_options: Any) -> DataParallelWrapper:
-    """The data-parallel wrapper of the dense parts: FSDP2 for ``"fsdp"``; for ``"ddp"``, none
-    in a one-process group (:class:`LocalDense`) and torchrec's DDP wrapper with
-    ``ddp_options`` (its keyword arguments) over several."""
-    if dense_parallel == "fsdp":
-        return FullyShardWrapper()
-    ensure_process_group()
-    if dist.get_world_size() == 1:
-        return LocalDense()
-    return DefaultDataParallelWrapper(**ddp_options)
 
 
 def table_names(model: nn.Module) -> list[str]:
@@ -208,8 +181,7 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         plan: the tables' placement; without it torchrec's planner chooses one for the current
             world and device kind (collectively, so every rank gets the same plan), with
             reduced-precision tables on fused kernels (:func:`planner_constraints`).
-        dense_parallel: ``"ddp"`` (DistributedDataParallel, torchrec's default, over several
-            processes; alone, no wrapper: :class:`LocalDense`) or ``"fsdp"``.
+        dense_parallel: ``"ddp"`` (DistributedDataParallel, torchrec's default) or ``"fsdp"``.
         wrapper: a data-parallel wrapper for the dense parts that replaces the one
             ``dense_parallel`` names (the supernet's must find unused parameters).
         keep_types: table -> sharding type the planner must keep (see :func:`planner_constraints`).
@@ -238,7 +210,7 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
     if check is not None:
         check(plan)
     if wrapper is None:
-        wrapper = dense_wrapper(dense_parallel)
+        wrapper = FullyShardWrapper() if dense_parallel == "fsdp" else DefaultDataParallelWrapper()
     sharded = DistributedModelParallel(model, device=device, plan=plan, sharders=sharders,
                                        data_parallel_wrapper=wrapper)
     if device.type == "cpu":

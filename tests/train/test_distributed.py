@@ -237,30 +237,17 @@ def test_fsdp2_dense_parts_give_the_same_run(planted_data):
         TrainConfig(dense_parallel="zero")
 
 
-def test_one_process_has_no_ddp_and_trains_as_ddp_does(planted_data, monkeypatch):
-    """Alone, the dense parts are not wrapped in DDP (there is nothing to all-reduce); a run with
-    torchrec's DDP wrapper forced on gives the same losses, parameters and state-dict keys."""
-    from torch.nn.parallel import DistributedDataParallel
-    from torchrec.distributed.model_parallel import DefaultDataParallelWrapper
+def test_alone_every_table_is_fused_unless_a_resumed_checkpoint_keeps_its_type(planted_data):
+    from autorec.models import build_model
+    from autorec.train.distributed import FUSED_KERNELS, planner_constraints
 
-    from autorec.train import distributed
-    from autorec.train.distributed import LocalDense, dense_wrapper
-
-    assert isinstance(dense_wrapper("ddp"), LocalDense)
-    spec = spec_of(planted_data)
-    config = dataclasses.replace(FAST, epochs=2, patience=2)
-    alone = Trainer(spec, planted_data, config)
-    assert not isinstance(alone.model._dmp_wrapped_module, DistributedDataParallel)
-    monkeypatch.setattr(distributed, "dense_wrapper", lambda *a, **kw: DefaultDataParallelWrapper(**kw))
-    wrapped = Trainer(spec, planted_data, config)
-    assert isinstance(wrapped.model._dmp_wrapped_module, DistributedDataParallel)
-    a, b = alone.fit(), wrapped.fit()
-    assert len(a.step_losses) == 26
-    np.testing.assert_allclose(a.step_losses, b.step_losses, rtol=0, atol=0)
-    state_a, state_b = alone.model.state_dict(), wrapped.model.state_dict()
-    assert sorted(state_a) == sorted(state_b)
-    for key, value in state_a.items():  # the tables' entries are ShardedTensors: their one shard
-        other = state_b[key]
-        if hasattr(value, "local_shards"):
-            value, other = value.local_shards()[0].tensor, other.local_shards()[0].tensor
-        torch.testing.assert_close(value, other, rtol=0, atol=0, msg=key)
+    model = build_model(spec_of(planted_data), device=torch.device("meta"))
+    names = sorted(t.name for t in spec_of(planted_data).tables)
+    alone = planner_constraints(model, {names[0]: "data_parallel"}, alone=True)
+    assert sorted(alone) == names
+    assert alone[names[0]].sharding_types == ["data_parallel"]
+    assert alone[names[0]].compute_kernels == ["dense"]
+    for name in names[1:]:
+        assert alone[name].sharding_types == ["table_wise"]
+        assert alone[name].compute_kernels == list(FUSED_KERNELS)
+    assert planner_constraints(model) == {}  # over several ranks: the planner's choice (fp32 tables)

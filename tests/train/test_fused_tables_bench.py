@@ -1,13 +1,12 @@
-"""benchmarks/one_process.py and its rounds (benchmarks/step_ab.py) on a tiny workload."""
+"""benchmarks/fused_tables.py and its rounds (benchmarks/step_ab.py) on a tiny workload."""
 
 from __future__ import annotations
 
 import pytest
 
 from autorec.data import load_dataset
-from autorec.train import distributed
 from autorec.train import embedding_optim as emb_optim
-from benchmarks.one_process import VARIANTS, measure, replicated, trainer
+from benchmarks.fused_tables import VARIANTS, measure, replicated, trainer
 from benchmarks.step_ab import WARMUP, alternating_rounds, paired_speedup, preset_trainer
 
 
@@ -16,15 +15,15 @@ def tiny():
     return load_dataset("synthetic", preset="tiny", num_samples=2000)
 
 
-def test_the_benchmark_times_every_variant_and_puts_the_defaults_back(tiny):
-    chosen, fusable = distributed.dense_wrapper, emb_optim.fusable_alone
+def test_the_benchmark_times_both_placements_and_puts_the_default_back(tiny):
+    fusable = emb_optim.fusable_alone
     got = measure("dlrm", tiny, batch_size=64, rounds=2, steps=2)
     for variant in VARIANTS:
-        assert got[f"one_process_dlrm_{variant}_step_ms"] > 0
-    assert all(got[f"one_process_dlrm_speedup_{v}"] > 0 for v in VARIANTS if v != "default")
-    assert got["one_process_dlrm_replicated_tables"] > 0  # tiny's small tables: the planner replicates them
-    assert (distributed.dense_wrapper, emb_optim.fusable_alone) == (chosen, fusable)
-    assert replicated(trainer("dlrm", tiny, 64, "default")) == 0
+        assert got[f"fused_tables_dlrm_{variant}_step_ms"] > 0
+    assert got["fused_tables_dlrm_speedup"] > 0
+    assert got["fused_tables_dlrm_replicated"] > 0  # tiny's small tables: the planner replicates them
+    assert emb_optim.fusable_alone is fusable
+    assert replicated(trainer("dlrm", tiny, 64, "fused")) == 0
 
 
 def test_rounds_rotate_the_order_over_the_same_batches(tiny):
