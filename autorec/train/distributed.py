@@ -122,16 +122,16 @@ class FullyShardWrapper(DataParallelWrapper):
                 fully_shard(child.to(device), mesh=mesh)
 
 
-def table_names(model: nn.Module) -> list[str]:
-    """The names of ``model``'s embedding tables."""
+def table_names(model: nn.Module, reduced_only: bool = False) -> list[str]:
+    """The names of ``model``'s embedding tables (``reduced_only``: those stored in less than fp32)."""
     return [config.name for module in model.modules() if isinstance(module, EmbeddingBagCollection)
-            for config in module.embedding_bag_configs()]
+            for config in module.embedding_bag_configs()
+            if not reduced_only or config.data_type != DataType.FP32]
 
 
 def reduced_precision_tables(model: nn.Module) -> list[str]:
     """The names of ``model``'s embedding tables stored in less than fp32."""
-    return [config.name for module in model.modules() if isinstance(module, EmbeddingBagCollection)
-            for config in module.embedding_bag_configs() if config.data_type != DataType.FP32]
+    return table_names(model, reduced_only=True)
 
 
 def planner_constraints(model: nn.Module, keep_types: dict[str, str] | None = None,
