@@ -3,8 +3,14 @@
 Issue 25's A/B benchmarks (``dense_optimizer``, ``embedding_update``, ``fused_tables``) each
 build one Trainer per variant of a preset and time their steps this way, so that a load that
 comes and goes on the machine weighs on every variant alike: after warm-up steps, every round
-runs ``steps`` steps of each variant on the same batches, the variants' order rotating from one
-round to the next. The figures are the medians over rounds.
+runs ``steps`` steps of each variant on that round's batches (the same for every variant, new in
+every round, as a training draws them), the variants' order rotating from one round to the
+next. The figures are the medians over rounds.
+
+Each round takes new batches because looping over the same few overfits them: measured on the
+Intel Xeon, DCNv2's step went from 85 to 250-540 ms after 20 steps over 5 batches (subnormal
+floats; 85 ms throughout with ``torch.set_flush_denormal(True)``, and 80-83 ms over 100 new
+batches without it), which made the A/B figures of DCNv2 before 2026-12-01 unreliable.
 
 Example:
     >>> from autorec.data import load_dataset
@@ -50,7 +56,7 @@ def scale_data(args: argparse.Namespace) -> Any:
     split is 80% of it); warnings and log lines silenced for the benchmark's table."""
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
-    samples = (args.steps + WARMUP + 1) * args.batch_size * 10 // 8
+    samples = (args.rounds * args.steps + WARMUP + 1) * args.batch_size * 10 // 8
     return load_dataset("synthetic", preset="scale", num_samples=samples)
 
 
@@ -63,12 +69,13 @@ def alternating_rounds(runs: dict[str, Trainer], rounds: int, steps: int) -> dic
     """Seconds per step of each run of ``runs``, one figure per round (see the module).
 
     The batches are the first run's loader's (shuffled, seed 0): ``WARMUP`` warm-up steps, then
-    the same ``steps`` batches every round."""
+    ``steps`` new batches in every round, the same for every run."""
     first = next(iter(runs.values()))
-    batches = list(first._batches("train", first.config.batch_size, True, 0))[: steps + WARMUP]
-    if len(batches) < steps + WARMUP:
-        raise ValueError(f"alternating_rounds: {steps + WARMUP} batches needed, "
-                         f"the data holds {len(batches)}")
+    needed = rounds * steps + WARMUP
+    batches = list(first._batches("train", first.config.batch_size, True, 0))[:needed]
+    if len(batches) < needed:
+        raise ValueError(f"alternating_rounds: {needed} batches needed ({rounds} rounds x {steps} steps "
+                         f"+ {WARMUP} warm-up), the data holds {len(batches)}")
     for run in runs.values():
         for batch in batches[:WARMUP]:
             run.train_step(batch)
@@ -77,7 +84,7 @@ def alternating_rounds(runs: dict[str, Trainer], rounds: int, steps: int) -> dic
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             start = time.perf_counter()
-            for batch in batches[WARMUP:]:
+            for batch in batches[WARMUP + r * steps: WARMUP + (r + 1) * steps]:
                 runs[name].train_step(batch)
             times[name].append((time.perf_counter() - start) / steps)
     return times

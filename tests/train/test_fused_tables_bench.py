@@ -26,7 +26,7 @@ def test_the_benchmark_times_both_placements_and_puts_the_default_back(tiny):
     assert replicated(trainer("dlrm", tiny, 64, "fused")) == 0
 
 
-def test_rounds_rotate_the_order_over_the_same_batches(tiny):
+def test_rounds_rotate_the_order_and_each_round_takes_new_batches_for_every_run(tiny):
     runs = {name: preset_trainer("dlrm", tiny, 64) for name in ("a", "b", "c")}
     seen: list[tuple[str, int]] = []
     for name, run in runs.items():
@@ -42,11 +42,15 @@ def test_rounds_rotate_the_order_over_the_same_batches(tiny):
     firsts = [timed[i][0] for i in range(0, len(timed), 2)]  # the run of each block of 2 steps
     assert firsts == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
     batches = {name: [s for n, s in timed if n == name] for name in runs}
-    assert batches["a"] == batches["b"] == batches["c"] == batches["a"][:2] * 3
+    assert batches["a"] == batches["b"] == batches["c"]
+    warmup = [s for n, s in seen[:WARMUP * 3] if n == "a"]
+    every = list(runs["a"]._batches("train", 64, True, 0))[:WARMUP + 6]
+    assert warmup + batches["a"] == [int(b.labels.sum()) for b in every]
     assert paired_speedup([2.0, 3.0, 9.0], [1.0, 1.0, 1.0]) == 3.0
 
 
 def test_too_few_batches_is_a_clear_error(tiny):
     runs = {"a": preset_trainer("dlrm", tiny, 64)}
-    with pytest.raises(ValueError, match=r"alternating_rounds: 1002 batches needed, the data holds \d+"):
+    with pytest.raises(ValueError, match=r"alternating_rounds: 1002 batches needed \(1 rounds x 1000 steps \+ 2 warm-up\), "
+                       r"the data holds \d+"):
         alternating_rounds(runs, rounds=1, steps=1000)
