@@ -12,8 +12,16 @@ the two methods can be compared by a winner's expected AUC as well as by the rec
     .venv/bin/python -m benchmarks.final_seeds --tag _k4f2 --seeds 0 --train-seeds 1,2 \\
         --json benchmarks/results/final_seeds_amd_k4f2.json
 
+With ``--next-seeds N`` each winner trains instead under the N training seeds after its recorded
+final's own (TPE's: the study's seed; a one-shot study's: its rung winner's), so no winner
+repeats its recorded draw when the studies' finals ran under different seeds::
+
+    .venv/bin/python -m benchmarks.final_seeds --tag _k8i --seeds 0,1,2 --tpe-stage tpe_shared \
+        --next-seeds 2 --json benchmarks/results/final_seeds_intel_k8i.json
+
 Each training is kept in its study's ``final_seeds`` user attribute as it ends, so a cut run
-continues with the trainings not done yet.
+continues with the trainings not done yet. A study whose database is gone (a new machine's
+``~/.cache``) is restored from its archive in ``--archive-dir`` (``oneshot_vs_tpe --stage archive``).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from optuna.trial import TrialState
 from autorec.study import StudyConfig, TrialRunner, open_storage
 from benchmarks.oneshot_reference import final_budget
 from benchmarks.results_file import commit, machine
+from benchmarks.study_archive import restore
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -50,6 +59,29 @@ def winner(study: optuna.Study, kind: str) -> tuple[dict[str, Any], float]:
     if not finals:
         raise SystemExit(f"{study.study_name}: no complete final training; run its one-shot stage")
     return finals[0].user_attrs["arch"], finals[0].user_attrs["metrics"]["test"]["auc"]
+
+
+def recorded_seed(study: optuna.Study, kind: str, config: StudyConfig) -> int:
+    """The training seed of the winner's recorded final: a TPE study's own seed (its report trains
+    the winner with the study's settings), a one-shot study's rung winner's (its ``oneshot``
+    record; the study's seed when the rung had one seed)."""
+    if kind == "tpe":
+        return config.seed
+    return int(study.user_attrs.get("oneshot", {}).get("rung_winner_seed", config.seed))
+
+
+def open_study(out: Path, name: str, archive_dir: Path) -> tuple[StudyConfig, optuna.Study]:
+    """Study ``name`` under ``out``, restored first from ``archive_dir/<name>.jsonl`` when its
+    SQLite database is gone; exits naming the study file when there is none."""
+    path = out / name / "study.yaml"
+    if not path.exists():
+        raise SystemExit(f"{name}: no study file at {path}")
+    config = StudyConfig.load(path)
+    archived = archive_dir / f"{name}.jsonl"
+    if (config.storage_url.startswith("sqlite:///") and not (config.directory / "study.db").exists()
+            and archived.is_file()):
+        restore(archived, config.name, config.storage_url)
+    return config, optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
 
 
 def seeded_finals(config: StudyConfig, study: optuna.Study, arch: dict[str, Any], seeds: list[int],
@@ -83,6 +115,10 @@ def main() -> None:
     parser.add_argument("--seeds", default="", help="their search seeds (none: TPE's winner only)")
     parser.add_argument("--tpe-stage", default="tpe", help="the TPE study whose winner is trained too")
     parser.add_argument("--train-seeds", default="1,2", help="training seeds besides the recorded final's")
+    parser.add_argument("--next-seeds", type=int, default=0,
+                        help="instead of --train-seeds: the N seeds after each winner's recorded one")
+    parser.add_argument("--archive-dir", type=Path, default=RESULTS / "studies",
+                        help="where a study whose database is gone is restored from")
     parser.add_argument("--final-epochs", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -92,22 +128,27 @@ def main() -> None:
     except ValueError:
         raise SystemExit(f"--train-seeds {args.train_seeds!r} / --seeds {args.seeds!r}: expected "
                          "comma-separated integers") from None
+    if args.next_seeds < 0:
+        raise SystemExit(f"--next-seeds: expected >= 0, got {args.next_seeds}")
     warnings.filterwarnings("ignore")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     out = args.json or RESULTS / f"final_seeds{args.tag}.json"
     result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
-    result.update({"machine": machine(), "commit": commit(), "final_epochs": args.final_epochs,
-                   "train_seeds": train_seeds})
+    result.update({"machine": machine(), "commit": commit(), "final_epochs": args.final_epochs})
+    if args.next_seeds:
+        result.pop("train_seeds", None)
+        result["next_seeds"] = args.next_seeds
+    else:
+        result["train_seeds"] = train_seeds
     studies = [("tpe", args.tpe_stage, "tpe")] + [
         (f"oneshot_seed{s}", f"oneshot{args.tag}_seed{s}", "oneshot") for s in search_seeds]
     for key, name, kind in studies:
-        path = args.out / name / "study.yaml"
-        if not path.exists():
-            raise SystemExit(f"{name}: no study file at {path}")
-        config = StudyConfig.load(path)
-        study = optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
+        config, study = open_study(args.out, name, args.archive_dir)
         arch, recorded = winner(study, kind)
-        runs = seeded_finals(config, study, arch, train_seeds, args.final_epochs)
+        seed = recorded_seed(study, kind, config)
+        seeds = list(range(seed + 1, seed + 1 + args.next_seeds)) if args.next_seeds else train_seeds
+        runs = seeded_finals(config, study, arch, seeds, args.final_epochs)
+        result[f"{key}_recorded_train_seed"] = seed
         aucs = [recorded, *(r["test_auc"] for r in runs.values())]
         result[f"{key}_test_auc_recorded"] = recorded
         for seed, r in runs.items():

@@ -46,3 +46,46 @@ def test_each_seed_trains_once_on_the_final_budget_and_is_cached(tmp_path: Path)
     assert study.user_attrs["final_seeds"] == runs
     again = seeded_finals(config, study, arch, [2], final_epochs=2, log=lines.append)
     assert again == {"2": runs["2"]} and len(lines) == 2  # cached: not trained again
+
+
+def _study_file(folder: Path, name: str, seed: int = 0) -> Path:
+    """A study file of ``name`` at ``folder/name/study.yaml`` (its SQLite database goes beside it)."""
+    import yaml
+
+    data = {"name": "synthetic", "options": {"preset": "tiny", "num_samples": 800}, "seed": 0}
+    space = str(Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml")
+    path = folder / name / "study.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(yaml.safe_dump({"name": name, "data": data, "space": space, "objectives": ["val_auc"],
+                                    "seed": seed, "budget": {"trials": 1, "epochs": 1, "batch_size": 128}}))
+    return path
+
+
+def test_the_recorded_seed_is_the_studys_or_the_rung_winners(tmp_path: Path) -> None:
+    from autorec.study import StudyConfig
+    from benchmarks.final_seeds import recorded_seed
+
+    config = StudyConfig.load(_study_file(tmp_path, "oneshot_x_seed2", seed=2))
+    shot = optuna.create_study(study_name="oneshot_x_seed2")
+    assert recorded_seed(shot, "oneshot", config) == 2  # one rung seed: the study's
+    shot.set_user_attr("oneshot", {"rung_winner_seed": 3})
+    assert recorded_seed(shot, "oneshot", config) == 3
+    assert recorded_seed(shot, "tpe", config) == 2
+
+
+def test_a_study_whose_database_is_gone_is_restored_from_its_archive(tmp_path: Path) -> None:
+    from autorec.study import StudyConfig, open_storage
+    from benchmarks.final_seeds import open_study
+    from benchmarks.study_archive import archive
+
+    with pytest.raises(SystemExit, match=r"tpe_y: no study file at .*tpe_y/study.yaml"):
+        open_study(tmp_path, "tpe_y", tmp_path / "archive")
+    config = StudyConfig.load(_study_file(tmp_path, "tpe_y"))
+    study = optuna.create_study(study_name="tpe_y", storage=open_storage(config.storage_url))
+    study.set_user_attr("final", {"trial": 0, "test_auc": 0.61})
+    (tmp_path / "archive").mkdir()
+    archive("tpe_y", config.storage_url, tmp_path / "archive" / "tpe_y.jsonl")
+    (config.directory / "study.db").unlink()
+    _, again = open_study(tmp_path, "tpe_y", tmp_path / "archive")
+    assert again.user_attrs["final"] == {"trial": 0, "test_auc": 0.61}
+    assert (config.directory / "study.db").exists()
