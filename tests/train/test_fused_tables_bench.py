@@ -51,6 +51,6 @@ def test_rounds_rotate_the_order_and_each_round_takes_new_batches_for_every_run(
 
 def test_too_few_batches_is_a_clear_error(tiny):
     runs = {"a": preset_trainer("dlrm", tiny, 64)}
-    with pytest.raises(ValueError, match=r"alternating_rounds: 1002 batches needed \(1 rounds x 1000 steps \+ 2 warm-up\), "
-                       r"the data holds \d+"):
+    with pytest.raises(ValueError, match=r"alternating_rounds: 1002 batches needed "
+                                         r"\(1 rounds x 1000 steps \+ 2 warm-up\), the data holds \d+"):
         alternating_rounds(runs, rounds=1, steps=1000)
