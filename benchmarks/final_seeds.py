@@ -41,7 +41,7 @@ from optuna.trial import TrialState
 from autorec.study import StudyConfig, TrialRunner, open_storage
 from benchmarks.oneshot_reference import final_budget
 from benchmarks.results_file import commit, machine
-from benchmarks.study_archive import restore
+from benchmarks.study_archive import restore_if_gone
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -77,10 +77,7 @@ def open_study(out: Path, name: str, archive_dir: Path) -> tuple[StudyConfig, op
     if not path.exists():
         raise SystemExit(f"{name}: no study file at {path}")
     config = StudyConfig.load(path)
-    archived = archive_dir / f"{name}.jsonl"
-    if (config.storage_url.startswith("sqlite:///") and not (config.directory / "study.db").exists()
-            and archived.is_file()):
-        restore(archived, config.name, config.storage_url)
+    restore_if_gone(config, archive_dir / f"{name}.jsonl")
     return config, optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
 
 

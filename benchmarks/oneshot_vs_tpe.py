@@ -72,7 +72,7 @@ from benchmarks.oneshot_reference import (
     tpe_record,
 )
 from benchmarks.results_file import commit, machine
-from benchmarks.study_archive import archive, restore
+from benchmarks.study_archive import archive, restore, restore_if_gone
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = {
@@ -225,10 +225,9 @@ def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 def _load(args: argparse.Namespace, stage: str, seed: int = 0) -> tuple[StudyConfig, optuna.Study] | None:
     path = study_file(args, stage, seed, write=False)
     config = StudyConfig.load(path)
-    if config.storage_url.startswith("sqlite:///") and not (config.directory / "study.db").exists():
-        if not archive_path(args, config.name).is_file():
-            return None  # (opening it would leave an empty study.db behind)
-        restore(archive_path(args, config.name), config.name, config.storage_url)
+    gone = config.storage_url.startswith("sqlite:///") and not (config.directory / "study.db").exists()
+    if gone and not restore_if_gone(config, archive_path(args, config.name)):
+        return None  # (opening it would leave an empty study.db behind)
     try:
         return config, optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url))
     except KeyError:

@@ -33,7 +33,7 @@ import optuna
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from autorec.study import open_storage
+from autorec.study import StudyConfig, open_storage
 
 
 def _journal(path: Path) -> JournalStorage:
@@ -69,3 +69,13 @@ def restore(path: Path, name: str, storage_url: str) -> bool:
         raise SystemExit(f"restore: {path} holds no study {name!r}")
     optuna.copy_study(from_study_name=name, from_storage=source, to_storage=storage)
     return True
+
+
+def restore_if_gone(config: StudyConfig, path: Path) -> bool:
+    """Restore ``config``'s study from the journal file ``path`` when its SQLite database is gone
+    (a new machine's ``~/.cache``) and ``path`` exists, without opening the storage otherwise (so
+    reading a study that is not there leaves no empty database behind); True if it was copied."""
+    if (config.storage_url.startswith("sqlite:///") and not (config.directory / "study.db").exists()
+            and path.is_file()):
+        return restore(path, config.name, config.storage_url)
+    return False
