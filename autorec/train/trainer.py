@@ -8,7 +8,6 @@ EpochRecord, TrainResult) is in :mod:`autorec.train.records`, the checkpoint fol
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -25,7 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from torch.distributed.checkpoint.api import CheckpointException
 from torchrec.datasets.utils import Batch
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
@@ -64,6 +63,7 @@ from autorec.train.partition import rank_batches
 from autorec.train.pipeline import SparseDistPipeline
 from autorec.train.plan import load_plan
 from autorec.train.prefetch import prefetched
+from autorec.train.progress_bar import progress_bar
 from autorec.train.records import (
     DENSE_OPTIMIZERS,
     EpochRecord,
@@ -327,7 +327,7 @@ class Trainer:
                     "step_losses": result.step_losses})
 
         try:
-            with _progress(cfg.progress and self.rank == 0) as bar:
+            with progress_bar(cfg.progress and self.rank == 0) as bar:
                 for epoch in range(progress["epoch"], cfg.epochs):
                     if stale >= cfg.patience:
                         break
@@ -387,6 +387,14 @@ class Trainer:
         for group, base in zip(self.optimizer.param_groups, self._base_lrs, strict=True):
             group["lr"] = base * factor
 
+    def scale_table_lr(self, factor: float) -> None:
+        """From the next step on, every table (fused or replicated) learns at ``factor`` times its
+        rate; the dense parts go on as they were. 0 freezes the tables (their gradients are still
+        computed). Not kept in checkpoints: a resumed run starts at the configured rates."""
+        tables, dense = len(self.model.fused_optimizer.param_groups), len(self._unfused[0].param_groups)
+        self._base_lrs = [lr if tables <= i < tables + dense else lr * factor
+                          for i, lr in enumerate(self._base_lrs)]
+
     def _epoch(self, epoch: int, steps: int | None, bar: Progress | None, progress: dict[str, Any],
                step_losses: list[float], checkpoint: Callable[[dict[str, Any]], None]) -> EpochRecord:
         """One epoch from ``progress["step"]`` on (a resumed epoch skips the steps it had done)."""
@@ -430,14 +438,6 @@ class Trainer:
         test = self.evaluate("test") if self.config.track_test else None
         return EpochRecord(epoch, float(np.mean(losses)) if losses else float("nan"), val,
                            samples / seconds if seconds else 0.0, seconds, samples, test, batches.seconds)
-
-
-
-def _progress(enabled: bool) -> Any:
-    if not enabled:
-        return contextlib.nullcontext()
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("{task.fields[rate]}"))
 
 
 def train(spec: ArchSpec, dataset: RecDataset, config: TrainConfig | None = None) -> TrainResult:

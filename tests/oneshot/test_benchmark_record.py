@@ -146,6 +146,14 @@ def test_a_borrowed_tau_is_marked_by_whether_the_same_architectures_were_reranke
     assert reranked_archs(study([4, 8], "k5")) != reranked_archs(study([4, 16], "k7"))
 
 
+def test_a_tau_on_fewer_than_twelve_pairs_is_short_and_borrowed() -> None:
+    from benchmarks.oneshot_vs_tpe import TAU_ARCHITECTURES, short_of_tau
+
+    assert TAU_ARCHITECTURES == 12  # the issue's: at least 12 sampled architectures
+    assert short_of_tau({"tau_pairs": None}) and short_of_tau({"tau_pairs": 11})
+    assert not short_of_tau({"tau_pairs": 12}) and not short_of_tau({"tau_pairs": 13})
+
+
 def test_a_study_s_time_counts_its_complete_and_pruned_trials_only() -> None:
     """A trial cut by a kill stays FAIL (and is run again): its seconds are not the study's."""
     from benchmarks.oneshot_vs_tpe import finished
@@ -156,3 +164,44 @@ def test_a_study_s_time_counts_its_complete_and_pruned_trials_only() -> None:
     study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))
     study.enqueue_trial({"x": 0.5})  # WAITING
     assert [t.state.name for t in finished(study)] == ["COMPLETE", "PRUNED"]
+
+
+def test_tpes_final_is_cached_per_final_budget(tmp_path: Path) -> None:
+    """A report on another final budget (``--final-epochs``) trains TPE's winner on it and keeps
+    the first budget's record (``final``) as it was; each is trained once."""
+    import argparse
+    import datetime
+
+    import yaml
+
+    from autorec.data import load_dataset
+    from autorec.presets import preset
+    from autorec.study import StudyConfig, open_storage
+    from benchmarks.oneshot_vs_tpe import final_attr, tpe_figures
+
+    folder = tmp_path / "tpe"
+    folder.mkdir()
+    data = {"name": "synthetic", "options": {"preset": "tiny", "num_samples": 800}, "seed": 0}
+    space = str(Path(__file__).parents[2] / "search_spaces" / "quickstart.yaml")
+    (folder / "study.yaml").write_text(yaml.safe_dump({
+        "name": "tpe", "data": data, "space": space, "objectives": ["val_auc"],
+        "budget": {"trials": 1, "epochs": 1, "batch_size": 128}}))
+    config = StudyConfig.load(folder / "study.yaml")
+    arch = preset("dlrm", load_dataset("synthetic", preset="tiny", num_samples=800).schema).to_dict()
+    study = optuna.create_study(study_name="tpe", storage=open_storage(config.storage_url))
+    start = datetime.datetime(2026, 12, 1, 12, 0, 0)
+    trial = optuna.trial.create_trial(value=0.6, user_attrs={
+        "arch": arch, "metrics": {"val": {"auc": 0.6}, "test": {"auc": 0.6}},
+        "costs": {"embedding_bytes": 10}})
+    trial.datetime_start, trial.datetime_complete = start, start + datetime.timedelta(seconds=100)
+    study.add_trial(trial)
+    args = argparse.Namespace(out=tmp_path, samples=800, trials=1, epochs=1, batch_size=128, tag="_x",
+                              final_epochs=1, archive_dir=tmp_path / "archive")
+    assert (final_attr(3), final_attr(1)) == ("final", "final_1ep")
+    one = tpe_figures(args, "tpe")
+    assert one is not None and one["wall_s"] == pytest.approx(100 + one["final_s"])
+    three = tpe_figures(argparse.Namespace(**{**vars(args), "final_epochs": 3}), "tpe")
+    assert three is not None and 0 < three["test_auc"] < 1
+    attrs = optuna.load_study(study_name="tpe", storage=open_storage(config.storage_url)).user_attrs
+    assert (attrs["final_1ep"]["epochs"], attrs["final"]["epochs"]) == (1, 3)
+    assert tpe_figures(args, "tpe") == one  # cached: not trained again

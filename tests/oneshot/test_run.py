@@ -362,6 +362,23 @@ def test_final_candidates_each_train_the_first_epoch_and_the_best_goes_on(tmp_pa
         assert chosen_cfg.checkpoint_dir == str(folder / str(chosen.number))
 
 
+def test_a_one_epoch_final_is_the_rung_winners_training_and_trains_no_more(tmp_path):
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0,
+                                      "rerank_steps": 1, "rerank_val_samples": 100, "final_epochs": 1,
+                                      "final_candidates": 2})
+    rung, final = of_stage(study, "final_rung"), of_stage(study, "final")
+    best = max(rung, key=lambda t: t.user_attrs["metrics"]["val"]["auc"])
+    metrics = final[0].user_attrs["metrics"]
+    # the final resumes after the rung's epoch, the last of its budget: the same model, tested
+    assert metrics["resumed_from"]["epoch"] == 1 and metrics["best_epoch"] == 0
+    assert metrics["val"] == best.user_attrs["metrics"]["val"]
+    assert metrics["train_samples"] == best.user_attrs["metrics"]["train_samples"]
+    assert 0 < metrics["test"]["auc"] < 1 and not best.user_attrs["metrics"]["test"]
+    record = study.user_attrs[ONESHOT_ATTR]
+    rung_s = record["rung_seconds"][str(best.user_attrs["proxy_trial"])]
+    assert rung_s < record["final_seconds"] < rung_s + metrics["seconds"] + 1
+
+
 def test_rung_seeds_restart_the_first_epoch_and_the_best_seed_goes_on(tmp_path):
     config, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 0,
                                            "rerank_steps": 1, "rerank_val_samples": 100, "final_epochs": 2,

@@ -139,6 +139,36 @@ def test_every_table_follows_embedding_lr_whatever_the_plan(planted_data, tmp_pa
     assert (tables_moved, dense_moved) == (embedding_lr > 0, dense_lr > 0)
 
 
+@pytest.mark.parametrize("sharding", ["default", "data_parallel"])
+def test_scaled_table_rates_freeze_the_tables_and_leave_the_dense_parts(planted_data, tmp_path, sharding):
+    """``scale_table_lr(0)`` after the first epoch: the next epoch moves no table, fused or
+    replicated, and every dense part still learns at its own rate."""
+    import json
+
+    spec = preset("dlrm", planted_data.schema, dim=8)
+    config = dataclasses.replace(FAST, epochs=2, patience=5)
+    if sharding == "data_parallel":
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "tables": {
+            t.name: {"sharding_type": "data_parallel"} for t in spec.tables}}))
+        config = dataclasses.replace(config, plan=str(plan))
+    after: list[tuple] = []  # (tables, dense) at each epoch's end, before the best epoch is restored
+
+    def on_epoch(record):
+        after.append(_tables_and_dense(trainer))
+        trainer.scale_table_lr(0.0)  # from the second epoch on
+
+    trainer = Trainer(spec, planted_data, config, on_epoch=on_epoch)
+    tables_0, _ = _tables_and_dense(trainer)
+    trainer.fit()
+    (tables_1, dense_1), (tables_2, dense_2) = after
+    assert any(not torch.equal(tables_0[n], tables_1[n]) for n in tables_0)  # the first epoch trained them
+    assert all(torch.equal(tables_1[n], tables_2[n]) for n in tables_1)
+    assert any(not torch.equal(dense_1[n], dense_2[n]) for n in dense_1)
+    dense_lr = [g["lr"] for g in trainer._unfused[0].param_groups]
+    assert dense_lr == pytest.approx([config.dense_lr] * len(dense_lr))
+
+
 @pytest.mark.parametrize("schedule, factor", [("constant", 1.0), ("cosine", 0.1)])
 def test_the_schedule_reaches_every_optimizer(planted_data, schedule, factor):
     from autorec.train.records import lr_factor
