@@ -13,7 +13,8 @@ re-rank and the rung's losers) and wall seconds, and their worst over seeds agai
 figures of the run's report::
 
     .venv/bin/python -m benchmarks.rung_policies --tag _k9 --seeds 0,1,2 \\
-        --report benchmarks/results/oneshot_intel_k9.json --json benchmarks/results/rung_policies_intel_k9.json
+        --report benchmarks/results/oneshot_intel_k9.json \\
+        --json benchmarks/results/rung_policies_intel_k9.json
 
 A policy whose restarts would be of a finalist the run did not restart is left out.
 Flat keys: ``k<K>_m<M>_seed<S>_<what>`` and ``k<K>_m<M>_<worst>``.
@@ -101,7 +102,7 @@ def main() -> None:
     parser.add_argument("--tag", required=True, help="the one-shot studies oneshot<TAG>_seed<N>")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--report", type=Path, required=True,
-                        help="the run's oneshot_vs_tpe report: TPE's test AUC and wall, the reference training")
+                        help="the run's oneshot_vs_tpe report: TPE's test AUC and wall, the TE reference")
     parser.add_argument("--archive-dir", type=Path, default=RESULTS / "studies")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -140,13 +141,15 @@ def main() -> None:
                 seconds = {r: record["rung_seconds"][_name(*r, base_seed)] for r in runs}
                 search = before + sum(s for r, s in seconds.items() if r != winner)
                 row = {"test_auc": tests[f"{winner[0]}-{winner[1]}"], "search_s": search,
-                       "wall_s": search + seconds[winner] + final_extra, "train_equivalents": search / reference}
+                       "wall_s": search + seconds[winner] + final_extra,
+                       "train_equivalents": search / reference}
                 rows.setdefault((k, m), []).append(row)
                 result.update({f"k{k}_m{m}_seed{seed}_{key}": v for key, v in row.items()})
     for (k, m), per_seed in sorted(rows.items()):
         worst = min(r["test_auc"] for r in per_seed)
+        met = sum(r["test_auc"] >= tpe_auc - TOLERANCE for r in per_seed)
         result.update({f"k{k}_m{m}_seeds": len(per_seed), f"k{k}_m{m}_test_auc_min": worst,
-                       f"k{k}_m{m}_seeds_auc_met": sum(r["test_auc"] >= tpe_auc - TOLERANCE for r in per_seed),
+                       f"k{k}_m{m}_seeds_auc_met": met,
                        f"k{k}_m{m}_wall_ratio_max": max(r["wall_s"] for r in per_seed) / tpe_wall,
                        f"k{k}_m{m}_train_equivalents_max": max(r["train_equivalents"] for r in per_seed)})
     out.parent.mkdir(parents=True, exist_ok=True)
