@@ -6,7 +6,7 @@ import pytest
 
 from tests.doctests import assert_examples_run
 
-MODULES = ["records", "checkpoints", "waiting", "embedding_optim", "compiled"]
+MODULES = ["records", "checkpoints", "waiting", "embedding_optim", "compiled", "progress_bar"]
 
 
 @pytest.mark.parametrize("name", MODULES)
