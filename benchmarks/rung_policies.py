@@ -31,9 +31,9 @@ from typing import Any
 
 import optuna
 
-from benchmarks.oneshot_studies import RESULTS
+from autorec.oneshot.run import rung_entry
 from benchmarks.oneshot_vs_tpe import TOLERANCE
-from benchmarks.results_file import commit, machine
+from benchmarks.results_file import RESULTS, commit, machine
 
 RUNG = "final_rung"
 
@@ -158,9 +158,7 @@ def main() -> None:
 
 
 def _name(number: int, seed: int, base_seed: int) -> str:
-    """The rung's name of a training (its folder and ``rung_seconds`` key; oneshot.run.rung_entry)."""
-    from autorec.oneshot.run import rung_entry
-
+    """The rung's name of a training (its folder and ``rung_seconds`` key)."""
     return rung_entry(number, seed - base_seed, base_seed)
 
 
