@@ -15,7 +15,8 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
 
 from optuna.trial import FrozenTrial
 
@@ -40,6 +41,29 @@ def crossing_bases(screen: list[FrozenTrial], k: int, by: str = "layers") -> lis
     for t in sorted(screen, key=lambda t: -t.user_attrs[PROXY_ATTR]["val_auc"]):
         distinct.setdefault(layer_setting(t), t)
     return in_family_turns(list(distinct.values()), by)[:k]
+
+
+LAYER_KIND = re.compile(r"layer\d+\.kind")  # the choice of an interaction layer's block kind
+
+
+def kind_neighbours(params: Mapping[str, str], names: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
+    """The candidates one layer kind away from ``params`` (a candidate's Optuna parameters,
+    choice name -> value name; ``names``: each choice's value names): each ``layer<i>.kind`` set to
+    each of its other values (the layer swapped for another kind, added where it was skipped, or
+    skipped where the space lets it), every other choice kept.
+
+    Example:
+        >>> kind_neighbours({"layer0.kind": "dcnv2", "layer1.kind": "skip", "emb.a": "8"},
+        ...                 {"layer0.kind": ["dcnv2", "dlrm"], "layer1.kind": ["skip", "dcnv2", "dlrm"],
+        ...                  "emb.a": ["4", "8"]})  # doctest: +NORMALIZE_WHITESPACE
+        [{'layer0.kind': 'dlrm', 'layer1.kind': 'skip', 'emb.a': '8'},
+         {'layer0.kind': 'dcnv2', 'layer1.kind': 'dcnv2', 'emb.a': '8'},
+         {'layer0.kind': 'dcnv2', 'layer1.kind': 'dlrm', 'emb.a': '8'}]
+    """
+    out = []
+    for name in sorted(n for n in names if LAYER_KIND.fullmatch(n)):
+        out += [{**params, name: value} for value in names[name] if value != params[name]]
+    return out
 
 
 def distinct_best(trials: list[FrozenTrial], k: int) -> list[FrozenTrial]:

@@ -58,6 +58,7 @@ from autorec.oneshot.ranking import (
     distinct_best,
     family_bests,
     in_family_turns,
+    kind_neighbours,
     prefer_capacity,
     rerank_order,
 )
@@ -66,6 +67,7 @@ from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 
 ONESHOT_ATTR = "oneshot"  # study user attr: the run's record (seconds per stage, tau)
 CROSSING_ATTR = "crossing"  # trial user attr: the screen's trial whose layers a shared setting took
+NEIGHBOUR_ATTR = "neighbour_of"  # trial user attr: the candidate a kind neighbour changed one layer kind of
 SAMPLE_ATTR = "sample_index"  # trial user attr: which draw from the space a calibration sample is
 
 
@@ -118,7 +120,7 @@ def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
     (trials of stage ``proxy``, user attribute ``crossing``); returns how many were scored now. A
     rerun after a kill scores only those not recorded yet (the screen's best are the same:
     crossings are not counted among them)."""
-    screen = [t for t in proxy_trials(study) if CROSSING_ATTR not in t.user_attrs]
+    screen = [t for t in proxy_trials(study) if not ({CROSSING_ATTR, NEIGHBOUR_ATTR} & set(t.user_attrs))]
     layers = crossing_bases(screen, k, by)
     settings = search.shared_settings()
     for t in layers:
@@ -129,6 +131,28 @@ def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
     if waiting:
         log(f"one-shot search: {waiting} all-alike embedding settings on the screen's "
             f"{len(layers)} best layers")
+        study.optimize(search.objective, n_trials=waiting, callbacks=[on_trial] if on_trial else None)
+    return waiting
+
+
+def cross_kinds(study: optuna.Study, search: CandidateSearch, k: int,
+                on_trial: Callable[[optuna.Study, FrozenTrial], None] | None,
+                log: Callable[[str], None], by: str = "layers") -> int:
+    """Score the :func:`kind_neighbours` of the ``k`` best distinct candidates of the screen and
+    the crossings (taken in turns over families ``by``) as more candidates (trials of stage
+    ``proxy``, user attribute ``neighbour_of``): one layer kind changed, added or dropped. TPE
+    narrows a screen onto the kinds it met first and may never try one more or one fewer layer on
+    its best. Returns how many were scored now; a rerun after a kill scores only those not recorded
+    yet (the bases exclude neighbours, so they are the same)."""
+    candidates = [t for t in proxy_trials(study) if NEIGHBOUR_ATTR not in t.user_attrs]
+    bases = in_family_turns(distinct_best(candidates, len(candidates)), by)[:k]
+    for t in bases:
+        own = {name: str(t.params[name]) for name in search.names}
+        for params in kind_neighbours(own, search.names):
+            study.enqueue_trial(params, user_attrs={NEIGHBOUR_ATTR: t.number}, skip_if_exists=True)
+    waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+    if waiting:
+        log(f"one-shot search: {waiting} kind neighbours of the {len(bases)} best candidates")
         study.optimize(search.objective, n_trials=waiting, callbacks=[on_trial] if on_trial else None)
     return waiting
 
@@ -150,7 +174,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     study.set_user_attr(ONESHOT_ATTR, record)
 
     search = CandidateSearch(training, strategy.selection_samples, config.objectives, trial_attrs)
-    done = len([t for t in proxy_trials(study) if CROSSING_ATTR not in t.user_attrs])
+    done = len([t for t in proxy_trials(study) if not ({CROSSING_ATTR, NEIGHBOUR_ATTR} & set(t.user_attrs))])
     if done < strategy.candidates:
         log(f"one-shot search: {strategy.candidates - done} more candidates on inherited weights")
         start = time.perf_counter()
@@ -161,6 +185,11 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     if strategy.shared_crossings:
         start = time.perf_counter()
         if cross_shared(study, search, strategy.shared_crossings, on_trial, log, strategy.family):
+            record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
+            study.set_user_attr(ONESHOT_ATTR, record)
+    if strategy.kind_neighbours:
+        start = time.perf_counter()
+        if cross_kinds(study, search, strategy.kind_neighbours, on_trial, log, strategy.family):
             record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
             study.set_user_attr(ONESHOT_ATTR, record)
 

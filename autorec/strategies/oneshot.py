@@ -18,6 +18,9 @@ choices share a depth) for the supernet; ``candidates`` (trials scored on inheri
 ``search`` (tpe, nsga2 or random), ``shared_crossings`` (k: after the screen, every all-alike
 embedding setting, one width and hash size for every feature, is scored on each of the screen's k
 best layer settings, taken in turns over the families ``family`` defines; default 0),
+``kind_neighbours`` (k: then each of the k best distinct candidates so far, in turns over the
+families, is scored with one layer kind changed, a layer added or dropped: TPE narrows the screen
+onto the depths it met first; default 0),
 ``selection_samples`` (validation samples each candidate is scored on),
 ``rescore`` and ``rescore_samples`` (the ``rescore`` best candidates scored again on that many
 samples, and ranked by it: a cheap screen, then a precise look at its top; 0, the default: no
@@ -93,7 +96,7 @@ class OneShotStrategy(Strategy):
                  diverse: bool = False, capacity_tie: float = 0.0, rerank_tie: float = 0.0,
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
                  rerank_speed_tie: float = 0.0, rung_seeds: int = 1, rung_winner_seeds: int = 1,
-                 **options: Any) -> None:
+                 kind_neighbours: int = 0, **options: Any) -> None:
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -113,6 +116,7 @@ class OneShotStrategy(Strategy):
                                 ("rerank_steps", rerank_steps or 1, 1),
                                 ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0),
                                 ("shared_crossings", shared_crossings, 0),
+                                ("kind_neighbours", kind_neighbours, 0),
                                 ("final_candidates", final_candidates, 1), ("rung_seeds", rung_seeds, 1),
                                 ("rung_winner_seeds", rung_winner_seeds, 1),
                                 ("rerank_val_samples", 1 if rerank_val_samples is None
@@ -164,7 +168,7 @@ class OneShotStrategy(Strategy):
         self.shared_crossings, self.rerank_tie = shared_crossings, rerank_tie
         self.family, self.final_candidates = family, final_candidates
         self.rerank_speed_tie, self.rung_seeds = rerank_speed_tie, rung_seeds
-        self.rung_winner_seeds = rung_winner_seeds
+        self.rung_winner_seeds, self.kind_neighbours = rung_winner_seeds, kind_neighbours
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

@@ -8,6 +8,7 @@ from autorec.oneshot.ranking import (
     crossing_bases,
     family_bests,
     in_family_turns,
+    kind_neighbours,
     prefer_capacity,
     prefer_speed,
     rerank_order,
@@ -122,3 +123,20 @@ def test_a_speed_tie_sends_the_fastest_of_the_near_best_to_the_final():
     trained[154] = 0.6300
     assert winner(chosen, auc, 0.0, speed=fast, speed_tie=0.001).number == 154  # a clear lead stands
     assert prefer_speed([], auc, fast, 0.01) == []
+
+
+def test_kind_neighbours_change_one_layer_kind_and_nothing_else():
+    names = {"layer0.kind": ["dcnv2", "wukong", "dlrm"], "layer1.kind": ["skip", "dcnv2", "dlrm"],
+             "layer0.dcnv2.rank": ["0", "16"], "layer10.kind": ["skip", "dhen"], "emb.c1": ["0", "8"],
+             "towers.kind": ["none", "two"]}  # not an interaction layer's kind: never changed
+    base = {"layer0.kind": "dcnv2", "layer1.kind": "skip", "layer0.dcnv2.rank": "16", "layer10.kind": "skip",
+            "emb.c1": "8", "towers.kind": "none"}
+    out = kind_neighbours(base, names)
+    assert len(out) == 2 + 2 + 1  # every other value of each of the three layer kinds
+    for params in out:
+        changed = {k for k in base if params[k] != base[k]}
+        assert len(changed) == 1 and changed <= {"layer0.kind", "layer1.kind", "layer10.kind"}
+    assert {p["layer1.kind"] for p in out} == {"skip", "dcnv2", "dlrm"}  # a second layer added (and kept off)
+    assert base == {"layer0.kind": "dcnv2", "layer1.kind": "skip", "layer0.dcnv2.rank": "16",
+                    "layer10.kind": "skip", "emb.c1": "8", "towers.kind": "none"}  # not modified
+    assert kind_neighbours({"emb.c1": "8"}, {"emb.c1": ["0", "8"]}) == []  # no layer kind chosen

@@ -14,7 +14,14 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from autorec.oneshot.ranking import crossing_bases, distinct_best, family, in_family_turns, layer_setting
+from autorec.oneshot.ranking import (
+    crossing_bases,
+    distinct_best,
+    family,
+    in_family_turns,
+    kind_neighbours,
+    layer_setting,
+)
 from autorec.oneshot.run import ONESHOT_ATTR, _final_rung, rank_correlation
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR
 from autorec.report import data as report_data
@@ -93,6 +100,8 @@ def test_rank_correlation():
     ({"rung_seeds": 0}, "rung_seeds: expected an integer >= 1, got 0"),
     ({"rung_seeds": 1.5}, "rung_seeds: expected an integer, got 1.5"),
     ({"rung_winner_seeds": 0}, "rung_winner_seeds: expected an integer >= 1, got 0"),
+    ({"kind_neighbours": -2}, "kind_neighbours: expected an integer >= 0, got -2"),
+    ({"kind_neighbours": True}, "kind_neighbours: expected an integer, got True"),
     ({"width_columns": "own-ish"},
      "strategy 'oneshot': width_columns: expected one of shared, own, got 'own-ish'"),
 ])
@@ -295,13 +304,19 @@ def test_shared_crossings_score_every_all_alike_setting_on_the_screens_best_laye
     assert all(SearchSpace.load(space).contains(s) for s in specs)
 
 
-def test_the_study_crosses_the_layers_its_family_option_names(tmp_path):
-    space = tmp_path / "micro2.yaml"
+def run_by_kind(tmp_path: Path, options: dict) -> tuple[Path, optuna.Study]:
+    """A short diverse study of families by kind (``options`` over it) on a space of 1-2 layers of
+    two kinds: the space file and the study as stored."""
+    space = tmp_path / "two_kinds.yaml"
     space.write_text("dim: [8]\nembedding: {dim: [4, 8], hash: [1]}\nover_arch: [[16]]\n"
                      "layers: {num: {low: 1, high: 2}, kinds: [dlrm, dcnv2]}\n")
-    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 16, "rerank": 2, "calibrate": 0,
-                                      "shared_crossings": 3, "diverse": True, "family": "kind"},
-                           space=str(space))
+    _, study = run_oneshot(tmp_path, {"steps": 6, "rerank": 2, "calibrate": 0, "diverse": True,
+                                      "family": "kind", **options}, space=str(space))
+    return space, study
+
+
+def test_the_study_crosses_the_layers_its_family_option_names(tmp_path):
+    _, study = run_by_kind(tmp_path, {"candidates": 16, "shared_crossings": 3})
     proxies = of_stage(study, "proxy")
     screen = [t for t in proxies if "crossing" not in t.user_attrs]
     crossed = {t.user_attrs["crossing"] for t in proxies if "crossing" in t.user_attrs}
@@ -311,6 +326,27 @@ def test_the_study_crosses_the_layers_its_family_option_names(tmp_path):
     assert crossed and crossed <= by_kind
     # the test means something: by layer sequence the study would have crossed other layers
     assert crossed - by_layers, (crossed, by_kind, by_layers)
+
+
+def test_kind_neighbours_score_the_best_candidates_with_one_layer_kind_changed(tmp_path):
+    space, study = run_by_kind(tmp_path, {"candidates": 10, "kind_neighbours": 2})
+    proxies = of_stage(study, "proxy")
+    screen = [t for t in proxies if "neighbour_of" not in t.user_attrs]
+    neighbours = [t for t in proxies if "neighbour_of" in t.user_attrs]
+    assert len(screen) == 10 and [t.number for t in screen] == list(range(10))  # the screen first
+    bases = in_family_turns(distinct_best(screen, len(screen)), "kind")[:2]
+    assert neighbours and {t.user_attrs["neighbour_of"] for t in neighbours} <= {t.number for t in bases}
+    for t in neighbours:
+        base = study.trials[t.user_attrs["neighbour_of"]]
+        changed = {k for k in t.params if str(t.params[k]) != str(base.params[k])}
+        assert len(changed) == 1 and changed.pop() in ("layer0.kind", "layer1.kind")
+        assert SearchSpace.load(space).contains(trial_arch(t))
+    # every neighbour of both bases was scored (or the screen had scored it already)
+    scored = {tuple(sorted((k, str(v)) for k, v in t.params.items())) for t in proxies}
+    names = {k: [str(c) for c in d.choices] for k, d in bases[0].distributions.items()}
+    for base in bases:
+        for params in kind_neighbours({k: str(v) for k, v in base.params.items()}, names):
+            assert tuple(sorted(params.items())) in scored
 
 
 def test_a_diverse_screen_rescores_and_reranks_across_families(tmp_path):
