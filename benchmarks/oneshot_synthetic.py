@@ -43,10 +43,10 @@ def pairwise(layer: dict[str, Any]) -> bool:
     return layer["kind"] in PAIRWISE or (layer["kind"] == "dhen" and set(layer["modules"]) <= {"dot", "dcn"})
 
 
-def flat(out: dict[str, Any]) -> dict[str, Any]:
-    """The flat figures of one :func:`run`, keyed ``<data>_seed<N>_*``: the derived layers, whether
-    the first is pairwise (0/1), the test AUCs and the winner's gap to the best preset."""
-    key = f"{out['data']}_seed{out['seed']}_"
+def flat(out: dict[str, Any], key: str = "") -> dict[str, Any]:
+    """The flat figures of one :func:`run`, keyed ``<data>_seed<N><key>_*``: the derived layers,
+    whether the first is pairwise (0/1), the test AUCs and the winner's gap to the best preset."""
+    key = f"{out['data']}_seed{out['seed']}{key}_"
     layers = out["arch"]["layers"]
     presets = {name: row["test_auc"] for name, row in out["models"].items() if name != "derived"}
     def named(layer: dict[str, Any]) -> str:
@@ -69,15 +69,17 @@ def data_options(data: str, samples: int | None) -> dict[str, Any]:
 
 
 def study_file(folder: Path, data: str, seed: int, space: str, steps: int, candidates: int, rerank: int,
-               final_epochs: int, rerank_epochs: int, batch_size: int, samples: int | None = None) -> Path:
-    """The one-shot study of the benchmark, written to ``folder/study.yaml``."""
+               final_epochs: int, rerank_epochs: int, batch_size: int, samples: int | None = None,
+               options: dict[str, Any] | None = None) -> Path:
+    """The one-shot study of the benchmark, written to ``folder/study.yaml`` (``options``: more
+    strategy options, over the benchmark's)."""
     config = {
         "name": f"oneshot_{data}",
         "data": {"name": "synthetic", "options": data_options(data, samples), "seed": seed},
         "space": space,
         "strategy": {"name": "oneshot", "options": {
             "steps": steps, "batch_size": 512, "candidates": candidates,
-            "selection_samples": 20_000, "rerank": rerank, "final_epochs": final_epochs}},
+            "selection_samples": 20_000, "rerank": rerank, "final_epochs": final_epochs, **(options or {})}},
         "objectives": ["val_auc"],
         "budget": {"trials": 1, "epochs": rerank_epochs, "batch_size": batch_size, "patience": 2},
         "pruner": "none",
@@ -91,15 +93,17 @@ def study_file(folder: Path, data: str, seed: int, space: str, steps: int, candi
 def run(data: str, seed: int = 0, space: str = str(SPACES_DIR / "quickstart.yaml"), steps: int = 4000,
         candidates: int = 300, rerank: int = 4, final_epochs: int = 8, rerank_epochs: int = 2,
         batch_size: int = 1024, presets: tuple[str, ...] = ("dlrm", "dcnv2", "wukong", "dhen"),
-        samples: int | None = None, out: Path | None = None) -> dict[str, Any]:
-    """Run the one-shot study on the ``data`` teacher, then train ``presets`` as its winner was."""
+        samples: int | None = None, out: Path | None = None,
+        options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run the one-shot study on the ``data`` teacher (``options``: more strategy options), then
+    train ``presets`` as its winner was."""
     from autorec.train.trainer import TrainConfig, Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = out or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         config = StudyConfig.load(study_file(folder, data, seed, space, steps, candidates, rerank,
-                                             final_epochs, rerank_epochs, batch_size, samples))
+                                             final_epochs, rerank_epochs, batch_size, samples, options))
         t0 = time.perf_counter()
         run_study(config, log=lambda *_: None)
         study_s = time.perf_counter() - t0
@@ -119,6 +123,7 @@ def run(data: str, seed: int = 0, space: str = str(SPACES_DIR / "quickstart.yaml
             rows[name] = {"test_auc": fit.test["auc"], "val_auc": fit.val["auc"],
                           "seconds": time.perf_counter() - t1}
     return {"data": data, "seed": seed, "space": space, "steps": steps, "candidates": candidates,
+            "options": options or {},
             "bayes_test_auc": dataset.bayes_auc("test"),
             "derived_layers": [layer.kind for layer in spec.layers],
             "arch": spec.to_dict(), "kendall_tau": record.get("kendall_tau"), "study_seconds": study_s,
@@ -139,13 +144,17 @@ def main() -> None:
     parser.add_argument("--rerank-epochs", type=int, default=2, help="epochs of a re-ranking training")
     parser.add_argument("--samples", type=int, help="samples of the teacher (default: the preset's)")
     parser.add_argument("--presets", default="dlrm,dcnv2,wukong,dhen")
+    parser.add_argument("--oneshot-options", type=json.loads, default={},
+                        help="more strategy options, a JSON object (e.g. '{\"family\": \"kind\"}')")
     parser.add_argument("--out", type=Path, help="keep the study in this folder")
     parser.add_argument("--json", type=Path, help="merge the flat figures into this results file")
+    parser.add_argument("--key", default="", help="inserted after <data>_seed<N> in the JSON keys "
+                        "(a run with other options beside the defaults' figures)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     out = run(args.data, args.seed, args.space, args.steps, args.candidates, args.rerank, args.final_epochs,
               args.rerank_epochs, presets=tuple(p for p in args.presets.split(",") if p),
-              samples=args.samples, out=args.out)
+              samples=args.samples, out=args.out, options=args.oneshot_options)
     print(f"synthetic {out['data']} (seed {out['seed']}): Bayes test AUC {out['bayes_test_auc']:.4f}; "
           f"study {out['study_seconds']:.0f} s (supernet {out['supernet_seconds']:.0f} s); "
           f"Kendall tau {out['kendall_tau']}")
@@ -156,7 +165,7 @@ def main() -> None:
     if args.json:
         from benchmarks.results_file import merge_results
 
-        merge_results(args.json, flat(out), prefix=f"{out['data']}_seed{out['seed']}")
+        merge_results(args.json, flat(out, args.key), prefix=f"{out['data']}_seed{out['seed']}{args.key}")
 
 
 if __name__ == "__main__":

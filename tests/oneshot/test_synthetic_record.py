@@ -30,3 +30,10 @@ def test_the_record_says_which_layers_are_pairwise_and_the_gap_to_the_best_prese
     first_wukong = flat(output([layer("wukong"), layer("dlrm")]))
     assert first_wukong["order2_seed1_first_layer_pairwise"] == 0
     assert flat(output([]))["order2_seed1_first_layer_pairwise"] == 0
+
+
+def test_a_key_names_a_run_with_other_options_apart():
+    record = flat(output([layer("dcnv2")]), "_bykind")
+    assert record["order2_seed1_bykind_layers"] == "dcnv2"
+    assert record["order2_seed1_bykind_first_layer_pairwise"] == 1
+    assert not any(k.startswith("order2_seed1_layers") for k in record)
