@@ -3,8 +3,14 @@
 The issue's checks of the redesigned search: on the 2nd-order teacher its first layer is a dot or
 cross one; on the 3rd-order one it picks layers that model 3rd-order terms (Wukong, DHEN or a
 stacked DCNv2); on both its winner lands within 0.003 test AUC of the best preset trained with
-the same final budget. Fixed seeds; the numbers each run measured are in BENCHMARKS.md ("The
-one-shot search on the planted teachers") and ``benchmarks/results/oneshot_synthetic.json``.
+the same final budget. Fixed seeds, and the benchmark's strategy options
+(``benchmarks.oneshot_synthetic.PER_KIND``: each block kind's best re-ranked, the two best trained
+one epoch each before the better goes on, as on issue 20's scale workload); the numbers each run
+measured are in BENCHMARKS.md ("The one-shot search on the planted teachers"),
+``benchmarks/results/oneshot_synthetic.json`` (AMD EPYC) and ``oneshot_synthetic_intel.json``.
+The picks move with the CPU's float rounding: on the Intel Xeon the strategy's defaults landed
+0.0045 under order3's best preset, and at one thread order2's first layer came out a DHEN with
+attention; at the suite's two threads both checks hold with ``PER_KIND``.
 """
 
 import pytest
