@@ -76,6 +76,12 @@ def proxy_trials(study: optuna.Study) -> list[FrozenTrial]:
             if t.user_attrs.get(STAGE_ATTR) == "proxy"]
 
 
+def screen_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The screen's own candidates: the proxy trials the sampler proposed (not crossings or kind
+    neighbours, which are scored after it)."""
+    return [t for t in proxy_trials(study) if not ({CROSSING_ATTR, NEIGHBOUR_ATTR} & set(t.user_attrs))]
+
+
 def stage_trials(study: optuna.Study, stage: str) -> list[FrozenTrial]:
     return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             if t.user_attrs.get(STAGE_ATTR) == stage]
@@ -120,19 +126,14 @@ def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
     (trials of stage ``proxy``, user attribute ``crossing``); returns how many were scored now. A
     rerun after a kill scores only those not recorded yet (the screen's best are the same:
     crossings are not counted among them)."""
-    screen = [t for t in proxy_trials(study) if not ({CROSSING_ATTR, NEIGHBOUR_ATTR} & set(t.user_attrs))]
-    layers = crossing_bases(screen, k, by)
+    layers = crossing_bases(screen_trials(study), k, by)
     settings = search.shared_settings()
     for t in layers:
         own = {name: str(value) for name, value in t.params.items() if not name.startswith("emb.")}
         for setting in settings:
             study.enqueue_trial({**own, **setting}, user_attrs={CROSSING_ATTR: t.number}, skip_if_exists=True)
-    waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-    if waiting:
-        log(f"one-shot search: {waiting} all-alike embedding settings on the screen's "
-            f"{len(layers)} best layers")
-        study.optimize(search.objective, n_trials=waiting, callbacks=[on_trial] if on_trial else None)
-    return waiting
+    return _score_enqueued(study, search, on_trial, log,
+                           f"all-alike embedding settings on the screen's {len(layers)} best layers")
 
 
 def cross_kinds(study: optuna.Study, search: CandidateSearch, k: int,
@@ -150,9 +151,18 @@ def cross_kinds(study: optuna.Study, search: CandidateSearch, k: int,
         own = {name: str(t.params[name]) for name in search.names}
         for params in kind_neighbours(own, search.names):
             study.enqueue_trial(params, user_attrs={NEIGHBOUR_ATTR: t.number}, skip_if_exists=True)
+    return _score_enqueued(study, search, on_trial, log,
+                           f"kind neighbours of the {len(bases)} best candidates")
+
+
+def _score_enqueued(study: optuna.Study, search: CandidateSearch,
+                    on_trial: Callable[[optuna.Study, FrozenTrial], None] | None,
+                    log: Callable[[str], None], what: str) -> int:
+    """Score the candidates enqueued and not scored yet (``what`` they are, for the log);
+    returns how many."""
     waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
     if waiting:
-        log(f"one-shot search: {waiting} kind neighbours of the {len(bases)} best candidates")
+        log(f"one-shot search: {waiting} {what}")
         study.optimize(search.objective, n_trials=waiting, callbacks=[on_trial] if on_trial else None)
     return waiting
 
@@ -174,7 +184,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     study.set_user_attr(ONESHOT_ATTR, record)
 
     search = CandidateSearch(training, strategy.selection_samples, config.objectives, trial_attrs)
-    done = len([t for t in proxy_trials(study) if not ({CROSSING_ATTR, NEIGHBOUR_ATTR} & set(t.user_attrs))])
+    done = len(screen_trials(study))
     if done < strategy.candidates:
         log(f"one-shot search: {strategy.candidates - done} more candidates on inherited weights")
         start = time.perf_counter()
@@ -182,14 +192,9 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                        callbacks=[on_trial] if on_trial else None)
         record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
-    if strategy.shared_crossings:
+    for cross, k in ((cross_shared, strategy.shared_crossings), (cross_kinds, strategy.kind_neighbours)):
         start = time.perf_counter()
-        if cross_shared(study, search, strategy.shared_crossings, on_trial, log, strategy.family):
-            record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
-            study.set_user_attr(ONESHOT_ATTR, record)
-    if strategy.kind_neighbours:
-        start = time.perf_counter()
-        if cross_kinds(study, search, strategy.kind_neighbours, on_trial, log, strategy.family):
+        if k and cross(study, search, k, on_trial, log, strategy.family):  # more candidates: search time
             record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
             study.set_user_attr(ONESHOT_ATTR, record)
 
