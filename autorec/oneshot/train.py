@@ -5,12 +5,15 @@ its shared weights on single paths: ``uniform`` (the default) runs one uniformly
 batch; ``fair`` runs the strictly fair paths of :mod:`autorec.oneshot.fair` on each batch and
 updates the dense weights once from their summed gradients (the tables update inside each
 backward, torchrec's fused optimizer), so a step costs as many paths as the widest choice has
-values. On the ``scale`` workload uniform paths ranked candidates better at a sixth of fair's
-supernet time (Kendall's tau 0.85 after 3000 uniform steps, 0.42 after 4000 fair ones;
-BENCHMARKS.md, issue 20), hence the default. Every ``checkpoint_every`` steps the model and optimizer
-states (torch.distributed.checkpoint), the step, the losses and the sampler's generator go to
-``<directory>/step-N`` and ``LATEST`` points at it, so a run killed at any moment (kill -9
-included) continues from its last checkpoint when run again.
+values; ``sandwich`` (BigNAS's sandwich rule) runs three paths per batch, the largest, the
+smallest and one uniform draw, and updates from their mean gradient, so the extremes of the
+space's sizes are trained on every step. On the ``scale`` workload uniform paths ranked
+candidates better at a sixth of fair's supernet time (Kendall's tau 0.85 after 3000 uniform
+steps, 0.42 after 4000 fair ones; BENCHMARKS.md, issue 20), hence the default. Every
+``checkpoint_every`` steps the model and optimizer states (torch.distributed.checkpoint), the
+step, the losses and the sampler's generator go to ``<directory>/step-N`` and ``LATEST`` points
+at it, so a run killed at any moment (kill -9 included) continues from its last checkpoint when
+run again.
 
 Example:
     >>> import tempfile
@@ -49,7 +52,7 @@ from autorec.supernet.widths import WIDTH_COLUMNS
 from autorec.train.checkpoint_reader import load_state, read_meta, saved_keys
 from autorec.train.checkpoints import META, latest, point_latest, publish, staging, write_json
 
-SAMPLINGS = ("fair", "uniform")
+SAMPLINGS = ("fair", "sandwich", "uniform")
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,13 @@ class OneShotTrainConfig:
     never visit the all-alike corner of the space (all 26 features kept at once has probability
     0.75^26 = 6e-4 when one width in four drops), where a shared-width study searches.
     ``width_columns``: ``shared`` (each width a prefix of one table) or ``own`` (each width its
-    own columns, trained only on the steps that chose it: :mod:`autorec.supernet.widths`)."""
+    own columns, trained only on the steps that chose it: :mod:`autorec.supernet.widths`).
+    ``sampling: sandwich``: each step's largest path keeps every feature at its widest width and
+    largest hash size, every layer (no ``skip``) and the widest over-arch; its smallest keeps every
+    feature at its narrowest width that keeps it and its smallest hash size, skips every layer that
+    may be skipped and takes the narrowest over-arch; the choices that are no size (a layer's kind,
+    a block's own options) are drawn uniformly in both, and ``shared_paths`` applies to the third,
+    uniform path."""
 
     steps: int = 2000
     batch_size: int = 1024
@@ -148,21 +157,47 @@ class SupernetTraining:
     # ---- one step ---------------------------------------------------------------------
     def step(self, batch: Any, index: int | None = None) -> float:
         """One update on ``batch`` (step ``index`` of the run): the fair paths' summed gradients,
-        or one uniform path; during the embedding warm-up every path keeps every feature at its
-        widest width and largest hash size; on a shared step (``shared_paths``) every path gives
+        one uniform path, or the sandwich's largest, smallest and uniform paths; during the
+        embedding warm-up every path keeps every feature at its widest width and largest hash
+        size; on a shared step (``shared_paths``) every path gives
         every feature one width and one hash size, drawn per step."""
-        if self.config.sampling == "uniform" or not self.choices:
-            paths = [{c.name: int(torch.randint(len(c.values), (1,), generator=self.generator))
-                      for c in self.choices}]
-        else:
+        sandwich = self.config.sampling == "sandwich" and bool(self.choices)
+        if self.config.sampling == "fair" and self.choices:
             paths = fair_paths(self.choices, self.generator)
+        else:
+            paths = [self.uniform_path()]
         if index is not None and index < self.config.embedding_warmup:
             paths = [{**path, **self.widest_embeddings} for path in paths]
         elif self.config.shared_paths and \
                 float(torch.rand((), generator=self.generator)) < self.config.shared_paths:
             shared = self.shared_embeddings()
             paths = [{**path, **shared} for path in paths]
+        if sandwich:
+            paths = [self.extreme_path(largest=True), self.extreme_path(largest=False), *paths]
+            if index is not None and index < self.config.embedding_warmup:
+                paths = [{**path, **self.widest_embeddings} for path in paths]
         return self.train_paths(batch, paths)
+
+    def uniform_path(self) -> dict[str, int]:
+        """One path drawn uniformly: choice name -> index of its value."""
+        return {c.name: int(torch.randint(len(c.values), (1,), generator=self.generator))
+                for c in self.choices}
+
+    def extreme_path(self, largest: bool) -> dict[str, int]:
+        """The sandwich rule's largest (or smallest) path (see :class:`OneShotTrainConfig`): the
+        sizes at their extreme, every other choice drawn uniformly."""
+        path = self.uniform_path()
+        path.update(self.widest_embeddings if largest else self.narrowest_embeddings)
+        for c in self.choices:
+            if c.name.endswith(".kind") and "skip" in c.values:
+                kept = [i for i, v in enumerate(c.values) if v != "skip"]
+                path[c.name] = (kept[int(torch.randint(len(kept), (1,), generator=self.generator))]
+                                if largest else c.values.index("skip"))
+            elif c.name == "over_arch":
+                pick = max if largest else min
+                path[c.name] = pick(range(len(c.values)),
+                                    key=lambda i, c=c: (sum(c.values[i]), len(c.values[i])))
+        return path
 
     def shared_embeddings(self) -> dict[str, int]:
         """One draw of the all-alike corner: a width drawn uniformly from the width choices'
@@ -189,6 +224,20 @@ class SupernetTraining:
         out = {c.name: max(range(len(c.values)), key=lambda i: c.values[i]) for c in hash_choices}
         out.update({c.name: max(range(len(c.values)), key=lambda i: widths[c.values[i]])
                     for c in width_choices})
+        return out
+
+    @cached_property
+    def narrowest_embeddings(self) -> dict[str, int]:
+        """Each embedding choice -> its smallest value's index: the narrowest width that keeps the
+        feature (width 0 drops it; a choice of width 0 alone keeps it) and the smallest hash size."""
+        net = self.search.supernet
+        widths = dict(zip(net.emb_values, net.emb_widths, strict=True))
+        width_choices, hash_choices = embedding_groups(self.choices)
+        out = {c.name: min(range(len(c.values)), key=lambda i, c=c: Fraction(str(c.values[i])))
+               for c in hash_choices}
+        for c in width_choices:
+            kept = [i for i in range(len(c.values)) if widths[c.values[i]] > 0] or list(range(len(c.values)))
+            out[c.name] = min(kept, key=lambda i, c=c: widths[c.values[i]])
         return out
 
     def train_paths(self, batch: Any, paths: list[dict[str, int]]) -> float:

@@ -7,7 +7,8 @@ the best few are re-ranked by short trainings and the winner trained in full
 (:mod:`autorec.oneshot.run`).
 
 Options (a study file's ``strategy.options``): ``steps``, ``batch_size``, ``dense_lr``,
-``embedding_lr``, ``sampling`` (uniform or fair; uniform won issue 20's benchmark, BENCHMARKS.md),
+``embedding_lr``, ``sampling`` (uniform, fair, or sandwich: the largest, smallest and a uniform
+path each step; uniform won issue 20's benchmark, BENCHMARKS.md),
 ``embedding_warmup`` (first steps on which every feature keeps its widest width and largest hash
 size; default 0), ``shared_paths`` (the share of steps on which every feature takes one width and
 one hash size, drawn per step; default 0), ``width_columns`` (``shared``, the default: each

@@ -71,7 +71,7 @@ def test_a_finished_run_does_nothing_and_another_config_is_refused(data, tmp_pat
 
 @pytest.mark.parametrize("options, message", [
     ({"steps": 0}, "steps: expected an integer >= 1, got 0"),
-    ({"sampling": "sandwich"}, "sampling: expected one of fair, uniform, got 'sandwich'"),
+    ({"sampling": "strict"}, "sampling: expected one of fair, sandwich, uniform, got 'strict'"),
     ({"steps": 10, "embedding_warmup": 11},
      r"embedding_warmup: expected an integer in \[0, steps \(10\)\], got 11"),
     ({"embedding_warmup": -1}, r"embedding_warmup: expected an integer in \[0, steps \(2000\)\], got -1"),
@@ -209,3 +209,42 @@ def test_own_width_columns_train_and_refuse_a_shared_checkpoint(data, tmp_path):
     SupernetTraining(space, data, shared, tmp_path / "shared").fit()
     with pytest.raises(ValueError, match="written with another configuration"):
         SupernetTraining(space, data, own, tmp_path / "shared").fit()
+
+
+def test_sandwich_steps_train_the_largest_the_smallest_and_a_uniform_path(data, tmp_path, monkeypatch):
+    space = SearchSpace.from_dict({**SPACE, "embedding": {"dim": [0, 4, 8], "hash": [0.5, 1]},
+                                   "layers": {**SPACE["layers"], "num": {"low": 1, "high": 2}}})
+    n = 40
+    run = SupernetTraining(space, data, OneShotTrainConfig(steps=n, batch_size=64, checkpoint_every=n,
+                                                           sampling="sandwich", shared_paths=1.0), tmp_path)
+    values = {c.name: c.values for c in run.choices}
+    assert values["layer1.kind"][-1] == "skip" and values["over_arch"] == ((16,), (32,))
+    steps: list[list[dict[str, int]]] = []
+    real = run.train_paths
+    monkeypatch.setattr(run, "train_paths", lambda batch, paths: steps.append(paths) or (
+        real(batch, paths) if len(steps) <= 2 else 0.0))  # two steps trained, the rest recorded
+    run.fit()
+    assert len(steps) == n and all(len(paths) == 3 for paths in steps)
+    for largest, smallest, uniform in steps:
+        big, small = ({k: values[k][i] for k, i in path.items()} for path in (largest, smallest))
+        emb = [k for k in big if k.startswith("emb.")]
+        assert all(big[k] == (1 if k.endswith(".hash") else 8) for k in emb)
+        assert all(small[k] == (0.5 if k.endswith(".hash") else 4) for k in emb)  # kept, not dropped
+        assert big["layer1.kind"] != "skip" and small["layer1.kind"] == "skip"
+        assert big["over_arch"] == (32,) and small["over_arch"] == (16,)
+        assert _alike(uniform, run)  # shared_paths applies to the uniform path
+    # the choices that are no size are drawn in both extremes, not fixed
+    for which in (0, 1):
+        assert len({paths[which]["layer0.kind"] for paths in steps}) == 3
+    assert len({paths[0]["layer1.kind"] for paths in steps}) == 3
+    assert len({(p[2]["emb.cat_0"], p[2]["layer0.kind"]) for p in steps}) > 1
+
+
+def test_uniform_paths_draw_as_before_the_sandwich_existed(data, tmp_path):
+    """The uniform sampler's draws are the generator's, in the order they always were, so a
+    recorded supernet's paths are the same after the sandwich was added."""
+    space = SearchSpace.from_dict(SPACE)
+    run = SupernetTraining(space, data, OneShotTrainConfig(steps=1, batch_size=64, seed=5), tmp_path)
+    generator = torch.Generator().manual_seed(5)
+    expected = {c.name: int(torch.randint(len(c.values), (1,), generator=generator)) for c in run.choices}
+    assert run.uniform_path() == expected
