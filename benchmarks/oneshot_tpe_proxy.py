@@ -44,6 +44,7 @@ from scipy.stats import kendalltau, spearmanr
 from benchmarks.results_file import RESULTS, commit, machine, merge_results
 
 ROOT = Path.home() / ".cache" / "autorec-bench" / "oneshot"
+DEFAULT_SAMPLES = 32768  # the rescore's; another count is named in the figures' keys (``_s<N>``)
 
 
 def supernet_values(params: Mapping[str, Any], names: Mapping[str, list[str]]) -> dict[str, str]:
@@ -193,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tag", default="_r3k")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tpe-stage", default="tpe", choices=["tpe", "tpe_shared"])
-    parser.add_argument("--samples", type=int, default=32768, help="validation samples per score")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="validation samples per score")
     parser.add_argument("--finetune-steps", type=int, default=0,
                         help="steps of each path alone from the supernet's weights before it is scored")
     parser.add_argument("--root", type=Path, default=ROOT)
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     for key, value in figures.items():
         print(f"{key:32s} {value:.4f}" if isinstance(value, float) else f"{key:32s} {value}")
     prefix = f"{args.tpe_stage}_on{args.tag}_seed{args.seed}" + (
+        f"_s{args.samples}" if args.samples != DEFAULT_SAMPLES else "") + (
         f"_ft{args.finetune_steps}" if args.finetune_steps else "")
     flat = {f"{prefix}_{k}": v for k, v in figures.items() if k not in ("machine", "commit")}
     merge_results(args.out, flat, prefix=prefix)

@@ -1,6 +1,7 @@
 """benchmarks/oneshot_tpe_proxy.py scores a multi-trial study's trained trials on a one-shot
 study's supernet: the parameters map to the supernet's choices and derive the trial's own model."""
 
+import json
 from pathlib import Path
 
 import optuna
@@ -80,6 +81,14 @@ def test_a_multi_trial_studys_trials_are_scored_on_the_supernet(tmp_path):
     tuned = score_tpe("_r3k", 0, "tpe", 512, tmp_path, finetune=3)
     assert [r["proxy"] for r in tuned["rows"]] != proxy and tuned["oneshot_compared"] == 1
     assert score_tpe("_r3k", 0, "tpe", 512, tmp_path, finetune=3)["rows"] == tuned["rows"]
+    # the command line: a sample count other than the rescore's is named in the keys, so it
+    # cannot overwrite the default run's figures in the same results file
+    out = tmp_path / "out.json"
+    for extra in ([], ["--samples", "512"]):
+        main(["--root", str(tmp_path), "--tag", "_r3k", "--out", str(out), *extra])
+    record = json.loads(out.read_text())
+    assert record["tpe_on_r3k_seed0_samples"] == 32768 and record["tpe_on_r3k_seed0_s512_samples"] == 512
+    assert record["tpe_on_r3k_seed0_s512_kendall_tau"] == pytest.approx(figures["kendall_tau"])
 
 
 def test_no_supernet_says_which_study(tmp_path):
