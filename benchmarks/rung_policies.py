@@ -31,6 +31,7 @@ from typing import Any
 
 import optuna
 
+from autorec.oneshot.ranking import rung_runs
 from autorec.oneshot.run import rung_entry
 from benchmarks.oneshot_vs_tpe import TOLERANCE
 from benchmarks.results_file import RESULTS, commit, machine
@@ -48,7 +49,8 @@ def policy(order: list[int], base_seed: int, val: dict[tuple[int, int], float], 
            m: int) -> tuple[tuple[int, int], list[tuple[int, int]]] | None:
     """(the winning (candidate, seed), every training the policy runs) of ``k`` finalists (the
     first of ``order``, each under ``base_seed``) and ``m`` seeds of the one that led, chosen
-    by validation AUC as the rung does; None when a training it needs is not in ``val``.
+    by validation AUC by the rung's own rule (:func:`autorec.oneshot.ranking.rung_runs`); None
+    when a training it needs is not in ``val``.
 
     Example:
         >>> val = {(7, 0): 0.60, (3, 0): 0.62, (3, 1): 0.65}
@@ -59,14 +61,11 @@ def policy(order: list[int], base_seed: int, val: dict[tuple[int, int], float], 
         >>> policy([7, 3], 0, val, 1, 2) is None  # candidate 7 was never restarted
         True
     """
-    runs = [(n, base_seed) for n in order[:k]]
-    if any(r not in val for r in runs):
+    chosen = rung_runs(order[:k], 1, m, lambda run: val.get((run[0], base_seed + run[1])))
+    if chosen is None:
         return None
-    leader = max(runs, key=val.__getitem__)[0]
-    runs += [(leader, base_seed + r) for r in range(1, m)]
-    if any(r not in val for r in runs):
-        return None
-    return max(runs, key=val.__getitem__), runs
+    (number, restart), runs = chosen
+    return (number, base_seed + restart), [(n, base_seed + r) for n, r in runs]
 
 
 def test_aucs(config: Any, study: optuna.Study, entries: dict[tuple[int, int], Any],

@@ -1,8 +1,8 @@
 """How a one-shot study orders its candidates: distinct architectures, families of layer kinds
 taken in turns, the layer settings the all-alike embeddings are crossed with, and the order in
 which the re-ranked candidates go to the final (ties broken by capacity, by the proxy that chose
-them, or by measured training speed). Pure functions of the study's trials
-(:mod:`autorec.oneshot.run` applies them).
+them, or by measured training speed), and which of the final rung's trainings goes on. Pure
+functions of the study's trials (:mod:`autorec.oneshot.run` applies them).
 
 Example:
     >>> import optuna
@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TypeVar
 
 from optuna.trial import FrozenTrial
 
 from autorec.arch import ArchSpec
 from autorec.oneshot.search import PROXY_ATTR
+
+T = TypeVar("T", bound=Hashable)
 
 
 def layer_setting(t: FrozenTrial) -> str:
@@ -156,3 +159,36 @@ def winner(chosen: list[FrozenTrial], trained_auc: Callable[[FrozenTrial], float
            speed_tie: float = 0.0) -> FrozenTrial:
     """The re-ranked candidate to train in full (the first of :func:`rerank_order`)."""
     return rerank_order(chosen, trained_auc, tie, proxy_auc, proxy_tie, speed, speed_tie)[0]
+
+
+Run = tuple[T, int]  # (a finalist, its restart: 0 is the rung's own training seed)
+
+
+def rung_runs(finalists: Sequence[T], seeds: int, winner_seeds: int,
+              auc: Callable[[Run[T]], float | None]) -> tuple[Run[T], list[Run[T]]] | None:
+    """The final rung's choice: each finalist under ``seeds`` training seeds (restarts 0 .. seeds-1,
+    in that order), then the one whose training led under further restarts up to ``winner_seeds``
+    in all; returns (the best (finalist, restart) by ``auc``, every (finalist, restart) in the order
+    they are needed). ``auc`` gives a training's validation AUC (the rung trains it on demand;
+    a record lacking it returns None, and so does this).
+
+    Example:
+        >>> val = {("a", 0): 0.60, ("b", 0): 0.62, ("b", 1): 0.65}
+        >>> rung_runs(["a", "b"], 1, 2, val.get)
+        (('b', 1), [('a', 0), ('b', 0), ('b', 1)])
+        >>> rung_runs(["a", "b"], 1, 1, val.get)
+        (('b', 0), [('a', 0), ('b', 0)])
+        >>> rung_runs(["a"], 1, 2, val.get) is None  # "a" was never restarted
+        True
+    """
+    runs = [(f, r) for f in finalists for r in range(seeds)]
+    values = {run: auc(run) for run in runs}
+    if None in values.values():
+        return None
+    leader = max(runs, key=values.__getitem__)[0]  # (the first of equals, as max() keeps)
+    restarts = [(leader, r) for r in range(seeds, winner_seeds)]
+    values.update({run: auc(run) for run in restarts})
+    if None in values.values():
+        return None
+    runs += restarts
+    return max(runs, key=values.__getitem__), runs

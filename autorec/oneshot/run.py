@@ -61,6 +61,7 @@ from autorec.oneshot.ranking import (
     kind_neighbours,
     prefer_capacity,
     rerank_order,
+    rung_runs,
 )
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, scores_to_values
 from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
@@ -301,7 +302,6 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
     done = {(t.user_attrs["proxy_trial"], t.user_attrs.get("train_seed", cfg.seed)): t
             for t in stage_trials(study, "final_rung")}
     seconds: dict[str, float] = record.setdefault("rung_seconds", {})
-    entries = [(t, restart) for t in finalists for restart in range(seeds)]
 
     def name(number: int, restart: int) -> str:  # a rung training's folder and seconds key
         return rung_entry(number, restart, cfg.seed)
@@ -321,26 +321,28 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
             seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
             study.set_user_attr(ONESHOT_ATTR, record)
 
-    def auc(entry: tuple[FrozenTrial, int]) -> float:
-        return done[entry[0].number, cfg.seed + entry[1]].user_attrs["metrics"]["val"]["auc"]
-    train(entries)
-    leader = max(entries, key=auc)[0]  # its restarts only (rung_winner_seeds)
-    entries += [(leader, restart) for restart in range(seeds, winner_seeds)]
-    train(entries)
-    best = max(entries, key=auc)
-    losers = [(t.number, r) for t, r in entries if (t.number, r) != (best[0].number, best[1])]
+    by_number = {t.number: t for t in finalists}
+
+    def auc(entry: tuple[int, int]) -> float:  # trained on demand, in the rung's order
+        number, restart = entry
+        train([(by_number[number], restart)])
+        return done[number, cfg.seed + restart].user_attrs["metrics"]["val"]["auc"]
+    chosen = rung_runs(list(by_number), seeds, winner_seeds, auc)
+    assert chosen is not None  # every training is made when asked for
+    best, entries = chosen
+    losers = [entry for entry in entries if entry != best]
     from autorec.train.checkpoints import drop_progress
 
     for key in losers:  # a loser is not resumed: it keeps its best checkpoint only
         drop_progress(Path(cfg.checkpoint_dir) / name(*key))
-    record["rung_winner"] = best[0].number
+    record["rung_winner"] = best[0]
     record["rung_winner_seed"] = cfg.seed + best[1]
     record["rung_loser_seconds"] = sum(seconds[name(*key)] for key in losers)
     study.set_user_attr(ONESHOT_ATTR, record)
-    aucs = ", ".join(f"{name(t.number, r)}: {auc((t, r)):.4f}" for t, r in entries)
-    log(f"final rung: {name(best[0].number, best[1])} goes on (one epoch's val AUC {aucs})")
-    folder = Path(cfg.checkpoint_dir) / name(best[0].number, best[1])
-    return best[0], dataclasses.replace(cfg, seed=cfg.seed + best[1], checkpoint_dir=str(folder))
+    aucs = ", ".join(f"{name(*entry)}: {auc(entry):.4f}" for entry in entries)
+    log(f"final rung: {name(*best)} goes on (one epoch's val AUC {aucs})")
+    folder = Path(cfg.checkpoint_dir) / name(*best)
+    return by_number[best[0]], dataclasses.replace(cfg, seed=cfg.seed + best[1], checkpoint_dir=str(folder))
 
 
 def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any],

@@ -12,6 +12,7 @@ from autorec.oneshot.ranking import (
     prefer_capacity,
     prefer_speed,
     rerank_order,
+    rung_runs,
     winner,
 )
 from autorec.oneshot.search import PROXY_ATTR
@@ -140,3 +141,20 @@ def test_kind_neighbours_change_one_layer_kind_and_nothing_else():
     assert base == {"layer0.kind": "dcnv2", "layer1.kind": "skip", "layer0.dcnv2.rank": "16",
                     "layer10.kind": "skip", "emb.c1": "8", "towers.kind": "none"}  # not modified
     assert kind_neighbours({"emb.c1": "8"}, {"emb.c1": ["0", "8"]}) == []  # no layer kind chosen
+
+
+def test_the_rung_asks_for_its_trainings_in_order_and_restarts_only_the_leader():
+    val = {("a", 0): 0.61, ("a", 1): 0.60, ("b", 0): 0.62, ("b", 1): 0.64, ("b", 2): 0.63, ("b", 3): 0.66}
+    asked: list[tuple[str, int]] = []
+
+    def auc(run: tuple[str, int]) -> float:
+        asked.append(run)
+        return val[run]
+
+    best, runs = rung_runs(["a", "b"], 2, 4, auc)
+    # every finalist under 2 seeds, then the leader ("b", via its 0.64) under seeds 2 and 3
+    assert runs == asked == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("b", 2), ("b", 3)]
+    assert best == ("b", 3)
+    assert rung_runs(["a", "b"], 2, 2, val.get) == (("b", 1), runs[:4])  # no restarts past the seeds
+    assert rung_runs(["a"], 1, 1, val.get) == (("a", 0), [("a", 0)])
+    assert rung_runs(["a", "c"], 1, 1, val.get) is None  # "c" has no training on record

@@ -73,7 +73,7 @@ def test_rank_correlation():
 @pytest.mark.parametrize("options, message", [
     ({"candidates": 0}, "candidates: expected an integer >= 1, got 0"),
     ({"search": "cmaes"}, "search: expected one of tpe, nsga2, random, got 'cmaes'"),
-    ({"sampling": "sandwich"}, "sampling: expected one of fair, uniform"),
+    ({"sampling": "strict"}, "sampling: expected one of fair, sandwich, uniform"),
     ({"rerank": "two"}, "rerank: expected an integer, got 'two'"),
     ({"rerank": 3, "rescore": 2, "rescore_samples": 9000}, r"rescore: expected 0 or at least rerank \(3\)"),
     ({"rescore": 5}, r"rescore_samples: expected more than selection_samples \(20000\) when rescore"),
