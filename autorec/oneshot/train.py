@@ -74,7 +74,10 @@ class OneShotTrainConfig:
     feature at its narrowest width that keeps it and its smallest hash size, skips every layer that
     may be skipped and takes the narrowest over-arch; the choices that are no size (a layer's kind,
     a block's own options) are drawn uniformly in both, and ``shared_paths`` applies to the third,
-    uniform path."""
+    uniform path. ``rescale``: the supernet RMS-rescales the dlrm and dcnv2 layers' outputs per
+    sample (:class:`~autorec.supernet.config.SupernetConfig`), which no derived model does; with
+    False every path computes its derived model's function (safe for the shallow stacks a
+    one-shot space holds; a non-finite loss stops the run)."""
 
     steps: int = 2000
     batch_size: int = 1024
@@ -84,6 +87,7 @@ class OneShotTrainConfig:
     embedding_warmup: int = 0
     shared_paths: float = 0.0
     width_columns: str = "shared"
+    rescale: bool = True
     checkpoint_every: int = 200
     dim: int | None = None
     dense_arch: tuple[int, ...] | None = None
@@ -106,6 +110,8 @@ class OneShotTrainConfig:
         if self.width_columns not in WIDTH_COLUMNS:
             raise ValueError(f"width_columns: expected one of {', '.join(WIDTH_COLUMNS)}, "
                              f"got {self.width_columns!r}")
+        if not isinstance(self.rescale, bool):
+            raise ValueError(f"rescale: expected true or false, got {self.rescale!r}")
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling: expected one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
         for name in ("dense_arch", "over_arch"):
@@ -144,7 +150,7 @@ class SupernetTraining:
         supernet = SupernetConfig(steps=config.steps, warmup_steps=config.steps, batch_size=config.batch_size,
                                   dense_lr=config.dense_lr, embedding_lr=config.embedding_lr,
                                   weight_sampling="uniform", width_columns=config.width_columns,
-                                  seed=config.seed)
+                                  rescale=config.rescale, seed=config.seed)
         depths = {len(v) for v in space.over_arch}
         over_arch = (None if config.over_arch is None and len(space.over_arch) > 1 and len(depths) == 1
                      else config.over_arch or space.over_arch[0])

@@ -81,6 +81,8 @@ def test_a_finished_run_does_nothing_and_another_config_is_refused(data, tmp_pat
     ({"shared_paths": True}, r"shared_paths: .* got True"),
     ({"shared_paths": "half"}, r"shared_paths: .* got 'half'"),
     ({"width_columns": "wide"}, "width_columns: expected one of shared, own, got 'wide'"),
+    ({"rescale": "no"}, "rescale: expected true or false, got 'no'"),
+    ({"rescale": 0}, "rescale: expected true or false, got 0"),
 ])
 def test_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
@@ -248,3 +250,18 @@ def test_uniform_paths_draw_as_before_the_sandwich_existed(data, tmp_path):
     generator = torch.Generator().manual_seed(5)
     expected = {c.name: int(torch.randint(len(c.values), (1,), generator=generator)) for c in run.choices}
     assert run.uniform_path() == expected
+
+
+@pytest.mark.parametrize("rescale", [True, False])
+def test_rescale_reaches_the_supernet_and_off_trains_the_derived_functions(data, tmp_path, rescale):
+    space = SearchSpace.from_dict(SPACE)
+    run = SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3,
+                                                           rescale=rescale), tmp_path)
+    assert all(layer.rescale == ({"dlrm", "dcnv2"} if rescale else set())
+               for layer in run.search.supernet.layers)
+    state = run.fit()
+    assert state.step == 3 and all(loss == loss for loss in state.losses)  # finite: no NaN
+    # a checkpoint written either way is refused by a run with the other setting
+    with pytest.raises(ValueError, match="written with another configuration"):
+        SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3,
+                                                         rescale=not rescale), tmp_path).fit()
