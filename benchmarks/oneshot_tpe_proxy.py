@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import optuna
 from optuna.trial import TrialState
@@ -85,8 +85,20 @@ def _same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return {k: v for k, v in a.items() if k not in strip} == {k: v for k, v in b.items() if k not in strip}
 
 
-def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path,
-              finetune: int = 0) -> dict[str, Any]:
+class LoadedSupernet(NamedTuple):
+    """A one-shot study's trained supernet, ready to score paths: its study, its training (the
+    weights at its last checkpoint) and a search that scores on ``samples`` validation samples."""
+
+    name: str
+    oneshot: optuna.Study
+    training: Any
+    search: Any
+    steps: int
+
+
+def load_supernet(tag: str, seed: int, samples: int, root: Path) -> LoadedSupernet:
+    """The supernet of study ``oneshot<tag>_seed<seed>`` under ``root``, loaded from its last
+    checkpoint (nothing trains); SystemExit naming the study when it has none."""
     from autorec.oneshot.search import CandidateSearch
     from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
     from autorec.study import StudyConfig, TrialRunner
@@ -97,6 +109,19 @@ def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path,
     if not (config.directory / "oneshot" / "supernet").is_dir():
         raise SystemExit(f"{config.directory}: no trained supernet (run the one-shot stage for seed {seed})")
     oneshot = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    runner = TrialRunner(config)
+    training = SupernetTraining(runner.space, runner.dataset,
+                                OneShotTrainConfig(**runner.strategy.train_options),
+                                config.directory / "oneshot" / "supernet")
+    state = training.fit()  # a trained supernet resumes at its last step: nothing trains
+    return LoadedSupernet(name, oneshot, training, CandidateSearch(training, samples, config.objectives),
+                          state.step)
+
+
+def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path,
+              finetune: int = 0) -> dict[str, Any]:
+    loaded = load_supernet(tag, seed, samples, root)
+    name, oneshot, training, search = loaded.name, loaded.oneshot, loaded.training, loaded.search
     tpe_db = root / tpe_stage / tpe_stage / "study.db"
     tpe = optuna.load_study(study_name=tpe_stage, storage=f"sqlite:///{tpe_db}")
     trained = [t for t in tpe.get_trials(deepcopy=False)
@@ -104,12 +129,6 @@ def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path,
     if len(trained) < 3:
         raise SystemExit(f"{tpe_db}: {len(trained)} complete trials; at least 3 are needed")
 
-    runner = TrialRunner(config)
-    training = SupernetTraining(runner.space, runner.dataset,
-                                OneShotTrainConfig(**runner.strategy.train_options),
-                                config.directory / "oneshot" / "supernet")
-    state = training.fit()  # a trained supernet resumes at its last step: nothing trains
-    search = CandidateSearch(training, samples, config.objectives)
 
     def score(values: dict[str, Any]) -> float:
         """The inherited-weight validation AUC of the path at ``values``, after ``finetune``
@@ -145,7 +164,8 @@ def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path,
         compared = [v["val_auc"] for k, v in record.get("rescored", {}).items() if int(k) in candidates]
     out = {
         "machine": machine(), "commit": commit(), "study": name, "tpe_stage": tpe_stage,
-        "supernet_steps": state.step, "samples": samples, "finetune_steps": finetune, "tpe_trials": len(rows),
+        "supernet_steps": loaded.steps, "samples": samples, "finetune_steps": finetune,
+        "tpe_trials": len(rows),
         "kendall_tau": float(kendalltau([r["proxy"] for r in rows], [r["trained"] for r in rows]).statistic),
         "spearman": float(spearmanr([r["proxy"] for r in rows], [r["trained"] for r in rows]).statistic),
         "tpe_best_trial": best.number, "tpe_best_trained_val_auc": best.user_attrs["metrics"]["val"]["auc"],

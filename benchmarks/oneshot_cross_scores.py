@@ -1,0 +1,104 @@
+"""Do the supernets of different search seeds agree on the winners? Each seed's winner scored on
+every seed's supernet.
+
+Issue 20's one-shot seeds end on different models, and their finals differ by more than the
+target's tolerance. This script takes the winner (the ``final`` trial) of each seed's study of
+one run (``--winners``, e.g. ``_k9``) and scores it with inherited weights on the supernet of
+each seed of another, or the same, run (``--tag``), on the rescore's ``--samples`` validation
+samples; beside each score, its rank among that study's rescored candidates (the screen's best,
+on the same samples) and the winner's stand-alone validation AUCs (its rung and final trainings,
+every training seed the run gave it). A proxy that scores the model that trains best below the
+others on every supernet is biased, not unlucky; one that disagrees between supernets is noisy.
+
+Run (after the one-shot stages; a minute per supernet: the dataset, then a forward pass per
+winner): ``python -m benchmarks.oneshot_cross_scores --tag _k8i --winners _k9 --seeds 0,1,2``;
+figures merged into ``benchmarks/results/oneshot_cross_scores.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet
+from benchmarks.results_file import RESULTS, merge_results
+
+
+def winners(tag: str, seeds: list[int], root: Path) -> dict[int, dict[str, Any]]:
+    """Seed -> its study's winner: ``params`` (the final trial's), ``trial`` (the candidate's
+    number) and ``val_aucs`` (every stand-alone training of that candidate on the final's budget:
+    the rung's and the final's, one per training seed)."""
+    out = {}
+    for seed in seeds:
+        name = f"oneshot{tag}_seed{seed}"
+        db = root / name / name / "study.db"
+        if not db.exists():
+            raise SystemExit(f"{db}: no study (run the one-shot stage of {tag} for seed {seed})")
+        study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+        done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        final = [t for t in done if t.user_attrs.get("stage") == "final"]
+        if not final:
+            raise SystemExit(f"{db}: no final training yet (seed {seed} of {tag})")
+        number = final[-1].user_attrs["proxy_trial"]
+        by_seed = {t.user_attrs.get("train_seed"): t.user_attrs["metrics"]["val"]["auc"] for t in done
+                   if t.user_attrs.get("stage") in ("final_rung", "final")
+                   and t.user_attrs.get("proxy_trial") == number}
+        out[seed] = {"params": dict(final[-1].params), "trial": number, "val_aucs": list(by_seed.values())}
+    return out
+
+
+def cross_scores(tag: str, winners_tag: str, seeds: list[int], samples: int, root: Path) -> dict[str, Any]:
+    """Flat figures: ``<winners>_seed<j>_val_auc_mean`` / ``_draws`` / ``_trial``, and for every
+    supernet seed i and winner seed j ``<tag>_seed<i>_scores<winners>_seed<j>`` (the proxy) and
+    ``..._rank`` (1 + the rescored candidates of seed i's study that score higher)."""
+    won = winners(winners_tag, seeds, root)
+    out: dict[str, Any] = {"samples": samples}
+    for j, w in won.items():
+        out[f"{winners_tag[1:]}_seed{j}_trial"] = w["trial"]
+        out[f"{winners_tag[1:]}_seed{j}_val_auc_mean"] = statistics.fmean(w["val_aucs"])
+        out[f"{winners_tag[1:]}_seed{j}_draws"] = len(w["val_aucs"])
+    for i in seeds:
+        loaded = load_supernet(tag, i, samples, root)
+        record = loaded.oneshot.user_attrs.get("oneshot", {})
+        rescored = [v["val_auc"] for v in record.get("rescored", {}).values()]
+        prefix = f"{tag[1:]}_seed{i}"
+        out[f"{prefix}_rescored_best"] = max(rescored, default=float("nan"))
+        for j, w in won.items():
+            values = loaded.search.values_of({n: str(w["params"][n]) for n in loaded.search.names})
+            score = loaded.search.rescore(values, samples)["val_auc"]
+            out[f"{prefix}_scores{winners_tag}_seed{j}"] = score
+            out[f"{prefix}_scores{winners_tag}_seed{j}_rank"] = 1 + sum(v > score for v in rescored)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tag", required=True, help="the run whose supernets score (e.g. _k8i)")
+    parser.add_argument("--winners", required=True, help="the run whose winners are scored (e.g. _k9)")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--samples", type=int, default=32768, help="validation samples per score")
+    parser.add_argument("--root", type=Path, default=ROOT)
+    parser.add_argument("--out", type=Path, default=RESULTS / "oneshot_cross_scores.json")
+    args = parser.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds: expected integers separated by commas, got {args.seeds!r}")
+    for name in ("tag", "winners"):
+        if not getattr(args, name).startswith("_"):
+            parser.error(f"--{name}: expected a run's tag, which starts with '_' (as _k9), "
+                         f"got {getattr(args, name)!r}")
+    figures = cross_scores(args.tag, args.winners, seeds, args.samples, args.root)
+    for key, value in figures.items():
+        print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
+    merge_results(args.out, figures, prefix=f"{args.tag[1:]}_by{args.winners}")
+
+
+if __name__ == "__main__":
+    main()

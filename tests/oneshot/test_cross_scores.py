@@ -1,0 +1,78 @@
+"""benchmarks/oneshot_cross_scores.py scores each seed's one-shot winner on every seed's supernet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autorec.study import StudyConfig, run_study
+from benchmarks.oneshot_cross_scores import cross_scores, main, winners
+from tests.studyfiles import write_study
+
+BUDGET = {"trials": 5, "epochs": 1, "batch_size": 128, "max_steps_per_epoch": 4}
+ONESHOT = {"name": "oneshot", "options": {"steps": 6, "batch_size": 64, "checkpoint_every": 3,
+                                          "candidates": 6, "selection_samples": 256, "rerank": 2,
+                                          "calibrate": 0, "rescore": 3, "rescore_samples": 512,
+                                          "final_epochs": 1}}
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cross")
+    space = root / "micro.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
+                     "layers: {num: [1, 2], kinds: [dlrm, dcnv2]}\n")
+    for seed in (0, 1):
+        name = f"oneshot_x_seed{seed}"
+        (root / name).mkdir()
+        strategy = {**ONESHOT, "options": {**ONESHOT["options"], "seed": seed}}
+        config = StudyConfig.load(write_study(root / name, name=name, space=str(space), budget=BUDGET,
+                                              strategy=strategy, seed=seed))
+        run_study(config, log=lambda *_: None)
+    return root
+
+
+def test_each_winner_is_scored_on_each_supernet(root):
+    won = winners("_x", [0, 1], root)
+    for seed in (0, 1):
+        name = f"oneshot_x_seed{seed}"
+        study = optuna.load_study(study_name=name, storage=f"sqlite:///{root / name / name / 'study.db'}")
+        final = next(t for t in study.trials if t.user_attrs.get("stage") == "final")
+        assert won[seed]["trial"] == final.user_attrs["proxy_trial"]
+        assert won[seed]["val_aucs"] == [final.user_attrs["metrics"]["val"]["auc"]]  # one training seed
+    figures = cross_scores("_x", "_x", [0, 1], 512, root)
+    for i in (0, 1):
+        rescored = json.loads(json.dumps(optuna.load_study(
+            study_name=f"oneshot_x_seed{i}",
+            storage=f"sqlite:///{root / f'oneshot_x_seed{i}' / f'oneshot_x_seed{i}' / 'study.db'}",
+        ).user_attrs["oneshot"]["rescored"]))
+        scores = sorted(v["val_auc"] for v in rescored.values())
+        assert figures[f"x_seed{i}_rescored_best"] == scores[-1]
+        for j in (0, 1):
+            score = figures[f"x_seed{i}_scores_x_seed{j}"]
+            assert 0.0 < score < 1.0
+            assert figures[f"x_seed{i}_scores_x_seed{j}_rank"] == 1 + sum(v > score for v in scores)
+        # a study's own winner was among its rescored candidates, scored on the same samples
+        own = rescored[str(won[i]["trial"])]["val_auc"]
+        assert figures[f"x_seed{i}_scores_x_seed{i}"] == pytest.approx(own, abs=1e-6)
+    assert figures["x_seed0_draws"] == figures["x_seed1_draws"] == 1
+
+
+def test_the_command_line_refuses_bad_input_and_names_a_missing_study(root, tmp_path, capsys):
+    out = tmp_path / "out.json"
+    with pytest.raises(SystemExit):
+        main(["--tag", "x", "--winners", "_x", "--root", str(root), "--out", str(out)])
+    assert "--tag: expected a run's tag, which starts with '_'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--tag", "_x", "--winners", "_x", "--seeds", "0;1", "--root", str(root), "--out", str(out)])
+    assert "--seeds: expected integers separated by commas, got '0;1'" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match=r"oneshot_x_seed5/study.db: no study \(run the one-shot stage"):
+        main(["--tag", "_x", "--winners", "_x", "--seeds", "5", "--root", str(root), "--out", str(out)])
+    assert not out.exists()
+    main(["--tag", "_x", "--winners", "_x", "--seeds", "0,1", "--samples", "512", "--root", str(root),
+          "--out", str(out)])
+    record = json.loads(out.read_text())
+    assert record["samples"] == 512 and "x_by_x_commit" in record and "x_seed1_scores_x_seed0" in record
