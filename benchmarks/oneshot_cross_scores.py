@@ -9,9 +9,12 @@ samples; beside each score, its rank among that study's rescored candidates (the
 on the same samples) and the winner's stand-alone validation AUCs (its rung and final trainings,
 every training seed the run gave it). A proxy that scores the model that trains best below the
 others on every supernet is biased, not unlucky; one that disagrees between supernets is noisy.
+With ``--tau-from``, each supernet's Kendall's tau over the architectures another run (same
+seed) trained for its own tau: a new supernet's tau without training them again.
 
 Run (after the one-shot stages; a minute per supernet: the dataset, then a forward pass per
-winner): ``python -m benchmarks.oneshot_cross_scores --tag _k8i --winners _k9 --seeds 0,1,2``;
+winner): ``python -m benchmarks.oneshot_cross_scores --tag _k8i --winners _k9 --seeds 0,1,2
+[--tau-from _k8i]``;
 figures merged into ``benchmarks/results/oneshot_cross_scores.json``.
 """
 
@@ -24,6 +27,7 @@ from typing import Any
 
 import optuna
 from optuna.trial import TrialState
+from scipy.stats import kendalltau
 
 from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet
 from benchmarks.results_file import RESULTS, merge_results
@@ -76,10 +80,47 @@ def cross_scores(tag: str, winners_tag: str, seeds: list[int], samples: int, roo
     return out
 
 
+def calibration_pairs(tag: str, seed: int, root: Path) -> list[tuple[dict[str, Any], float]]:
+    """(params, trained validation AUC) of every architecture study ``oneshot<tag>_seed<seed>``
+    trained for its Kendall's tau (its ``calibrate`` trainings on the trial budget: the re-ranked
+    candidates and the draws from the space)."""
+    name = f"oneshot{tag}_seed{seed}"
+    db = root / name / name / "study.db"
+    if not db.exists():
+        raise SystemExit(f"{db}: no study (run the one-shot stage of {tag} for seed {seed})")
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    return [(dict(t.params), t.user_attrs["metrics"]["val"]["auc"])
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get("stage") == "calibrate"]
+
+
+def borrowed_tau(tag: str, pairs_tag: str, seeds: list[int], samples: int, root: Path) -> dict[str, Any]:
+    """Kendall's tau of each seed's supernet of run ``tag`` over the architectures run
+    ``pairs_tag`` trained for its own tau (same seed): their stand-alone validation AUCs do not
+    depend on the supernet, so a new supernet's proxy is measured without training them again.
+    Flat figures ``<tag>_seed<i>_kendall_tau_on<pairs_tag>`` and ``..._pairs``."""
+    out: dict[str, Any] = {}
+    for i in seeds:
+        pairs = calibration_pairs(pairs_tag, i, root)
+        if len(pairs) < 3:
+            raise SystemExit(f"oneshot{pairs_tag}_seed{i}: {len(pairs)} calibration trainings; "
+                             f"at least 3 are needed for a tau")
+        loaded = load_supernet(tag, i, samples, root)
+        proxy = [loaded.search.rescore(loaded.search.values_of({n: str(p[n]) for n in loaded.search.names}),
+                                       samples)["val_auc"] for p, _ in pairs]
+        key = f"{tag[1:]}_seed{i}_kendall_tau_on{pairs_tag}"
+        out[key] = float(kendalltau(proxy, [v for _, v in pairs]).statistic)
+        out[f"{key}_pairs"] = len(pairs)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tag", required=True, help="the run whose supernets score (e.g. _k8i)")
     parser.add_argument("--winners", required=True, help="the run whose winners are scored (e.g. _k9)")
+    parser.add_argument("--tau-from", default=None,
+                        help="also Kendall's tau of --tag's supernets over this run's calibration "
+                             "trainings (e.g. _k8i: the 12 architectures it trained for its tau)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--samples", type=int, default=32768, help="validation samples per score")
     parser.add_argument("--root", type=Path, default=ROOT)
@@ -90,11 +131,13 @@ def main(argv: list[str] | None = None) -> None:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         parser.error(f"--seeds: expected integers separated by commas, got {args.seeds!r}")
-    for name in ("tag", "winners"):
-        if not getattr(args, name).startswith("_"):
-            parser.error(f"--{name}: expected a run's tag, which starts with '_' (as _k9), "
+    for name in ("tag", "winners", "tau_from"):
+        if getattr(args, name) is not None and not getattr(args, name).startswith("_"):
+            parser.error(f"--{name.replace('_', '-')}: expected a run's tag, which starts with '_' (as _k9), "
                          f"got {getattr(args, name)!r}")
     figures = cross_scores(args.tag, args.winners, seeds, args.samples, args.root)
+    if args.tau_from:
+        figures.update(borrowed_tau(args.tag, args.tau_from, seeds, args.samples, args.root))
     for key, value in figures.items():
         print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
     merge_results(args.out, figures, prefix=f"{args.tag[1:]}_by{args.winners}")

@@ -9,14 +9,14 @@ import optuna
 import pytest
 
 from autorec.study import StudyConfig, run_study
-from benchmarks.oneshot_cross_scores import cross_scores, main, winners
+from benchmarks.oneshot_cross_scores import borrowed_tau, calibration_pairs, cross_scores, main, winners
 from tests.studyfiles import write_study
 
 BUDGET = {"trials": 5, "epochs": 1, "batch_size": 128, "max_steps_per_epoch": 4}
 ONESHOT = {"name": "oneshot", "options": {"steps": 6, "batch_size": 64, "checkpoint_every": 3,
                                           "candidates": 6, "selection_samples": 256, "rerank": 2,
-                                          "calibrate": 0, "rescore": 3, "rescore_samples": 512,
-                                          "final_epochs": 1}}
+                                          "rerank_steps": 2, "calibrate": 2, "rescore": 3,
+                                          "rescore_samples": 512, "final_epochs": 1}}
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +28,8 @@ def root(tmp_path_factory) -> Path:
     for seed in (0, 1):
         name = f"oneshot_x_seed{seed}"
         (root / name).mkdir()
-        strategy = {**ONESHOT, "options": {**ONESHOT["options"], "seed": seed}}
         config = StudyConfig.load(write_study(root / name, name=name, space=str(space), budget=BUDGET,
-                                              strategy=strategy, seed=seed))
+                                              strategy=ONESHOT, seed=seed))  # the strategy's seed
         run_study(config, log=lambda *_: None)
     return root
 
@@ -76,3 +75,17 @@ def test_the_command_line_refuses_bad_input_and_names_a_missing_study(root, tmp_
           "--out", str(out)])
     record = json.loads(out.read_text())
     assert record["samples"] == 512 and "x_by_x_commit" in record and "x_seed1_scores_x_seed0" in record
+    with pytest.raises(SystemExit):
+        main(["--tag", "_x", "--winners", "_x", "--tau-from", "x", "--root", str(root), "--out", str(out)])
+    assert "--tau-from: expected a run's tag" in capsys.readouterr().err
+
+
+def test_a_tau_borrowed_from_a_runs_own_calibration_on_its_own_supernet_is_its_own_tau(root):
+    name = "oneshot_x_seed1"
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{root / name / name / 'study.db'}")
+    record = study.user_attrs["oneshot"]
+    pairs = calibration_pairs("_x", 1, root)
+    assert len(pairs) == record["tau_pairs"] == 4  # the 2 re-ranked and the 2 draws, on the trial budget
+    figures = borrowed_tau("_x", "_x", [1], 512, root)
+    assert figures["x_seed1_kendall_tau_on_x_pairs"] == 4
+    assert figures["x_seed1_kendall_tau_on_x"] == pytest.approx(record["kendall_tau"])
