@@ -165,23 +165,21 @@ class SupernetTraining:
         """One update on ``batch`` (step ``index`` of the run): the fair paths' summed gradients,
         one uniform path, or the sandwich's largest, smallest and uniform paths; during the
         embedding warm-up every path keeps every feature at its widest width and largest hash
-        size; on a shared step (``shared_paths``) every path gives
+        size; on a shared step (``shared_paths``) every path but the sandwich's extremes gives
         every feature one width and one hash size, drawn per step."""
-        sandwich = self.config.sampling == "sandwich" and bool(self.choices)
         if self.config.sampling == "fair" and self.choices:
             paths = fair_paths(self.choices, self.generator)
         else:
             paths = [self.uniform_path()]
-        if index is not None and index < self.config.embedding_warmup:
-            paths = [{**path, **self.widest_embeddings} for path in paths]
-        elif self.config.shared_paths and \
+        warm = index is not None and index < self.config.embedding_warmup
+        if not warm and self.config.shared_paths and \
                 float(torch.rand((), generator=self.generator)) < self.config.shared_paths:
             shared = self.shared_embeddings()
             paths = [{**path, **shared} for path in paths]
-        if sandwich:
+        if self.config.sampling == "sandwich" and self.choices:
             paths = [self.extreme_path(largest=True), self.extreme_path(largest=False), *paths]
-            if index is not None and index < self.config.embedding_warmup:
-                paths = [{**path, **self.widest_embeddings} for path in paths]
+        if warm:
+            paths = [{**path, **self.widest_embeddings} for path in paths]
         return self.train_paths(batch, paths)
 
     def uniform_path(self) -> dict[str, int]:

@@ -106,7 +106,7 @@ def test_a_checkpoint_from_before_an_option_existed_resumes_at_its_default(data,
                                                          embedding_warmup=1), tmp_path).fit()
 
 
-@pytest.mark.parametrize("sampling", ["uniform", "fair"])
+@pytest.mark.parametrize("sampling", ["uniform", "fair", "sandwich"])
 def test_the_embedding_warmup_keeps_every_feature_widest_then_draws(data, tmp_path, monkeypatch, sampling):
     space = SearchSpace.from_dict({**SPACE, "embedding": {"dim": [0, 4, 8], "hash": [0.5, 1]}})
     run = SupernetTraining(space, data, OneShotTrainConfig(steps=8, batch_size=64, checkpoint_every=8,
@@ -122,7 +122,9 @@ def test_the_embedding_warmup_keeps_every_feature_widest_then_draws(data, tmp_pa
     assert len(steps) == 8
     for paths in steps[:3]:
         assert all({k: p[k] for k in widest} == widest for p in paths)
-        assert len({p["layer0.kind"] for p in paths}) == (3 if sampling == "fair" else 1)  # drawn as ever
+        assert len(paths) == {"fair": 3, "uniform": 1, "sandwich": 3}[sampling]  # drawn as ever
+        if sampling == "fair":
+            assert len({p["layer0.kind"] for p in paths}) == 3
     # then drawn: over 5 steps of 2 x 4 embedding choices, not every one at its widest
     assert any({k: p[k] for k in widest} != widest for paths in steps[3:] for p in paths)
 
