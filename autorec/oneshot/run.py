@@ -306,27 +306,25 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
     def name(number: int, restart: int) -> str:  # a rung training's folder and seconds key
         return rung_entry(number, restart, cfg.seed)
 
-    def train(entries: list[tuple[FrozenTrial, int]]) -> None:
-        for t, restart in entries:
-            seed = cfg.seed + restart
-            if (t.number, seed) in done:
-                continue
-            rung_cfg = dataclasses.replace(cfg, epochs=1, evaluate_test=False,  # (the final's test pass)
-                                           seed=seed, checkpoint_dir=str(Path(cfg.checkpoint_dir)
-                                                                         / name(t.number, restart)))
-            start = time.perf_counter()
-            done[t.number, seed] = _train_stage(config, study, runner, t, "final_rung", rung_cfg, log,
-                                                proxy_of(t), keep_progress=True)
-            key = name(t.number, restart)
-            seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
-            study.set_user_attr(ONESHOT_ATTR, record)
-
     by_number = {t.number: t for t in finalists}
 
-    def auc(entry: tuple[int, int]) -> float:  # trained on demand, in the rung's order
+    def auc(entry: tuple[int, int]) -> float:
+        """A rung training's validation AUC; trained now (and recorded) if not on record."""
         number, restart = entry
-        train([(by_number[number], restart)])
-        return done[number, cfg.seed + restart].user_attrs["metrics"]["val"]["auc"]
+        seed = cfg.seed + restart
+        if (number, seed) not in done:
+            rung_cfg = dataclasses.replace(cfg, epochs=1, evaluate_test=False,  # (the final's test pass)
+                                           seed=seed, checkpoint_dir=str(Path(cfg.checkpoint_dir)
+                                                                         / name(number, restart)))
+            start = time.perf_counter()
+            t = by_number[number]
+            done[number, seed] = _train_stage(config, study, runner, t, "final_rung", rung_cfg, log,
+                                              proxy_of(t), keep_progress=True)
+            key = name(number, restart)
+            seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
+            study.set_user_attr(ONESHOT_ATTR, record)
+        return done[number, seed].user_attrs["metrics"]["val"]["auc"]
+
     chosen = rung_runs(list(by_number), seeds, winner_seeds, auc)
     assert chosen is not None  # every training is made when asked for
     best, entries = chosen

@@ -255,7 +255,7 @@ def test_uniform_paths_draw_as_before_the_sandwich_existed(data, tmp_path):
 
 
 @pytest.mark.parametrize("rescale", [True, False])
-def test_rescale_reaches_the_supernet_and_off_trains_the_derived_functions(data, tmp_path, rescale):
+def test_rescale_reaches_the_supernets_layers_and_off_trains_finite(data, tmp_path, rescale):
     space = SearchSpace.from_dict(SPACE)
     run = SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3,
                                                            rescale=rescale), tmp_path)
