@@ -77,7 +77,8 @@ class OneShotTrainConfig:
     uniform path. ``rescale``: the supernet RMS-rescales the dlrm and dcnv2 layers' outputs per
     sample (:class:`~autorec.supernet.config.SupernetConfig`), which no derived model does; with
     False every path computes its derived model's function (safe for the shallow stacks a
-    one-shot space holds; a non-finite loss stops the run)."""
+    one-shot space holds; a non-finite loss stops the run); a list of kinds (``["dlrm"]``) rescales
+    only those."""
 
     steps: int = 2000
     batch_size: int = 1024
@@ -87,7 +88,7 @@ class OneShotTrainConfig:
     embedding_warmup: int = 0
     shared_paths: float = 0.0
     width_columns: str = "shared"
-    rescale: bool = True
+    rescale: bool | tuple[str, ...] = True
     checkpoint_every: int = 200
     dim: int | None = None
     dense_arch: tuple[int, ...] | None = None
@@ -111,7 +112,11 @@ class OneShotTrainConfig:
             raise ValueError(f"width_columns: expected one of {', '.join(WIDTH_COLUMNS)}, "
                              f"got {self.width_columns!r}")
         if not isinstance(self.rescale, bool):
-            raise ValueError(f"rescale: expected true or false, got {self.rescale!r}")
+            if not isinstance(self.rescale, (list, tuple)) or not self.rescale \
+                    or not all(isinstance(kind, str) for kind in self.rescale):
+                raise ValueError(f"rescale: expected true, false or a list of layer kinds, "
+                                 f"got {self.rescale!r}")
+            object.__setattr__(self, "rescale", tuple(self.rescale))
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling: expected one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
         for name in ("dense_arch", "over_arch"):

@@ -15,7 +15,7 @@ one hash size, drawn per step; default 0), ``width_columns`` (``shared``, the de
 embedding width a prefix of one table; ``own``: each width its own columns, so a narrow width's
 weights are not also trained by every wider path), ``rescale`` (default true: the supernet
 RMS-rescales dlrm and dcnv2 outputs per sample, as the DNAS supernet does; false: every path is
-its derived model's function), ``checkpoint_every``, ``dim``, ``dense_arch`` and
+its derived model's function; a list of kinds: only those), ``checkpoint_every``, ``dim``, ``dense_arch`` and
 ``over_arch`` (the one supernet's; default: the space's first, the over-arch searched when its
 choices share a depth) for the supernet; ``candidates`` (trials scored on inherited weights),
 ``search`` (tpe, nsga2 or random), ``shared_crossings`` (k: after the screen, every all-alike
@@ -66,9 +66,10 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import optuna
+from pydantic import ValidationError, ValidatorFunctionWrapHandler, WrapValidator
 
 from autorec.strategies.base import Strategy, checked_options
 
@@ -82,6 +83,17 @@ SEARCHES = ("tpe", "nsga2", "random")
 FAMILIES = ("layers", "kind")  # what a family is (autorec.oneshot.run.family's ``by``)
 
 
+def _bool_or_kinds(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """``rescale``'s check: one message for both members of the union (pydantic names each)."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise ValueError(f"expected true, false or a list of layer kinds, got {value!r}") from None
+
+
+BoolOrKinds = Annotated[bool | list[str], WrapValidator(_bool_or_kinds)]
+
+
 class OneShotStrategy(Strategy):
     """Train once, search many (see the module docstring)."""
 
@@ -90,7 +102,7 @@ class OneShotStrategy(Strategy):
     @checked_options
     def __init__(self, seed: int = 0, steps: int = 2000, batch_size: int = 1024, dense_lr: float = 1e-3,
                  embedding_lr: float = 0.05, sampling: str = "uniform", embedding_warmup: int = 0,
-                 shared_paths: float = 0.0, width_columns: str = "shared", rescale: bool = True,
+                 shared_paths: float = 0.0, width_columns: str = "shared", rescale: BoolOrKinds = True,
                  checkpoint_every: int = 200,
                  dim: int | None = None, dense_arch: list[int] | None = None,
                  over_arch: list[int] | None = None, candidates: int = 1000,

@@ -74,7 +74,8 @@ class SupernetConfig:
         selection_samples: validation samples each path is scored on (``validation`` and
             ``penalized``).
         rescale: RMS-rescale the dlrm/dcnv2 outputs in the mix (see :class:`Supernet`); False
-            makes every path the function its derived model computes, for shallow spaces.
+            makes every path the function its derived model computes, for shallow spaces; a
+            list of kinds rescales only those.
         width_columns: ``shared`` (each embedding width a prefix of one table) or ``own`` (each
             width its own columns; see :mod:`autorec.supernet.widths`).
         weight_sampling: ``arch`` (the weight step samples from the logits, as the
@@ -111,7 +112,7 @@ class SupernetConfig:
     record_every: int = 10
     selection: str = "argmax"
     selection_samples: int = 20_000
-    rescale: bool = True
+    rescale: bool | tuple[str, ...] = True
     width_columns: str = "shared"
     weight_sampling: str = "arch"
     weight_hard: bool | None = None

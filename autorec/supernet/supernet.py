@@ -26,7 +26,8 @@ is padded to the widest its candidates give, and the outputs of the ops without 
 scale is a power of their input's (dlrm, dcnv2) are RMS-rescaled per sample before the mix, so a
 deep stack of them cannot overflow (the derived model has no such rescale; see
 :class:`~autorec.supernet.mixed.MixedChoice`). ``rescale=False`` turns that off, so that every
-path computes what its derived model does (safe for shallow spaces such as the quickstart's).
+path computes what its derived model does (safe for shallow spaces such as the quickstart's), and
+a list of kinds (``["dlrm"]``) rescales only those.
 
 Not searched here (each takes the first value the space offers that is valid at D): DHEN
 ``num_heads`` and ``dcn_layers``. The dense arch's, over-arch's and tables' precisions are not
@@ -36,7 +37,7 @@ searched either: derive() leaves them fp32.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import torch
@@ -89,6 +90,28 @@ def super_op(kind: str) -> type[SuperBlock]:
                             f"mix it; search it with a multi-trial strategy (tpe, random)") from None
 
 
+def rescaled_kinds(space: SearchSpace, rescale: bool | Collection[str]) -> frozenset[str]:
+    """The layer kinds whose outputs the supernet's mix RMS-rescales: every kind of ``space``
+    without a norm (true), none (false) or the ones listed, each such a kind (else a
+    SupernetError naming it and the kinds that may be listed).
+
+    Example:
+        >>> space = SearchSpace.from_dict({"dim": [8], "dense_arch": [[16]], "over_arch": [[16]],
+        ...                                "layers": {"num": [1], "kinds": ["dlrm", "dcnv2", "wukong"]}})
+        >>> sorted(rescaled_kinds(space, True)), sorted(rescaled_kinds(space, ["dlrm"]))
+        (['dcnv2', 'dlrm'], ['dlrm'])
+    """
+    polynomial = [kind for kind in space.layers.kinds if super_op(kind).polynomial]
+    if isinstance(rescale, bool):
+        return frozenset(polynomial if rescale else ())
+    rescale = (rescale,) if isinstance(rescale, str) else tuple(rescale)
+    unknown = [kind for kind in rescale if kind not in polynomial]
+    if unknown:
+        raise SupernetError(f"{space.source}: rescale: {unknown} are not layer kinds of this space "
+                            f"without a norm; expected true, false or some of {polynomial}")
+    return frozenset(rescale)
+
+
 class Supernet(nn.Module):
     """Every architecture of ``space`` for ``schema`` at one ``dim``, dense arch and over-arch.
 
@@ -102,7 +125,8 @@ class Supernet(nn.Module):
         device: where the embedding tables go (``meta`` defers them to DistributedModelParallel).
         rescale: RMS-rescale the outputs of the ops without a norm (dlrm, dcnv2) in the mix
             (default). False: every path computes what its derived model does, but a deep stack
-            of such ops can overflow (see :class:`~autorec.supernet.mixed.MixedChoice`).
+            of such ops can overflow (see :class:`~autorec.supernet.mixed.MixedChoice`). A list
+            of kinds: only those kinds' outputs (each one of the space's kinds without a norm).
         width_columns: ``shared`` (each width a prefix of one table) or ``own`` (each width its
             own columns): see :mod:`autorec.supernet.widths`.
 
@@ -127,7 +151,7 @@ class Supernet(nn.Module):
         dense_arch: tuple[int, ...],
         over_arch: tuple[int, ...] | None,
         device: torch.device | None = None,
-        rescale: bool = True,
+        rescale: bool | Collection[str] = True,
         width_columns: str = "shared",
     ) -> None:
         super().__init__()
@@ -198,7 +222,7 @@ class Supernet(nn.Module):
         self._aliases: dict[str, str] = {}  # layer<i>.<kind>.precision -> layer<i>.precision
         runs: list[nn.Module] = []
         layers, num_in = [], self.f0
-        self.rescale = rescale
+        self.rescale = rescaled_kinds(space, rescale)
         self.compact = True  # single paths on their live vectors (autorec.supernet.compact)
         for i in range(max(space.layers.num)):
             kinds = tuple(space.layers.kinds)
@@ -212,7 +236,7 @@ class Supernet(nn.Module):
                 choices.extend(ops[kind].choices())
             if len(kinds) > 1:
                 choices.append(Choice(f"layer{i}.kind", kinds))
-            rescaled = [kind for kind, op in ops.items() if op.polynomial and self.rescale]
+            rescaled = [kind for kind in ops if kind in self.rescale]
             layer = MixedChoice(f"layer{i}.kind", ops, max(op.num_out for op in ops.values()), rescaled)
             formats = tuple(dict.fromkeys(p for op in ops.values() for p in op.fields.get("precision", ())))
             run: nn.Module = layer

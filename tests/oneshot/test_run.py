@@ -102,12 +102,18 @@ def test_rank_correlation():
     ({"rung_winner_seeds": 0}, "rung_winner_seeds: expected an integer >= 1, got 0"),
     ({"kind_neighbours": -2}, "kind_neighbours: expected an integer >= 0, got -2"),
     ({"kind_neighbours": True}, "kind_neighbours: expected an integer, got True"),
+    ({"rescale": "dlrm"}, "'oneshot': rescale: expected true, false or a list of layer kinds, got 'dlrm'"),
+    ({"rescale": [2]}, r"'oneshot': rescale: expected true, false or a list of layer kinds, got \[2\]"),
     ({"width_columns": "own-ish"},
      "strategy 'oneshot': width_columns: expected one of shared, own, got 'own-ish'"),
 ])
 def test_bad_strategy_options(options, message):
     with pytest.raises(ValueError, match=message):
         make_strategy("oneshot", **options)
+
+
+def test_rescale_takes_a_list_of_kinds():
+    assert make_strategy("oneshot", rescale=["dlrm"]).train_options["rescale"] == ["dlrm"]
 
 
 def test_latency_cannot_be_a_proxy_objective(tmp_path):

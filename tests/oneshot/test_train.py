@@ -8,6 +8,7 @@ import torch
 from autorec.data import load_dataset
 from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 from autorec.space import SearchSpace
+from autorec.supernet import SupernetError
 
 SPACE = {"dim": [8], "dense_arch": [[16]], "over_arch": [[16], [32]],
          "layers": {"num": [1], "kinds": ["dlrm", "dcnv2", "wukong"],
@@ -81,8 +82,10 @@ def test_a_finished_run_does_nothing_and_another_config_is_refused(data, tmp_pat
     ({"shared_paths": True}, r"shared_paths: .* got True"),
     ({"shared_paths": "half"}, r"shared_paths: .* got 'half'"),
     ({"width_columns": "wide"}, "width_columns: expected one of shared, own, got 'wide'"),
-    ({"rescale": "no"}, "rescale: expected true or false, got 'no'"),
-    ({"rescale": 0}, "rescale: expected true or false, got 0"),
+    ({"rescale": "no"}, "rescale: expected true, false or a list of layer kinds, got 'no'"),
+    ({"rescale": 0}, "rescale: expected true, false or a list of layer kinds, got 0"),
+    ({"rescale": []}, r"rescale: expected true, false or a list of layer kinds, got \[\]"),
+    ({"rescale": ["dlrm", 1]}, r"rescale: expected .* got \['dlrm', 1\]"),
 ])
 def test_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
@@ -254,16 +257,25 @@ def test_uniform_paths_draw_as_before_the_sandwich_existed(data, tmp_path):
     assert run.uniform_path() == expected
 
 
-@pytest.mark.parametrize("rescale", [True, False])
-def test_rescale_reaches_the_supernets_layers_and_off_trains_finite(data, tmp_path, rescale):
+@pytest.mark.parametrize(("rescale", "kinds"), [(True, {"dlrm", "dcnv2"}), (False, set()),
+                                               (["dlrm"], {"dlrm"})])
+def test_rescale_reaches_the_supernets_layers_and_off_trains_finite(data, tmp_path, rescale, kinds):
     space = SearchSpace.from_dict(SPACE)
     run = SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3,
                                                            rescale=rescale), tmp_path)
-    assert all(layer.rescale == ({"dlrm", "dcnv2"} if rescale else set())
-               for layer in run.search.supernet.layers)
+    assert all(layer.rescale == kinds for layer in run.search.supernet.layers)
     state = run.fit()
     assert state.step == 3 and all(loss == loss for loss in state.losses)  # finite: no NaN
     # a checkpoint written either way is refused by a run with the other setting
     with pytest.raises(ValueError, match="written with another configuration"):
         SupernetTraining(space, data, OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3,
-                                                         rescale=not rescale), tmp_path).fit()
+                                                         rescale=not kinds), tmp_path).fit()
+
+
+def test_rescale_naming_a_kind_with_a_norm_or_outside_the_space_is_refused(data, tmp_path):
+    space = SearchSpace.from_dict(SPACE)
+    for kinds in (["wukong"], ["dlrm", "mlp"]):
+        with pytest.raises(SupernetError, match=r"rescale: \[.*\] are not layer kinds of this space "
+                                                r"without a norm; expected true, false or some of "
+                                                r"\['dlrm', 'dcnv2'\]"):
+            SupernetTraining(space, data, OneShotTrainConfig(steps=1, batch_size=64, rescale=kinds), tmp_path)
