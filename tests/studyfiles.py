@@ -24,3 +24,28 @@ def write_study(tmp_path: Path, **changes) -> Path:
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+MICRO_BUDGET = {"trials": 5, "epochs": 1, "batch_size": 128, "max_steps_per_epoch": 4}
+MICRO_ONESHOT = {"steps": 6, "batch_size": 64, "checkpoint_every": 3, "candidates": 6,
+                 "selection_samples": 256, "rerank": 2, "rerank_steps": 2, "rescore": 3,
+                 "rescore_samples": 512, "final_epochs": 1}
+
+
+def run_micro_oneshot(root: Path, tag: str, seeds: tuple[int, ...], **options) -> Path:
+    """Run a one-shot study ``oneshot<tag>_seed<N>`` per seed under ``root``, laid out as
+    ``benchmarks/oneshot_vs_tpe.py`` lays its runs, on a micro space (dlrm/dcnv2, widths 0-8,
+    two hash sizes); ``options`` add to the strategy's micro options. Returns ``root``."""
+    from autorec.study import StudyConfig, run_study
+
+    space = root / "micro.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
+                     "layers: {num: [1, 2], kinds: [dlrm, dcnv2]}\n")
+    strategy = {"name": "oneshot", "options": {**MICRO_ONESHOT, **options}}
+    for seed in seeds:
+        name = f"oneshot{tag}_seed{seed}"
+        (root / name).mkdir()
+        config = StudyConfig.load(write_study(root / name, name=name, space=str(space), budget=MICRO_BUDGET,
+                                              strategy=strategy, seed=seed))  # the strategy's seed
+        run_study(config, log=lambda *_: None)
+    return root

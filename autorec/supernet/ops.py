@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -27,7 +27,7 @@ from autorec.blocks.dhen import _interaction_module
 from autorec.blocks.gram import pair_dots
 from autorec.blocks.mlp import FeatureLinear
 from autorec.precision.layers import PrecisionAware, quant_linear
-from autorec.supernet.mixed import Choice, Weights, one_hot_index, pad_features, width_mask
+from autorec.supernet.mixed import Choice, SupernetError, Weights, one_hot_index, pad_features, width_mask
 
 Fields = Mapping[str, tuple[Any, ...]]  # config field -> the values the supernet searches
 
@@ -420,3 +420,24 @@ class SuperSkip(SuperBlock):
 SUPER_BLOCKS: dict[str, type[SuperBlock]] = {
     cls.kind: cls for cls in (SuperWukong, SuperDhen, SuperDot, SuperCross, SuperMLP, SuperSkip)
 }
+
+
+def rescaled_kinds(kinds: Sequence[str], rescale: bool | Collection[str],
+                   source: str = "<space>") -> frozenset[str]:
+    """The layer kinds among ``kinds`` whose outputs a supernet's mix RMS-rescales: every one
+    without a norm (true), none (false) or those listed, each such a kind (else a SupernetError
+    naming ``source``, the list and the kinds it may hold).
+
+    Example:
+        >>> sorted(rescaled_kinds(["dlrm", "dcnv2", "wukong"], True)), rescaled_kinds(["dlrm"], ["dlrm"])
+        (['dcnv2', 'dlrm'], frozenset({'dlrm'}))
+    """
+    polynomial = [k for k in kinds if getattr(SUPER_BLOCKS.get(k), "polynomial", False)]
+    if isinstance(rescale, bool):
+        return frozenset(polynomial if rescale else ())
+    listed = (rescale,) if isinstance(rescale, str) else tuple(rescale)
+    unknown = [k for k in listed if k not in polynomial]
+    if unknown:
+        raise SupernetError(f"{source}: rescale: {unknown} are not layer kinds of this space without a "
+                            f"norm; expected true, false or some of {polynomial}")
+    return frozenset(listed)

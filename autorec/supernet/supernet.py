@@ -65,7 +65,7 @@ from autorec.supernet.mixed import (
     Weights,
     projected_width,
 )
-from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock
+from autorec.supernet.ops import SUPER_BLOCKS, SuperBlock, rescaled_kinds
 from autorec.supernet.towers import SuperTowers
 from autorec.supernet.widths import embedding_widths
 
@@ -88,28 +88,6 @@ def super_op(kind: str) -> type[SuperBlock]:
         raise SupernetError(f"layers.kinds: block kind {kind!r} has no weight-shared super-op "
                             f"(autorec.supernet.ops.SUPER_BLOCKS), so the one-shot search cannot "
                             f"mix it; search it with a multi-trial strategy (tpe, random)") from None
-
-
-def rescaled_kinds(space: SearchSpace, rescale: bool | Collection[str]) -> frozenset[str]:
-    """The layer kinds whose outputs the supernet's mix RMS-rescales: every kind of ``space``
-    without a norm (true), none (false) or the ones listed, each such a kind (else a
-    SupernetError naming it and the kinds that may be listed).
-
-    Example:
-        >>> space = SearchSpace.from_dict({"dim": [8], "dense_arch": [[16]], "over_arch": [[16]],
-        ...                                "layers": {"num": [1], "kinds": ["dlrm", "dcnv2", "wukong"]}})
-        >>> sorted(rescaled_kinds(space, True)), sorted(rescaled_kinds(space, ["dlrm"]))
-        (['dcnv2', 'dlrm'], ['dlrm'])
-    """
-    polynomial = [kind for kind in space.layers.kinds if super_op(kind).polynomial]
-    if isinstance(rescale, bool):
-        return frozenset(polynomial if rescale else ())
-    rescale = (rescale,) if isinstance(rescale, str) else tuple(rescale)
-    unknown = [kind for kind in rescale if kind not in polynomial]
-    if unknown:
-        raise SupernetError(f"{space.source}: rescale: {unknown} are not layer kinds of this space "
-                            f"without a norm; expected true, false or some of {polynomial}")
-    return frozenset(rescale)
 
 
 class Supernet(nn.Module):
@@ -222,7 +200,7 @@ class Supernet(nn.Module):
         self._aliases: dict[str, str] = {}  # layer<i>.<kind>.precision -> layer<i>.precision
         runs: list[nn.Module] = []
         layers, num_in = [], self.f0
-        self.rescale = rescaled_kinds(space, rescale)
+        self.rescale = rescaled_kinds(space.layers.kinds, rescale, space.source)
         self.compact = True  # single paths on their live vectors (autorec.supernet.compact)
         for i in range(max(space.layers.num)):
             kinds = tuple(space.layers.kinds)

@@ -8,30 +8,13 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autorec.study import StudyConfig, run_study
 from benchmarks.oneshot_cross_scores import borrowed_tau, calibration_pairs, cross_scores, main, winners
-from tests.studyfiles import write_study
-
-BUDGET = {"trials": 5, "epochs": 1, "batch_size": 128, "max_steps_per_epoch": 4}
-ONESHOT = {"name": "oneshot", "options": {"steps": 6, "batch_size": 64, "checkpoint_every": 3,
-                                          "candidates": 6, "selection_samples": 256, "rerank": 2,
-                                          "rerank_steps": 2, "calibrate": 2, "rescore": 3,
-                                          "rescore_samples": 512, "final_epochs": 1}}
+from tests.studyfiles import run_micro_oneshot
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("cross")
-    space = root / "micro.yaml"
-    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
-                     "layers: {num: [1, 2], kinds: [dlrm, dcnv2]}\n")
-    for seed in (0, 1):
-        name = f"oneshot_x_seed{seed}"
-        (root / name).mkdir()
-        config = StudyConfig.load(write_study(root / name, name=name, space=str(space), budget=BUDGET,
-                                              strategy=ONESHOT, seed=seed))  # the strategy's seed
-        run_study(config, log=lambda *_: None)
-    return root
+    return run_micro_oneshot(tmp_path_factory.mktemp("cross"), "_x", (0, 1), calibrate=2)
 
 
 def test_each_winner_is_scored_on_each_supernet(root):
