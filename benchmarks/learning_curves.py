@@ -82,17 +82,39 @@ def without(arch: dict[str, Any], features: list[str]) -> dict[str, Any]:
             "dropped": [*arch.get("dropped", []), *features]}
 
 
+def reshaped(arch: dict[str, Any], width: int | None = None, full_hash: bool = False) -> dict[str, Any]:
+    """``arch`` (an ArchSpec's dict) with every table at ``width`` (None: as it is) and, with
+    ``full_hash``, every hashed table given back all its rows (its ``hash_from`` ids).
+
+    Example:
+        >>> arch = {"tables": [{"features": ["a"], "dim": 4, "num_embeddings": 5, "hash_from": 20}]}
+        >>> reshaped(arch, width=16, full_hash=True)["tables"]
+        [{'features': ['a'], 'dim': 16, 'num_embeddings': 20, 'hash_from': None}]
+    """
+    tables = []
+    for table in arch["tables"]:
+        table = {**table, **({"dim": width} if width is not None else {})}
+        if full_hash and table.get("hash_from") is not None:
+            table.update(num_embeddings=table["hash_from"], hash_from=None)
+        tables.append(table)
+    return {**arch, "tables": tables}
+
+
 def candidate(arch: dict[str, Any], base: TrainConfig, *, layers: list[dict[str, Any]] | None = None,
               drop: list[str] | None = None, steps: int | None = None, val_samples: int = 100_000,
               dense_lr: float | None = None, embedding_lr: float | None = None, train_seed: int | None = None,
-              ) -> tuple[ArchSpec, TrainConfig]:
-    """A trial's architecture (its interaction ``layers`` replaced, if given) and the study's
+              width: int | None = None, full_hash: bool = False) -> tuple[ArchSpec, TrainConfig]:
+    """A trial's architecture (its interaction ``layers`` replaced, ``drop``'s features dropped,
+    every table at ``width`` and with every row under ``full_hash``, where given) and the study's
     training settings for one epoch of it, with the changed rates and seed; a ``layers`` list that
     is no valid ArchSpec's is refused with the reason (SystemExit naming ``--layers``)."""
+    if width is not None and width < 1:
+        raise SystemExit(f"--width {width}: expected a positive embedding width")
     if layers is not None:
         arch = {**arch, "layers": layers}
     if drop:
         arch = without(arch, drop)
+    arch = reshaped(arch, width, full_hash)
     try:
         spec = ArchSpec.from_dict(arch)
     except (KeyError, TypeError, ValueError) as err:
@@ -136,6 +158,8 @@ def main() -> None:
                              'ArchSpec\'s layers, e.g. \'[{"kind": "dcnv2", "num_layers": 1, "rank": 0}]\')')
     parser.add_argument("--drop", default="",
                         help="comma-separated features the candidates do not read (e.g. cat_19,cat_20)")
+    parser.add_argument("--width", type=int, default=None, help="every table of the candidates at this width")
+    parser.add_argument("--full-hash", action="store_true", help="every hashed table given back all its rows")
     parser.add_argument("--warm", action="store_true",
                         help="start each candidate's embeddings from the study's trained supernet")
     parser.add_argument("--key", default="", help="a suffix of this run's keys (e.g. _lr3x)")
@@ -155,7 +179,7 @@ def main() -> None:
                               layers=args.layers, drop=[f for f in args.drop.split(",") if f],
                               steps=args.steps, val_samples=args.val_samples,
                               dense_lr=args.dense_lr, embedding_lr=args.embedding_lr,
-                              train_seed=args.train_seed)
+                              train_seed=args.train_seed, width=args.width, full_hash=args.full_hash)
         trainer = CurveTrainer(spec, runner.dataset, cfg, every=args.every)
         if warm is not None:
             from autorec.supernet.warm import warm_embeddings
@@ -168,7 +192,10 @@ def main() -> None:
         result[f"trial{number}{args.key}_family"] = kinds
         if args.drop:
             result[f"trial{number}{args.key}_dropped"] = args.drop
-        if args.layers is None and not args.drop:
+        if args.width is not None or args.full_hash:
+            result[f"trial{number}{args.key}_width"] = args.width
+            result[f"trial{number}{args.key}_full_hash"] = args.full_hash
+        if args.layers is None and not args.drop and args.width is None and not args.full_hash:
             result[f"trial{number}_flops"] = study.trials[number].user_attrs["costs"]["flops"]
         result[f"trial{number}{args.key}_dense_lr"] = cfg.dense_lr
         result[f"trial{number}{args.key}_embedding_lr"] = cfg.embedding_lr

@@ -42,6 +42,19 @@ def test_dropped_features_leave_their_tables_and_are_listed():
         candidate(spec.to_dict(), BASE, drop=read[:1])
 
 
+def test_every_table_reshaped_to_one_width_and_its_full_rows():
+    hashed = {**ARCH, "tables": [{**ARCH["tables"][0], "num_embeddings": 3,
+                                  "hash_from": ARCH["tables"][0]["num_embeddings"]}, *ARCH["tables"][1:]]}
+    spec, _ = candidate(hashed, BASE, width=4)
+    assert {t.dim for t in spec.tables} == {4} and spec.tables[0].num_embeddings == 3  # hash kept
+    spec, _ = candidate(hashed, BASE, full_hash=True)
+    assert [t.num_embeddings for t in spec.tables] == [t["num_embeddings"] for t in ARCH["tables"]]
+    assert all(t.hash_from is None for t in spec.tables)
+    assert [t.dim for t in spec.tables] == [t["dim"] for t in ARCH["tables"]]  # widths kept
+    with pytest.raises(SystemExit, match="--width 0: expected a positive embedding width"):
+        candidate(ARCH, BASE, width=0)
+
+
 @pytest.mark.parametrize("layers, named", [
     ([{"kind": "nope"}], "layers[0].kind"),
     ([{"kind": "dcnv2", "bogus": 1}], "layers[0].bogus"),
