@@ -42,22 +42,28 @@ def _place_features(pooled: KeyedTensor, names: tuple[str, ...], dim: int,
 
 
 @torch.fx.wrap  # opaque under fx, as _place_features
-def fold_ids(sparse: KeyedJaggedTensor, rows: dict[str, int]) -> KeyedJaggedTensor:
+def fold_ids(sparse: KeyedJaggedTensor, rows: dict[str, int],
+             offsets: dict[str, int] | None = None) -> KeyedJaggedTensor:
     """``sparse`` with the ids of each feature in ``rows`` taken modulo its table's rows (the
-    hashing trick of a table with ``hash_from``); other features pass unchanged.
+    hashing trick of a table with ``hash_from``), plus its ``offsets`` entry if any (a block of
+    rows further down one table); other features pass unchanged.
 
     Example:
         >>> kjt = KeyedJaggedTensor.from_lengths_sync(["a", "b"], torch.tensor([7, 9, 7, 5]),
         ...                                           torch.tensor([1, 1, 1, 1]))
-        >>> fold_ids(kjt, {"a": 4}).values().tolist()
-        [3, 1, 7, 5]
+        >>> fold_ids(kjt, {"a": 4}).values().tolist(), fold_ids(kjt, {"a": 4}, {"a": 10}).values().tolist()
+        ([3, 1, 7, 5], [13, 11, 7, 5])
     """
     keys = sparse.keys()
     moduli = torch.tensor([rows.get(k, torch.iinfo(torch.int64).max) for k in keys],
                           dtype=sparse.values().dtype, device=sparse.values().device)
-    per_value = torch.repeat_interleave(moduli, torch.tensor(sparse.length_per_key(),
-                                                             device=moduli.device))
-    return KeyedJaggedTensor(keys=keys, values=torch.remainder(sparse.values(), per_value),
+    lengths = torch.tensor(sparse.length_per_key(), device=moduli.device)
+    per_value = torch.repeat_interleave(moduli, lengths)
+    values = torch.remainder(sparse.values(), per_value)
+    if offsets and any(offsets.get(k, 0) for k in keys):
+        shift = torch.tensor([offsets.get(k, 0) for k in keys], dtype=values.dtype, device=values.device)
+        values = values + torch.repeat_interleave(shift, lengths)
+    return KeyedJaggedTensor(keys=keys, values=values,
                              weights=sparse.weights_or_none(), lengths=sparse.lengths(),
                              offsets=sparse.offsets())
 

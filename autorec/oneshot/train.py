@@ -48,6 +48,7 @@ from autorec.data import RecDataset
 from autorec.oneshot.fair import fair_paths
 from autorec.space import SearchSpace
 from autorec.supernet import SupernetConfig, SupernetSearch
+from autorec.supernet.hashing import HASH_ROWS
 from autorec.supernet.widths import WIDTH_COLUMNS
 from autorec.train.checkpoint_reader import load_state, read_meta, saved_keys
 from autorec.train.checkpoints import META, latest, point_latest, publish, staging, write_json
@@ -68,7 +69,8 @@ class OneShotTrainConfig:
     never visit the all-alike corner of the space (all 26 features kept at once has probability
     0.75^26 = 6e-4 when one width in four drops), where a shared-width study searches.
     ``width_columns``: ``shared`` (each width a prefix of one table) or ``own`` (each width its
-    own columns, trained only on the steps that chose it: :mod:`autorec.supernet.widths`).
+    own columns, trained only on the steps that chose it: :mod:`autorec.supernet.widths`);
+    ``hash_rows`` likewise for the hash sizes' rows (:mod:`autorec.supernet.hashing`).
     ``sampling: sandwich``: each step's largest path keeps every feature at its widest width and
     largest hash size, every layer (no ``skip``) and the widest over-arch; its smallest keeps every
     feature at its narrowest width that keeps it and its smallest hash size, skips every layer that
@@ -88,6 +90,7 @@ class OneShotTrainConfig:
     embedding_warmup: int = 0
     shared_paths: float = 0.0
     width_columns: str = "shared"
+    hash_rows: str = "shared"
     rescale: bool | tuple[str, ...] = True
     checkpoint_every: int = 200
     dim: int | None = None
@@ -111,6 +114,8 @@ class OneShotTrainConfig:
         if self.width_columns not in WIDTH_COLUMNS:
             raise ValueError(f"width_columns: expected one of {', '.join(WIDTH_COLUMNS)}, "
                              f"got {self.width_columns!r}")
+        if self.hash_rows not in HASH_ROWS:
+            raise ValueError(f"hash_rows: expected one of {', '.join(HASH_ROWS)}, got {self.hash_rows!r}")
         if not isinstance(self.rescale, bool):
             if not isinstance(self.rescale, (list, tuple)) or not self.rescale \
                     or not all(isinstance(kind, str) for kind in self.rescale):
@@ -155,7 +160,7 @@ class SupernetTraining:
         supernet = SupernetConfig(steps=config.steps, warmup_steps=config.steps, batch_size=config.batch_size,
                                   dense_lr=config.dense_lr, embedding_lr=config.embedding_lr,
                                   weight_sampling="uniform", width_columns=config.width_columns,
-                                  rescale=config.rescale, seed=config.seed)
+                                  hash_rows=config.hash_rows, rescale=config.rescale, seed=config.seed)
         depths = {len(v) for v in space.over_arch}
         over_arch = (None if config.over_arch is None and len(space.over_arch) > 1 and len(depths) == 1
                      else config.over_arch or space.over_arch[0])

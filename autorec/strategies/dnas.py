@@ -107,9 +107,10 @@ class DnasStrategy(Strategy):
             self.supernet = SupernetConfig(**supernet)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"strategy 'dnas': {exc}") from None
-        if retrain == "warm" and self.supernet.width_columns == "own":
-            raise ValueError("strategy 'dnas': retrain: warm copies the leading columns of each supernet "
-                             "table, which are a derived table's only with width_columns: shared")
+        if retrain == "warm" and "own" in (self.supernet.width_columns, self.supernet.hash_rows):
+            raise ValueError("strategy 'dnas': retrain: warm copies the leading columns and rows of each "
+                             "supernet table, which are a derived table's only with width_columns: shared "
+                             "and hash_rows: shared")
         self.dataset: RecDataset | None = None
         self.last: SupernetResult | None = None
         self._searches: dict[int, Any] = {}

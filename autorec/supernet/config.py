@@ -42,6 +42,7 @@ from typing import Any
 
 from autorec.arch import ArchSpec
 from autorec.supernet.cost import COST_METRICS
+from autorec.supernet.hashing import HASH_ROWS
 from autorec.supernet.widths import WIDTH_COLUMNS
 
 SELECTIONS = ("argmax", "validation", "penalized")  # how fit() turns the trained supernet into an ArchSpec
@@ -78,6 +79,8 @@ class SupernetConfig:
             list of kinds rescales only those.
         width_columns: ``shared`` (each embedding width a prefix of one table) or ``own`` (each
             width its own columns; see :mod:`autorec.supernet.widths`).
+        hash_rows: ``shared`` (each hash size the first rows of one table) or ``own`` (each
+            its own rows; see :mod:`autorec.supernet.hashing`).
         weight_sampling: ``arch`` (the weight step samples from the logits, as the
             architecture step does) or ``uniform`` (the weight step samples every choice
             uniformly; the architecture step is unchanged; see the module docstring).
@@ -114,6 +117,7 @@ class SupernetConfig:
     selection_samples: int = 20_000
     rescale: bool | tuple[str, ...] = True
     width_columns: str = "shared"
+    hash_rows: str = "shared"
     weight_sampling: str = "arch"
     weight_hard: bool | None = None
     arch_every: int = 1
@@ -162,6 +166,9 @@ class SupernetConfig:
         if self.width_columns not in WIDTH_COLUMNS:
             raise ValueError(f"supernet width_columns: expected one of {', '.join(WIDTH_COLUMNS)}, "
                              f"got {self.width_columns!r}")
+        if self.hash_rows not in HASH_ROWS:
+            raise ValueError(f"supernet hash_rows: expected one of {', '.join(HASH_ROWS)}, "
+                             f"got {self.hash_rows!r}")
         if self.cost_target is not None and self.cost_target <= 0:
             raise ValueError(f"supernet cost_target: expected a positive number, got {self.cost_target}")
 

@@ -99,7 +99,8 @@ class SupernetSearch:
         torch.manual_seed(self.config.seed)  # init of every weight; batches and noise have their own seeds
         self.device = default_device()
         net = Supernet(space, dataset.schema, dim, dense_arch, over_arch, device=torch.device("meta"),
-                       rescale=self.config.rescale, width_columns=self.config.width_columns)
+                       rescale=self.config.rescale, width_columns=self.config.width_columns,
+                       hash_rows=self.config.hash_rows)
         apply_optimizer_in_backward(
             RowWiseAdagrad, net.sparse_arch.parameters(), {"lr": self.config.embedding_lr, "eps": EPS}
         )

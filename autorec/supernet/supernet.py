@@ -55,7 +55,7 @@ from autorec.space import SearchSpace, SpaceError
 from autorec.space.stacks import groups_of
 from autorec.space.tables import hashed_rows
 from autorec.supernet.compact import compact_forward, single_path
-from autorec.supernet.hashing import pooled_by_hash
+from autorec.supernet.hashing import hash_layout, pooled_by_hash
 from autorec.supernet.mixed import (
     Choice,
     ChoiceSet,
@@ -107,6 +107,8 @@ class Supernet(nn.Module):
             of kinds: only those kinds' outputs (each one of the space's kinds without a norm).
         width_columns: ``shared`` (each width a prefix of one table) or ``own`` (each width its
             own columns): see :mod:`autorec.supernet.widths`.
+        hash_rows: ``shared`` (each hash size the first rows of one table) or ``own`` (each its
+            own rows): see :mod:`autorec.supernet.hashing`.
 
     Example:
         >>> from autorec.data import Schema, SparseFeature
@@ -131,6 +133,7 @@ class Supernet(nn.Module):
         device: torch.device | None = None,
         rescale: bool | Collection[str] = True,
         width_columns: str = "shared",
+        hash_rows: str = "shared",
     ) -> None:
         super().__init__()
         for key, value, values in (
@@ -157,13 +160,13 @@ class Supernet(nn.Module):
         self.groups = groups_of(space.embedding.groups, schema)
         layout = embedding_widths(space, dim, width_columns)
         self.emb_values, self.emb_widths, self.emb_offsets = layout.values, layout.widths, layout.offsets
-        # Hash sizes (fractions of each table's rows): every value looks up the one full table
-        # with its ids folded to that many rows, so the rows [0, r) are shared by every r.
+        # Hash sizes (fractions of each table's rows): each value folds the ids to that many rows,
+        # of the one full table (hash_rows: shared) or of its own block (own): supernet/hashing.py.
         self.hash_values = tuple(space.embedding.hash)
         self.cards = {f.name: f.num_embeddings for f in schema.sparse}
-        # Per hash value, feature -> its table's rows (what every forward folds the ids to).
-        self.hash_row_maps = tuple({name: hashed_rows(card, h) for name, card in self.cards.items()}
-                                   for h in self.hash_values)
+        self.row_layout = hash_rows  # hash_rows (shared or own); self.hash_rows(f, k) gives the rows
+        layout_rows = hash_layout(self.cards, self.hash_values, hash_rows)
+        self.hash_row_maps, self.hash_offsets, table_rows = layout_rows
         for group, _ in self.groups:
             if len(self.emb_values) > 1:
                 choices.append(Choice(f"emb.{group}", self.emb_values))
@@ -176,7 +179,7 @@ class Supernet(nn.Module):
                 EmbeddingBagConfig(
                     name=f"t_{f.name}",
                     embedding_dim=self.table_width,
-                    num_embeddings=f.num_embeddings,
+                    num_embeddings=table_rows[f.name],
                     feature_names=[f.name],
                     pooling=PoolingType.SUM,
                 )

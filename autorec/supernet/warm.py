@@ -69,6 +69,9 @@ def warm_embeddings(net: Supernet, supernet: nn.Module, model: nn.Module) -> lis
 
         copied = warm_embeddings(training.search.supernet, training.search.model, trainer.model)
     """
+    if net.row_layout != "shared":
+        raise ValueError("warm_embeddings: a supernet with hash_rows: own keeps each hash size's rows "
+                         "in its own block; only hash_rows: shared puts a derived table's rows first")
     source = supernet.state_dict()
     offset_of: dict[int, int] = {}
     for width, offset in zip(net.emb_widths, net.emb_offsets, strict=True):

@@ -104,6 +104,7 @@ def test_rank_correlation():
     ({"kind_neighbours": True}, "kind_neighbours: expected an integer, got True"),
     ({"rescale": "dlrm"}, "'oneshot': rescale: expected true, false or a list of layer kinds, got 'dlrm'"),
     ({"rescale": [2]}, r"'oneshot': rescale: expected true, false or a list of layer kinds, got \[2\]"),
+    ({"hash_rows": "mine"}, "strategy 'oneshot': hash_rows: expected one of shared, own, got 'mine'"),
     ({"width_columns": "own-ish"},
      "strategy 'oneshot': width_columns: expected one of shared, own, got 'own-ish'"),
 ])
@@ -112,8 +113,9 @@ def test_bad_strategy_options(options, message):
         make_strategy("oneshot", **options)
 
 
-def test_rescale_takes_a_list_of_kinds():
+def test_rescale_takes_a_list_of_kinds_and_hash_rows_reaches_the_training():
     assert make_strategy("oneshot", rescale=["dlrm"]).train_options["rescale"] == ["dlrm"]
+    assert make_strategy("oneshot", hash_rows="own").train_options["hash_rows"] == "own"
 
 
 def test_latency_cannot_be_a_proxy_objective(tmp_path):

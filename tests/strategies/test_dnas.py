@@ -81,6 +81,8 @@ def test_dnas_options_are_checked():
         make_strategy("dnas", retrain="hot")
     with pytest.raises(ValueError, match="strategy 'dnas': retrain: warm copies the leading columns"):
         make_strategy("dnas", retrain="warm", width_columns="own")
+    with pytest.raises(ValueError, match=r"warm copies the leading columns and rows .* hash_rows: shared"):
+        make_strategy("dnas", retrain="warm", hash_rows="own")
     with pytest.raises(ValueError, match="'dnas': supernet selection: expected one of argmax, validation, "
                                          "penalized"):
         make_strategy("dnas", selection="perturbation")

@@ -18,10 +18,10 @@ SPACE = {"dim": [16], "dense_arch": [[8]], "over_arch": [[16]],
 SCHEMA = Schema(dense=("a",), sparse=(SparseFeature("u", 10), SparseFeature("i", 7), SparseFeature("s", 9)))
 
 
-def _net(columns: str) -> Supernet:
+def _net(columns: str, hash_rows: str = "shared") -> Supernet:
     torch.manual_seed(0)
     net = Supernet(SearchSpace.from_dict(SPACE), SCHEMA, dim=16, dense_arch=(8,), over_arch=(16,),
-                   width_columns=columns)
+                   width_columns=columns, hash_rows=hash_rows)
     with torch.no_grad():  # every column and row its own value, so a wrong slice shows
         for table in net.sparse_arch.embedding_bags.values():
             table.weight.copy_(torch.randn_like(table.weight))
@@ -88,3 +88,9 @@ def test_a_table_with_more_rows_than_the_supernets_is_refused_by_name_before_any
         warm_embeddings(net, net, model)
     after = model.state_dict()
     assert all(torch.equal(after[k], v) for k, v in before.items())
+
+
+def test_a_supernet_with_own_hash_rows_is_refused():
+    net = _net("shared", hash_rows="own")
+    with pytest.raises(ValueError, match="hash_rows: own keeps each hash size's rows in its own block"):
+        warm_embeddings(net, net, RecModel(net.derive({"layer0.kind": "dlrm"})))
