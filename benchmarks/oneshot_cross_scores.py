@@ -12,9 +12,12 @@ others on every supernet is biased, not unlucky; one that disagrees between supe
 With ``--tau-from``, each supernet's Kendall's tau over the architectures another run (same
 seed) trained for its own tau: a new supernet's tau without training them again.
 
+With ``--full-hash``, each winner is also scored with every hash size at 1: the share of its
+score that its hashed tables cost it on that supernet.
+
 Run (after the one-shot stages; a minute per supernet: the dataset, then a forward pass per
 winner): ``python -m benchmarks.oneshot_cross_scores --tag _k8i --winners _k9 --seeds 0,1,2
-[--tau-from _k8i]``;
+[--tau-from _k8i] [--full-hash]``;
 figures merged into ``benchmarks/results/oneshot_cross_scores.json``.
 """
 
@@ -56,10 +59,23 @@ def winners(tag: str, seeds: list[int], root: Path) -> dict[int, dict[str, Any]]
     return out
 
 
-def cross_scores(tag: str, winners_tag: str, seeds: list[int], samples: int, root: Path) -> dict[str, Any]:
+def full_hash(params: dict[str, str], names: dict[str, list[str]]) -> dict[str, str]:
+    """``params`` (choice name -> value name) with every hash choice at its value ``1`` (every row).
+
+    Example:
+        >>> names = {"emb.a": ["4", "8"], "emb.a.hash": ["1", "0.05"]}
+        >>> full_hash({"emb.a": "8", "emb.a.hash": "0.05"}, names)
+        {'emb.a': '8', 'emb.a.hash': '1'}
+    """
+    return {n: "1" if n.endswith(".hash") and "1" in names[n] else v for n, v in params.items()}
+
+
+def cross_scores(tag: str, winners_tag: str, seeds: list[int], samples: int, root: Path,
+                 with_full_hash: bool = False) -> dict[str, Any]:
     """Flat figures: ``<winners>_seed<j>_val_auc_mean`` / ``_draws`` / ``_trial``, and for every
     supernet seed i and winner seed j ``<tag>_seed<i>_scores<winners>_seed<j>`` (the proxy) and
-    ``..._rank`` (1 + the rescored candidates of seed i's study that score higher)."""
+    ``..._rank`` (1 + the rescored candidates of seed i's study that score higher); with
+    ``with_full_hash`` also ``..._full_hash``, the winner's proxy with every table's rows kept."""
     won = winners(winners_tag, seeds, root)
     out: dict[str, Any] = {"samples": samples}
     for j, w in won.items():
@@ -73,9 +89,13 @@ def cross_scores(tag: str, winners_tag: str, seeds: list[int], samples: int, roo
         prefix = f"{tag[1:]}_seed{i}"
         out[f"{prefix}_rescored_best"] = max(rescored, default=float("nan"))
         for j, w in won.items():
-            values = loaded.search.values_of({n: str(w["params"][n]) for n in loaded.search.names})
-            score = loaded.search.rescore(values, samples)["val_auc"]
+            params = {n: str(w["params"][n]) for n in loaded.search.names}
+            score = loaded.search.rescore(loaded.search.values_of(params), samples)["val_auc"]
             out[f"{prefix}_scores{winners_tag}_seed{j}"] = score
+            if with_full_hash:
+                kept = loaded.search.values_of(full_hash(params, loaded.search.names))
+                key = f"{prefix}_scores{winners_tag}_seed{j}_full_hash"
+                out[key] = loaded.search.rescore(kept, samples)["val_auc"]
             out[f"{prefix}_scores{winners_tag}_seed{j}_rank"] = 1 + sum(v > score for v in rescored)
     return out
 
@@ -121,6 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tau-from", default=None,
                         help="also Kendall's tau of --tag's supernets over this run's calibration "
                              "trainings (e.g. _k8i: the 12 architectures it trained for its tau)")
+    parser.add_argument("--full-hash", action="store_true",
+                        help="also score each winner with every table's rows kept (what hashing costs it)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--samples", type=int, default=32768, help="validation samples per score")
     parser.add_argument("--root", type=Path, default=ROOT)
@@ -135,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(args, name) is not None and not getattr(args, name).startswith("_"):
             parser.error(f"--{name.replace('_', '-')}: expected a run's tag, which starts with '_' (as _k9), "
                          f"got {getattr(args, name)!r}")
-    figures = cross_scores(args.tag, args.winners, seeds, args.samples, args.root)
+    figures = cross_scores(args.tag, args.winners, seeds, args.samples, args.root, args.full_hash)
     if args.tau_from:
         figures.update(borrowed_tau(args.tag, args.tau_from, seeds, args.samples, args.root))
     for key, value in figures.items():

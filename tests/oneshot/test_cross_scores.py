@@ -41,6 +41,19 @@ def test_each_winner_is_scored_on_each_supernet(root):
         own = rescored[str(won[i]["trial"])]["val_auc"]
         assert figures[f"x_seed{i}_scores_x_seed{i}"] == pytest.approx(own, abs=1e-6)
     assert figures["x_seed0_draws"] == figures["x_seed1_draws"] == 1
+    assert not any(k.endswith("_full_hash") for k in figures)
+
+
+def test_full_hash_scores_each_winner_with_every_row_kept(root):
+    won = winners("_x", [0, 1], root)
+    figures = cross_scores("_x", "_x", [0, 1], 512, root, with_full_hash=True)
+    for i in (0, 1):
+        for j in (0, 1):
+            hashed = {k: v for k, v in won[j]["params"].items() if k.endswith(".hash")}
+            kept = figures[f"x_seed{i}_scores_x_seed{j}_full_hash"]
+            assert 0.0 < kept < 1.0
+            if all(float(v) == 1 for v in hashed.values()):  # nothing hashed: the same path
+                assert kept == figures[f"x_seed{i}_scores_x_seed{j}"]
 
 
 def test_the_command_line_refuses_bad_input_and_names_a_missing_study(root, tmp_path, capsys):
