@@ -10,7 +10,9 @@ value's rows (:func:`autorec.models.fold_ids`). Two layouts (the supernet's ``ha
   same model with every row (BENCHMARKS.md, issue 20).
 - ``own``: each value below 1 reads its own block of rows after the full table's (a table of
   ``card`` ids at the values 1, 0.25 and 0.05 holds ``card`` + its 25% + its 5% rows), trained
-  only on the steps that chose it, with its ids colliding as a derived hashed table's do.
+  only on the steps that chose it, with its ids colliding as a derived hashed table's do. On the
+  scale workload it did not price the folding in either (the same winner scored 0.0007 higher
+  hashed: BENCHMARKS.md, `k14`), so it is an option, not the default.
 
 On a one-hot path (each group's weights a single 1) every feature's ids are folded by
 its own group's value and all features are looked up at once: one lookup per step, whatever
