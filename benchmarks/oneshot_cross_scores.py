@@ -34,23 +34,23 @@ from scipy.stats import kendalltau
 
 from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet
 from benchmarks.results_file import RESULTS, merge_results
+from benchmarks.study_archive import open_oneshot
+
+ARCHIVE = RESULTS / "studies"  # where ``oneshot_vs_tpe --stage archive`` keeps the studies' trials
 
 
-def winners(tag: str, seeds: list[int], root: Path) -> dict[int, dict[str, Any]]:
+def winners(tag: str, seeds: list[int], root: Path,
+            archive_dir: Path = ARCHIVE) -> dict[int, dict[str, Any]]:
     """Seed -> its study's winner: ``params`` (the final trial's), ``trial`` (the candidate's
     number) and ``val_aucs`` (every stand-alone training of that candidate on the final's budget:
     the rung's and the final's, one per training seed)."""
     out = {}
     for seed in seeds:
-        name = f"oneshot{tag}_seed{seed}"
-        db = root / name / name / "study.db"
-        if not db.exists():
-            raise SystemExit(f"{db}: no study (run the one-shot stage of {tag} for seed {seed})")
-        study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+        study = open_oneshot(root, f"oneshot{tag}_seed{seed}", archive_dir)
         done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         final = [t for t in done if t.user_attrs.get("stage") == "final"]
         if not final:
-            raise SystemExit(f"{db}: no final training yet (seed {seed} of {tag})")
+            raise SystemExit(f"oneshot{tag}_seed{seed}: no final training yet (seed {seed} of {tag})")
         number = final[-1].user_attrs["proxy_trial"]
         by_seed = {t.user_attrs.get("train_seed"): t.user_attrs["metrics"]["val"]["auc"] for t in done
                    if t.user_attrs.get("stage") in ("final_rung", "final")
@@ -100,15 +100,13 @@ def cross_scores(tag: str, winners_tag: str, seeds: list[int], samples: int, roo
     return out
 
 
-def calibration_pairs(tag: str, seed: int, root: Path) -> list[tuple[dict[str, Any], float]]:
+def calibration_pairs(tag: str, seed: int, root: Path,
+                      archive_dir: Path = ARCHIVE) -> list[tuple[dict[str, Any], float]]:
     """(params, trained validation AUC) of every architecture study ``oneshot<tag>_seed<seed>``
     trained for its Kendall's tau (its ``calibrate`` trainings on the trial budget: the re-ranked
-    candidates and the draws from the space)."""
-    name = f"oneshot{tag}_seed{seed}"
-    db = root / name / name / "study.db"
-    if not db.exists():
-        raise SystemExit(f"{db}: no study (run the one-shot stage of {tag} for seed {seed})")
-    study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    candidates and the draws from the space), from its database or, on a machine without it, from
+    the archive of its trainings (``oneshot_vs_tpe --stage archive``)."""
+    study = open_oneshot(root, f"oneshot{tag}_seed{seed}", archive_dir)
     return [(dict(t.params), t.user_attrs["metrics"]["val"]["auc"])
             for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             if t.user_attrs.get("stage") == "calibrate"]

@@ -26,10 +26,15 @@ and commit. Run the stages in any order, across sessions:
 
 ``--out`` may not outlive a session's machine. A TPE stage copies its study's trials to
 ``benchmarks/results/studies/<study>.jsonl`` (an Optuna journal, :mod:`benchmarks.study_archive`)
-when it ends, and ``--stage archive`` does it for both TPE studies at any time (run it before a
-session ends, and commit the files); a stage or report that finds no study in ``--out`` starts
-from its archive, so a TPE study cut by a session's end goes on from its last archived trial on
-the next machine.
+when it ends, and ``--stage archive`` does it for both TPE studies at any time, and keeps every
+one-shot study's stand-alone trainings under ``benchmarks/results/studies/oneshot_trained/``
+(run it before a session ends, and commit the files); a stage or report that finds no study in
+``--out`` starts from its archive, so a TPE study cut by a session's end goes on from its last
+archived trial on the next machine.
+
+``--variant NAME`` runs a configuration recorded in BENCHMARKS.md again with every flag and
+option it had (:mod:`benchmarks.oneshot_variants`: ``k8i`` ... ``k17``), e.g. ``--stage oneshot
+--variant k16 --seeds 0,1,2``; flags given beside it override its own.
 
 A machine that did not keep ``--out`` has lost the TPE studies (hours): ``report --tpe-record
 benchmarks/results/<earlier report>.json`` takes TPE's figures from that report and names it as
@@ -71,8 +76,9 @@ from benchmarks.oneshot_reference import (
     timed_training,
     tpe_record,
 )
+from benchmarks.oneshot_variants import VARIANTS, merged_options, variant_defaults
 from benchmarks.results_file import commit, machine
-from benchmarks.study_archive import archive, restore, restore_if_gone
+from benchmarks.study_archive import archive, archive_trained, restore, restore_if_gone, trained_archive_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SPACES = {
@@ -192,9 +198,17 @@ def archive_path(args: argparse.Namespace, name: str) -> Path:
 def archive_stages(args: argparse.Namespace) -> None:
     """Copy the TPE studies found in ``--out`` to ``--archive-dir``: run before a session ends,
     so the next one, on whatever machine, continues them and reports from them. A one-shot
-    study is not archived: it cannot go on without its supernet's folder, a seed is minutes
-    to run again, its figures are in the report's JSON, and its trials (every screened
-    candidate's scores) make megabytes."""
+    study is not archived whole: it cannot go on without its supernet's folder, a seed is
+    minutes to run again, its figures are in the report's JSON, and its trials (every screened
+    candidate's scores) make megabytes; its stand-alone trainings are
+    (:func:`benchmarks.study_archive.archive_trained`), since tau's take half an hour a seed and
+    score any later supernet of the same seed (``oneshot_cross_scores --tau-from``)."""
+    for folder in sorted(args.out.glob("oneshot*_seed*")):
+        db = folder / folder.name / "study.db"
+        if db.exists():
+            path = trained_archive_path(args.archive_dir, folder.name)
+            count = archive_trained(folder.name, f"sqlite:///{db}", path)
+            print(f"{folder.name}: {count} trainings archived to {path}")
     for name in ("tpe", "tpe_shared"):
         path = args.out / name / "study.yaml"  # (as study_file writes it; absent: never run here)
         if not path.is_file():
@@ -300,6 +314,25 @@ def tpe_figures(args: argparse.Namespace, stage: str) -> dict[str, Any] | None:
     }
 
 
+def timing_holds(cached: dict[str, Any] | None, trial: int, epochs: int | None, here: str) -> bool:
+    """Whether a cached reference training still times this report's: the same trial and budget,
+    timed on this machine (a study restored from its archive on another CPU holds the first one's
+    seconds, and a cache from before machines were recorded names none).
+
+    Example:
+        >>> cached = {"trial": 11, "epochs": None, "seconds": 124.3, "machine": "Intel"}
+        >>> timing_holds(cached, 11, None, "Intel"), timing_holds(cached, 11, None, "AMD EPYC")
+        (True, False)
+        >>> timing_holds({"trial": 11, "epochs": None, "seconds": 124.3}, 11, None, "Intel")
+        False
+        >>> other = ((cached, 12, None), (cached, 11, 1), (None, 11, None))  # trial, budget, none
+        >>> [timing_holds(c, t, e, "Intel") for c, t, e in other]
+        [False, False, False]
+    """
+    return (cached is not None and cached["trial"] == trial and cached.get("epochs") == epochs
+            and cached.get("machine") == here)
+
+
 def reference_training(args: argparse.Namespace, full: bool = False) -> dict[str, Any] | None:
     """One training of the median architecture, timed now: the TPE study's complete trial of
     median duration, retrained on its trial budget (cached in the study's ``reference`` attribute;
@@ -318,10 +351,11 @@ def reference_training(args: argparse.Namespace, full: bool = False) -> dict[str
     epochs = args.final_epochs if full else None
     attr = "reference_full" if full else "reference"
     cached = study.user_attrs.get(attr)
-    if cached is None or cached["trial"] != median.number or cached.get("epochs") != epochs:
+    here = machine()
+    if not timing_holds(cached, median.number, epochs, here):
         cached = {"trial": median.number, "epochs": epochs,
                   "seconds": timed_training(config, median.user_attrs["arch"], epochs),
-                  "trial_seconds": _seconds(median)}
+                  "trial_seconds": _seconds(median), "machine": here}
         study.set_user_attr(attr, cached)
     return cached
 
@@ -409,6 +443,26 @@ def status(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def wall_in_trainings(tpe: dict[str, Any], oneshot_wall_s: float, reference_s: float) -> dict[str, float]:
+    """The wall target read across machines: TPE's wall in its study's median trial seconds (timed
+    where and while its trials ran) and the one-shot wall in the median architecture's training
+    timed here now, so a TPE study archived on one CPU and one-shot runs on another compare in
+    trainings rather than in seconds of two machines. On one machine the ratio is the plain one
+    up to the median trial's own timing noise.
+
+    Example:
+        >>> units = wall_in_trainings({"wall_s": 4000.0, "median_training_s": 100.0}, 600.0, 150.0)
+        >>> units["tpe_wall_trainings"], units["oneshot_wall_trainings_max"]
+        (40.0, 4.0)
+        >>> units["oneshot_wall_ratio_in_trainings_max"]
+        0.1
+    """
+    tpe_units = tpe["wall_s"] / tpe["median_training_s"]
+    oneshot_units = oneshot_wall_s / reference_s
+    return {"tpe_wall_trainings": tpe_units, "oneshot_wall_trainings_max": oneshot_units,
+            "oneshot_wall_ratio_in_trainings_max": oneshot_units / tpe_units}
+
+
 def report(args: argparse.Namespace) -> dict[str, Any]:
     from autorec.data.synthetic import SyntheticConfig, load_synthetic
 
@@ -483,6 +537,8 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
                 out[f"oneshot_train_equivalents{suffix}_max"] = max(f["search_s"] for f in shots) / seconds
                 for f in shots:
                     out[f"oneshot_seed{f['seed']}_train_equivalents{suffix}"] = f["search_s"] / seconds
+                if not full and tpe:  # the wall ratio in each machine's own unit (see wall_in_trainings)
+                    out |= wall_in_trainings(best, max(f["wall_s"] for f in shots), seconds)
         if tpe or recorded is not None:
             out["tolerance"] = TOLERANCE
     trained = [pair for f in [*tpe, *shots] for pair in f["trained"]]
@@ -539,6 +595,9 @@ def arguments() -> argparse.ArgumentParser:
                         help="one-shot studies are oneshot<TAG>_seed<N>: each variant its own (the default "
                              "configuration's: _s3k; earlier ones: _u3k, _u2k, the fair pilot's '')")
     parser.add_argument("--oneshot-options", default="{}", help="JSON: more strategy options")
+    parser.add_argument("--variant", default=None, choices=sorted(VARIANTS),
+                        help="a named configuration of BENCHMARKS.md (benchmarks/oneshot_variants.py): its "
+                             "flags and options as defaults, its tag _NAME")
     parser.add_argument("--tpe-stages", default="tpe,tpe_shared",
                         help="report: the TPE studies to read (one whose trials are still running would "
                              "have its best trained in full now, and again when it has more)")
@@ -561,9 +620,22 @@ def arguments() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with ``--variant``'s flags as defaults that the given flags override
+    (:mod:`benchmarks.oneshot_variants`; its options merged under ``--oneshot-options``)."""
+    parser = arguments()
+    args = parser.parse_args(argv)
+    if args.variant is None:
+        return args
+    parser.set_defaults(**variant_defaults(args.variant))
+    args = parser.parse_args(argv)
+    args.oneshot_options = json.dumps(merged_options(args.variant, args.oneshot_options))
+    return args
+
+
 def main() -> None:
     parser = arguments()
-    args = parser.parse_args()
+    args = parse()
     tpe_stages = [stage for stage in SPACES if stage != "oneshot"]
     unknown = [s for s in args.tpe_stages.split(",") if s and s not in tpe_stages]
     if unknown:

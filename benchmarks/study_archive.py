@@ -79,3 +79,76 @@ def restore_if_gone(config: StudyConfig, path: Path) -> bool:
             and path.is_file()):
         return restore(path, config.name, config.storage_url)
     return False
+
+
+TRAINED_STAGES = ("rerank", "calibrate", "final_rung", "final")  # a one-shot study's trainings
+
+
+def trained_archive_path(directory: Path, name: str) -> Path:
+    """Where :func:`archive_trained` keeps study ``name``'s trainings under ``directory``."""
+    return directory / "oneshot_trained" / f"{name}.jsonl"
+
+
+def archive_trained(name: str, storage_url: str, path: Path, stages: tuple[str, ...] = TRAINED_STAGES) -> int:
+    """Copy the trials of study ``name`` whose ``stage`` user attribute is in ``stages`` (a one-shot
+    study's stand-alone trainings: what its tau, winner and rung are read from), with the study's
+    own attributes, into the journal file ``path`` (replaced whole); the number copied.
+
+    A one-shot study's screen makes megabytes of proxy trials and cannot go on without its
+    supernet, so it is not archived whole; what it trained can be read again without them
+    (``benchmarks.oneshot_cross_scores --tau-from`` on a new supernet), and is not restored into a
+    study (a run would take the missing screen for a cut one).
+
+    Example:
+        >>> import tempfile
+        >>> optuna.logging.set_verbosity(optuna.logging.WARNING)
+        >>> root = Path(tempfile.mkdtemp())
+        >>> study = optuna.create_study(study_name="s", storage=f"sqlite:///{root}/a.db")
+        >>> for stage in ("proxy", "proxy", "calibrate"):
+        ...     t = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+        ...     t.set_user_attr("stage", stage)
+        ...     study.tell(t, 0.5)
+        >>> archive_trained("s", f"sqlite:///{root}/a.db", root / "s.jsonl")
+        1
+        >>> [t.user_attrs["stage"] for t in read_study(root / "s.jsonl", "s").trials]
+        ['calibrate']
+    """
+    storage = open_storage(storage_url)
+    try:
+        source = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        raise SystemExit(f"archive: no study {name!r} in {storage_url}") from None
+    kept = [t for t in source.get_trials(deepcopy=False) if t.user_attrs.get("stage") in stages]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.unlink(missing_ok=True)
+    copy = optuna.create_study(study_name=name, storage=_journal(partial), directions=source.directions)
+    for key, value in source.user_attrs.items():
+        copy.set_user_attr(key, value)
+    copy.add_trials(kept)
+    os.replace(partial, path)
+    return len(kept)
+
+
+def read_study(path: Path, name: str) -> optuna.Study:
+    """Study ``name`` of the journal file ``path``, to read (an error naming both when absent)."""
+    if not path.is_file():
+        raise SystemExit(f"{path}: no archive of study {name!r}")
+    try:
+        return optuna.load_study(study_name=name, storage=_journal(path))
+    except KeyError:
+        raise SystemExit(f"{path} holds no study {name!r}") from None
+
+
+def open_oneshot(root: Path, name: str, archive_dir: Path) -> optuna.Study:
+    """One-shot study ``name``: its SQLite database under ``root`` (``<root>/<name>/<name>/study.db``)
+    or, when that is gone (a new machine), its trainings archived under ``archive_dir``; an error
+    naming both when neither is there."""
+    db = root / name / name / "study.db"
+    if db.exists():
+        return optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    path = trained_archive_path(archive_dir, name)
+    if path.is_file():
+        return read_study(path, name)
+    raise SystemExit(f"{db}: no study, and no archive of its trainings at {path} "
+                     f"(run its one-shot stage, or `--stage archive` where it ran)")

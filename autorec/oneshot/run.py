@@ -63,7 +63,7 @@ from autorec.oneshot.ranking import (
     rerank_order,
     rung_runs,
 )
-from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, scores_to_values
+from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, check_objectives, scores_to_values
 from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 
 ONESHOT_ATTR = "oneshot"  # study user attr: the run's record (seconds per stage, tau)
@@ -99,18 +99,18 @@ def rank_correlation(proxy: list[float], trained: list[float]) -> float | None:
 def space_samples(study: optuna.Study, search: CandidateSearch, n: int, seed: int,
                   objectives: tuple[str, ...]) -> list[FrozenTrial]:
     """``n`` architectures drawn from the whole space (every choice's value uniformly at random,
-    seeded), scored on inherited weights and recorded as trials of stage ``sample``: the
-    calibration set of Kendall's tau. (The search's candidates crowd where the proxy is high, so
-    a sample of them measures the proxy on a narrow band; the space is what it must rank.)"""
+    seeded; the space the search proposes from, so with ``hash_choice: full`` at every row),
+    scored on inherited weights and recorded as trials of stage ``sample``: the calibration set
+    of Kendall's tau. (The search's candidates crowd where the proxy is high, so a sample of them
+    measures the proxy on a narrow band; the space is what it must rank.)"""
     rng = random.Random(seed)
-    draws = [{name: rng.randrange(len(c.values)) for name, c in search.net.arch.choices.items()}
-             for _ in range(n)]
+    draws = [{name: rng.randrange(len(names)) for name, names in search.proposed.items()} for _ in range(n)]
     have = {t.user_attrs[SAMPLE_ATTR] for t in stage_trials(study, "sample")}
-    distributions = {name: CategoricalDistribution(names) for name, names in search.names.items()}
+    distributions = {name: CategoricalDistribution(names) for name, names in search.proposed.items()}
     for i, draw in enumerate(draws):
         if i in have:
             continue
-        params = {name: search.names[name][k] for name, k in draw.items()}
+        params = {name: search.proposed[name][k] for name, k in draw.items()}
         spec, scores, costs = search.evaluate(search.values_of(params))
         study.add_trial(optuna.trial.create_trial(
             params=params, distributions=distributions, values=scores_to_values(scores, costs, objectives),
@@ -175,6 +175,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     ``trial_attrs`` are set on every candidate trial (the study marks its worker with them) and
     ``on_trial`` is called after each candidate (a progress bar)."""
     strategy = runner.strategy
+    check_objectives(config.objectives, strategy.hash_choice)  # before the supernet trains
     record: dict[str, Any] = dict(study.user_attrs.get(ONESHOT_ATTR, {}))
     root = config.directory / "oneshot"
     train_config = OneShotTrainConfig(**strategy.train_options)
@@ -184,7 +185,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                           "resumed_from": state.resumed_from, "final_loss": state.losses[-1]}
     study.set_user_attr(ONESHOT_ATTR, record)
 
-    search = CandidateSearch(training, strategy.selection_samples, config.objectives, trial_attrs)
+    search = CandidateSearch(training, strategy.selection_samples, config.objectives, trial_attrs,
+                             strategy.hash_choice)
     done = len(screen_trials(study))
     if done < strategy.candidates:
         log(f"one-shot search: {strategy.candidates - done} more candidates on inherited weights")

@@ -25,6 +25,9 @@ from autorec.supernet.search import _value_name
 STAGE_ATTR = "stage"  # trial user attr: proxy (inherited weights), rerank, calibrate (tau), final
 PROXY_ATTR = "proxy"  # trial user attr: the inherited-weight scores of the candidate
 # Objectives a candidate has without training; latency needs a trained model and is refused.
+# hash_choice: "search" proposes every hash size; "full" holds every table at all its rows, for
+# single-objective studies on data where the proxy cannot price collisions (BENCHMARKS.md, k16)
+HASH_CHOICES = ("search", "full")
 PROXY_OBJECTIVES = ("val_auc", "val_logloss", "flops", "params_bytes", "embedding_bytes",
                     "compute_time_h100", "exchange_bytes")
 
@@ -36,15 +39,36 @@ def scores_to_values(scores: Mapping[str, float], costs: Mapping[str, float],
     return [float(table[o]) for o in objectives]
 
 
+def check_objectives(objectives: Sequence[str], hash_choice: str = "search") -> None:
+    """A ValueError naming what a one-shot search cannot do with ``objectives`` (run before the
+    supernet trains, so a bad study file costs no training).
+
+    Example:
+        >>> check_objectives(["val_auc", "embedding_bytes"], "search")
+        >>> try:
+        ...     check_objectives(["val_auc", "embedding_bytes"], "full")
+        ... except ValueError as err:
+        ...     print(str(err)[:52])
+        hash_choice: 'full' keeps every table's rows, so the
+    """
+    unknown = [o for o in objectives if o not in PROXY_OBJECTIVES]
+    if unknown:
+        raise ValueError(f"objectives: {unknown} cannot be scored without training; a one-shot "
+                         f"search scores {', '.join(PROXY_OBJECTIVES)}")
+    if hash_choice not in HASH_CHOICES:
+        raise ValueError(f"hash_choice: expected one of {', '.join(HASH_CHOICES)}, got {hash_choice!r}")
+    if hash_choice == "full" and "embedding_bytes" in objectives:
+        raise ValueError("hash_choice: 'full' keeps every table's rows, so the objective embedding_bytes "
+                         "could not trade rows for bytes; use 'search'")
+
+
 class CandidateSearch:
     """Proposes, derives, scores and records candidates of ``training``'s supernet."""
 
     def __init__(self, training: SupernetTraining, selection_samples: int,
-                 objectives: Sequence[str], trial_attrs: Mapping[str, Any] | None = None) -> None:
-        unknown = [o for o in objectives if o not in PROXY_OBJECTIVES]
-        if unknown:
-            raise ValueError(f"objectives: {unknown} cannot be scored without training; a one-shot "
-                             f"search scores {', '.join(PROXY_OBJECTIVES)}")
+                 objectives: Sequence[str], trial_attrs: Mapping[str, Any] | None = None,
+                 hash_choice: str = "search") -> None:
+        check_objectives(objectives, hash_choice)
         self.search = training.search
         self.objectives = tuple(objectives)
         self.trial_attrs = dict(trial_attrs or {})  # set on every candidate first (the worker, for recovery)
@@ -52,6 +76,11 @@ class CandidateSearch:
         self._batches = self.search.selection_batches(selection_samples)  # the same for every candidate
         self._rescore_batches: dict[int, list[Any]] = {}
         self.names = {name: [_value_name(v) for v in c.values] for name, c in self.net.arch.choices.items()}
+        # hash_choice "full": each hash choice held at its largest size (every row) in what is proposed
+        held = embedding_groups(self.net.arch.choices.values())[1] if hash_choice == "full" else []
+        self.held = {c.name: _value_name(max(c.values)) for c in held}
+        self.proposed = {name: [self.held[name]] if name in self.held else names
+                         for name, names in self.names.items()}
         self._cache: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
 
     def values_of(self, params: Mapping[str, str]) -> dict[str, Any]:
@@ -85,6 +114,8 @@ class CandidateSearch:
         # in the choices' order, of any value type (a width may be a dim_ratio)
         width_values = list(dict.fromkeys(v for c in widths.values() for v in c.values)) or [None]
         hash_values = list(dict.fromkeys(v for c in hashes.values() for v in c.values)) or [None]
+        if self.held:  # hash_choice "full": every row
+            hash_values = [max(hash_values)]
         drops = {v for v, w in zip(self.net.emb_values, self.net.emb_widths, strict=True) if w == 0}
         out = []
         for width in width_values:
@@ -108,7 +139,7 @@ class CandidateSearch:
     def objective(self, trial: optuna.Trial) -> float | list[float]:
         for key, value in self.trial_attrs.items():
             trial.set_user_attr(key, value)
-        params = {name: trial.suggest_categorical(name, names) for name, names in self.names.items()}
+        params = {name: trial.suggest_categorical(name, names) for name, names in self.proposed.items()}
         spec, scores, costs = self.evaluate(self.values_of(params))
         trial.set_user_attr(STAGE_ATTR, "proxy")
         trial.set_user_attr(PROXY_ATTR, scores)

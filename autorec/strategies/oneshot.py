@@ -58,8 +58,12 @@ workload one architecture's first epoch ends up to 0.015 AUC apart under two see
 validation AUC foretells its test AUC, BENCHMARKS.md), ``rung_winner_seeds`` (default 1; with
 m > 1 the finalist whose first epoch led trains it again under the next seeds, m in all, and the
 best of every rung training goes on: the restarts of the winner only, cheaper than ``rung_seeds``
-when a finalist is slow) and ``final_epochs`` (the winner's training; default
-max(10, the trial budget's epochs)).
+when a finalist is slow), ``hash_choice`` (``search``, the default: every hash size is proposed;
+``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
+and so do tau's draws; for a study that scores AUC alone, where on the
+``scale`` workload neither the proxy nor a short re-rank prices collisions and hashed winners lost
+0.02-0.04 AUC, BENCHMARKS.md ``k16``; refused beside an ``embedding_bytes`` objective) and
+``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]
@@ -114,7 +118,8 @@ class OneShotStrategy(Strategy):
                  diverse: bool = False, capacity_tie: float = 0.0, rerank_tie: float = 0.0,
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
                  rerank_speed_tie: float = 0.0, rung_seeds: int = 1, rung_winner_seeds: int = 1,
-                 kind_neighbours: int = 0, **options: Any) -> None:
+                 kind_neighbours: int = 0, hash_choice: str = "search", **options: Any) -> None:
+        from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
         super().__init__(seed, **options)
@@ -176,6 +181,9 @@ class OneShotStrategy(Strategy):
         if final_candidates > rerank:
             raise ValueError(f"strategy 'oneshot': final_candidates: expected at most rerank ({rerank}) "
                              f"re-ranked candidates, got {final_candidates}")
+        if hash_choice not in HASH_CHOICES:
+            raise ValueError(f"strategy 'oneshot': hash_choice: expected one of {', '.join(HASH_CHOICES)}, "
+                             f"got {hash_choice!r}")
         if search not in SEARCHES:
             raise ValueError(f"strategy 'oneshot': search: expected one of {', '.join(SEARCHES)}, "
                              f"got {search!r}")
@@ -187,6 +195,7 @@ class OneShotStrategy(Strategy):
         self.family, self.final_candidates = family, final_candidates
         self.rerank_speed_tie, self.rung_seeds = rerank_speed_tie, rung_seeds
         self.rung_winner_seeds, self.kind_neighbours = rung_winner_seeds, kind_neighbours
+        self.hash_choice = hash_choice
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None
@@ -218,10 +227,11 @@ class OneShotStrategy(Strategy):
             training = SupernetTraining(space, dataset, OneShotTrainConfig(**self.train_options), folder)
             try:
                 training.fit()
-                self._candidates = CandidateSearch(training, self.selection_samples, ("val_auc",))
+                self._candidates = CandidateSearch(training, self.selection_samples, ("val_auc",),
+                                                   hash_choice=self.hash_choice)
                 self._for = (id(space), schema)
             finally:  # the trained supernet is held in memory; its checkpoints are not needed again
                 shutil.rmtree(folder, ignore_errors=True)
-        names = self._candidates.names
+        names = self._candidates.proposed
         params = {name: trial.suggest_categorical(name, values) for name, values in names.items()}
         return self._candidates.net.derive(self._candidates.values_of(params))

@@ -9,6 +9,7 @@ import optuna
 import pytest
 
 from benchmarks.oneshot_cross_scores import borrowed_tau, calibration_pairs, cross_scores, main, winners
+from benchmarks.study_archive import archive_trained, trained_archive_path
 from tests.studyfiles import run_micro_oneshot
 
 
@@ -64,7 +65,7 @@ def test_the_command_line_refuses_bad_input_and_names_a_missing_study(root, tmp_
     with pytest.raises(SystemExit):
         main(["--tag", "_x", "--winners", "_x", "--seeds", "0;1", "--root", str(root), "--out", str(out)])
     assert "--seeds: expected integers separated by commas, got '0;1'" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match=r"oneshot_x_seed5/study.db: no study \(run the one-shot stage"):
+    with pytest.raises(SystemExit, match=r"oneshot_x_seed5/study.db: no study, and no archive of its trai"):
         main(["--tag", "_x", "--winners", "_x", "--seeds", "5", "--root", str(root), "--out", str(out)])
     assert not out.exists()
     main(["--tag", "_x", "--winners", "_x", "--seeds", "0,1", "--samples", "512", "--root", str(root),
@@ -85,3 +86,23 @@ def test_a_tau_borrowed_from_a_runs_own_calibration_on_its_own_supernet_is_its_o
     figures = borrowed_tau("_x", "_x", [1], 512, root)
     assert figures["x_seed1_kendall_tau_on_x_pairs"] == 4
     assert figures["x_seed1_kendall_tau_on_x"] == pytest.approx(record["kendall_tau"])
+
+
+def test_a_runs_trainings_are_read_from_their_archive_once_its_study_is_gone(root, tmp_path):
+    """A new machine without ``~/.cache``: the winners and tau's pairs come from the archive."""
+    archive_dir = tmp_path / "studies"
+    for seed in (0, 1):
+        name = f"oneshot_x_seed{seed}"
+        study = optuna.load_study(study_name=name, storage=f"sqlite:///{root / name / name / 'study.db'}")
+        trained = [t for t in study.trials if t.user_attrs.get("stage") in ("rerank", "calibrate", "final")]
+        count = archive_trained(name, f"sqlite:///{root / name / name / 'study.db'}",
+                                trained_archive_path(archive_dir, name))
+        assert count == len(trained) < len(study.trials)  # the screen's proxy trials stay behind
+    gone = tmp_path / "new-machine"
+    assert winners("_x", [0, 1], gone, archive_dir) == winners("_x", [0, 1], root)
+    assert calibration_pairs("_x", 1, gone, archive_dir) == calibration_pairs("_x", 1, root)
+    with pytest.raises(SystemExit, match=r"oneshot_x_seed2/study.db: no study, and no archive"):
+        calibration_pairs("_x", 2, gone, archive_dir)
+    trained_archive_path(archive_dir, "oneshot_x_seed2").write_text("")
+    with pytest.raises(SystemExit, match=r"oneshot_x_seed2.jsonl holds no study 'oneshot_x_seed2'"):
+        calibration_pairs("_x", 2, gone, archive_dir)

@@ -105,6 +105,7 @@ def test_rank_correlation():
     ({"rescale": "dlrm"}, "'oneshot': rescale: expected true, false or a list of layer kinds, got 'dlrm'"),
     ({"rescale": [2]}, r"'oneshot': rescale: expected true, false or a list of layer kinds, got \[2\]"),
     ({"hash_rows": "mine"}, "strategy 'oneshot': hash_rows: expected one of shared, own, got 'mine'"),
+    ({"hash_choice": "some"}, "strategy 'oneshot': hash_choice: expected one of search, full, got 'some'"),
     ({"width_columns": "own-ish"},
      "strategy 'oneshot': width_columns: expected one of shared, own, got 'own-ish'"),
 ])
@@ -310,6 +311,38 @@ def test_shared_crossings_score_every_all_alike_setting_on_the_screens_best_laye
     specs = [trial_arch(t) for t in crossings]
     assert min(len(s.tables) for s in specs) == 1  # width 0: every feature dropped but the one kept
     assert all(SearchSpace.load(space).contains(s) for s in specs)
+
+
+def test_hash_choice_full_proposes_and_draws_every_row(tmp_path):
+    space = tmp_path / "micro.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
+                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 8, "rerank": 2, "calibrate": 4,
+                                      "shared_crossings": 2, "hash_choice": "full"}, space=str(space))
+    proxies = of_stage(study, "proxy")
+    assert len(proxies) > 8  # the screen and its crossings
+    hashes = {str(v) for t in proxies for k, v in t.params.items() if k.endswith(".hash")}
+    assert hashes == {"1"}
+    assert not any(t.hash_from for p in proxies for t in trial_arch(p).tables)
+    # the crossings: each width once (width 0 drops all but one feature), at every row
+    widths = {str(v) for t in proxies if "crossing" in t.user_attrs
+              for k, v in t.params.items() if k.startswith("emb.") and not k.endswith(".hash")}
+    assert widths == {"0", "4", "8"}
+    drawn = {str(v) for t in of_stage(study, "sample") for k, v in t.params.items() if k.endswith(".hash")}
+    assert drawn == {"1"}  # tau's draws: from the space searched (one study, one value space per choice)
+    assert {str(v) for t in of_stage(study, "sample") for k, v in t.params.items()
+            if k.startswith("emb.") and not k.endswith(".hash")} == {"0", "4", "8"}
+    for stage in ("rerank", "final"):
+        assert not any(t.hash_from for p in of_stage(study, stage) for t in trial_arch(p).tables)
+
+
+def test_hash_choice_full_is_refused_beside_a_bytes_objective(tmp_path):
+    strategy = {"name": "oneshot", "options": {**ONESHOT["options"], "hash_choice": "full"}}
+    config = StudyConfig.load(write_study(tmp_path, strategy=strategy, budget=BUDGET,
+                                          objectives=["val_auc", "embedding_bytes"]))
+    with pytest.raises(ValueError, match="hash_choice: 'full' keeps every table's rows, so the objective "
+                                         "embedding_bytes could not trade rows for bytes"):
+        run_study(config, log=quiet)
 
 
 def run_by_kind(tmp_path: Path, options: dict) -> tuple[Path, optuna.Study]:

@@ -1,0 +1,85 @@
+"""The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
+
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k17``) changed one or two settings of the one
+before it, and its flags were kept in a shell script under ``~/.cache``, which a new machine does
+not have. Here each is spelled out whole: the benchmark's flags (argparse names) and the one-shot
+strategy's options. ``--variant NAME`` makes them the defaults of :mod:`benchmarks.oneshot_vs_tpe`
+(and the tag ``_NAME``); a flag given on the command line still wins, and ``--oneshot-options``
+is merged over the variant's options key by key.
+
+Example:
+    >>> flags = variant_defaults("k15")
+    >>> flags["tag"], flags["supernet_from"], flags["final_epochs"]
+    ('_k15', '_k14', 1)
+    >>> sorted(merged_options("k15", '{"final_candidates": 1}').items())[3:5]
+    [('final_candidates', 1), ('hash_rows', 'own')]
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# the search after the supernet, shared by every variant since k7: 120 screened candidates, the
+# 20 best rescored on 32768 samples, 4 re-ranked by 150-step trainings on 100k validation samples
+_SEARCH: dict[str, Any] = {"candidates": 120, "rescore": 20, "rescore_samples": 32768, "rerank": 4,
+                           "rerank_val_samples": 100000, "short_rerank": 150}
+_K8I: dict[str, Any] = {"shared_paths": 0.5, "shared_crossings": 6, "diverse": True, "width_columns": "own",
+                        "rerank_speed_tie": 0.01, "family": "kind", "final_candidates": 2,
+                        "rung_winner_seeds": 2}
+_K10 = {**_K8I, "rung_winner_seeds": 1, "final_candidates": 1}
+_K12 = {**_K10, "rescale": False}
+_K13 = {**_K12, "rescale": ["dlrm"]}
+_K14 = {**_K13, "hash_rows": "own"}
+
+# name -> (benchmark flags, strategy options); each comment says what it changed
+VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    # own 3000-step supernets, tau's 8 draws from the space trained (the base of later taus)
+    "k8i": ({**_SEARCH, "supernet_steps": 3000}, _K8I),
+    # k8i's supernets, the rung leader restarted under 4 training seeds, one-epoch finals
+    "k9": ({**_SEARCH, "supernet_from": "_k8i", "supernet_steps": 3000, "final_epochs": 1},
+           {**_K8I, "rung_winner_seeds": 4, "calibrate": 0}),
+    # k9 with the screen's best given one layer kind more, less or other; the cheapest rung
+    "k10": ({**_SEARCH, "supernet_from": "_k8i", "supernet_steps": 3000, "final_epochs": 1},
+            {**_K10, "kind_neighbours": 4, "calibrate": 0}),
+    # own supernets that train every path as its derived model (no RMS rescale)
+    "k12": ({**_SEARCH, "supernet_steps": 3000, "final_epochs": 1}, {**_K12, "calibrate": 0}),
+    # only the DLRM layers rescaled
+    "k13": ({**_SEARCH, "supernet_steps": 3000, "final_epochs": 1}, {**_K13, "calibrate": 0}),
+    # each hash size its own rows
+    "k14": ({**_SEARCH, "supernet_steps": 3000, "final_epochs": 1}, {**_K14, "calibrate": 0}),
+    # k14's supernets with a rung of two
+    "k15": ({**_SEARCH, "supernet_from": "_k14", "supernet_steps": 3000, "final_epochs": 1},
+            {**_K14, "final_candidates": 2, "calibrate": 0}),
+    # k15 on own supernets of 2000 steps (the rung's second epoch paid by a shorter supernet),
+    # tau's draws trained after the final (a run stopped at its final reads calibrate 0)
+    "k16": ({**_SEARCH, "supernet_steps": 2000, "final_epochs": 1}, {**_K14, "final_candidates": 2}),
+    # k16's supernets, every candidate the search proposes at every row (hash_choice full)
+    "k17": ({**_SEARCH, "supernet_from": "_k16", "supernet_steps": 2000, "final_epochs": 1},
+            {**_K14, "final_candidates": 2, "hash_choice": "full", "calibrate": 0}),
+}
+
+
+def variant_defaults(name: str) -> dict[str, Any]:
+    """The benchmark flags of variant ``name`` (argparse destinations), its tag and its options
+    as ``oneshot_options`` JSON. An unknown name is an error that lists the known ones."""
+    if name not in VARIANTS:
+        raise SystemExit(f"--variant: no variant {name!r}; expected one of {', '.join(VARIANTS)}")
+    flags, options = VARIANTS[name]
+    return {"tag": f"_{name}", **flags, "oneshot_options": json.dumps(options)}
+
+
+def merged_options(name: str, given: str) -> dict[str, Any]:
+    """Variant ``name``'s strategy options with the JSON object ``given`` merged over them.
+
+    Example:
+        >>> merged_options("k16", '{"calibrate": 0}')["calibrate"]
+        0
+    """
+    try:
+        extra = json.loads(given)
+    except json.JSONDecodeError as err:
+        raise SystemExit(f"--oneshot-options: not JSON ({err}): {given!r}") from None
+    if not isinstance(extra, dict):
+        raise SystemExit(f"--oneshot-options: expected a JSON object, got {type(extra).__name__}: {given!r}")
+    return {**VARIANTS[name][1], **extra}

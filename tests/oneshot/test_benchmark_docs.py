@@ -1,0 +1,11 @@
+"""The docstring examples of issue 20's benchmark modules run."""
+
+import pytest
+
+from tests.doctests import assert_examples_run
+
+
+@pytest.mark.parametrize("name", ["benchmarks.oneshot_vs_tpe", "benchmarks.oneshot_variants",
+                                  "benchmarks.study_archive", "benchmarks.oneshot_cross_scores"])
+def test_doctests(name: str) -> None:
+    assert_examples_run(name)
