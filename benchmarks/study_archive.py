@@ -107,7 +107,7 @@ def archive_trained(name: str, storage_url: str, path: Path, stages: tuple[str, 
         >>> for stage in ("proxy", "proxy", "calibrate"):
         ...     t = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
         ...     t.set_user_attr("stage", stage)
-        ...     study.tell(t, 0.5)
+        ...     _ = study.tell(t, 0.5)
         >>> archive_trained("s", f"sqlite:///{root}/a.db", root / "s.jsonl")
         1
         >>> [t.user_attrs["stage"] for t in read_study(root / "s.jsonl", "s").trials]
