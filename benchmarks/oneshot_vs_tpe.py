@@ -201,7 +201,7 @@ def archive_stages(args: argparse.Namespace) -> None:
     study is not archived whole: it cannot go on without its supernet's folder, a seed is
     minutes to run again, its figures are in the report's JSON, and its trials (every screened
     candidate's scores) make megabytes; its stand-alone trainings are
-    (:func:`benchmarks.study_archive.archive_trained`), since tau's take half an hour a seed and
+    (:func:`benchmarks.study_archive.archive_trained`), since tau's take 10-15 minutes a seed and
     score any later supernet of the same seed (``oneshot_cross_scores --tau-from``)."""
     for folder in sorted(args.out.glob("oneshot*_seed*")):
         db = folder / folder.name / "study.db"
