@@ -1,11 +1,11 @@
 """The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
 
-Each run recorded in BENCHMARKS.md (``k8i`` ... ``k17``) changed one or two settings of the one
-before it, and its flags were kept in a shell script under ``~/.cache``, which a new machine does
-not have. Here each is spelled out whole: the benchmark's flags (argparse names) and the one-shot
-strategy's options. ``--variant NAME`` makes them the defaults of :mod:`benchmarks.oneshot_vs_tpe`
-(and the tag ``_NAME``); a flag given on the command line still wins, and ``--oneshot-options``
-is merged over the variant's options key by key.
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k17``; ``k18`` is the next) changed one or
+two settings of the one before it, and its flags were kept in a shell script under ``~/.cache``,
+which a new machine does not have. Here each is spelled out whole: the benchmark's flags
+(argparse names) and the one-shot strategy's options. ``--variant NAME`` makes them the defaults
+of :mod:`benchmarks.oneshot_vs_tpe` (and the tag ``_NAME``); a flag given on the command line
+still wins, and ``--oneshot-options`` is merged over the variant's options key by key.
 
 Example:
     >>> flags = variant_defaults("k15")
@@ -57,6 +57,9 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # k16's supernets, every candidate the search proposes at every row (hash_choice full)
     "k17": ({**_SEARCH, "supernet_from": "_k16", "supernet_steps": 2000, "final_epochs": 1},
             {**_K14, "final_candidates": 2, "hash_choice": "full", "calibrate": 0}),
+    # k17's search on own 3000-step supernets (k14's length), tau's draws trained after the final
+    "k18": ({**_SEARCH, "supernet_steps": 3000, "final_epochs": 1},
+            {**_K14, "final_candidates": 2, "hash_choice": "full"}),
 }
 
 
