@@ -24,10 +24,10 @@ from autorec.supernet.search import _value_name
 
 STAGE_ATTR = "stage"  # trial user attr: proxy (inherited weights), rerank, calibrate (tau), final
 PROXY_ATTR = "proxy"  # trial user attr: the inherited-weight scores of the candidate
-# Objectives a candidate has without training; latency needs a trained model and is refused.
 # hash_choice: "search" proposes every hash size; "full" holds every table at all its rows, for
-# single-objective studies on data where the proxy cannot price collisions (BENCHMARKS.md, k16)
+# studies scored on accuracy alone, on data where the proxy cannot price collisions (BENCHMARKS.md, k16)
 HASH_CHOICES = ("search", "full")
+# Objectives a candidate has without training; latency needs a trained model and is refused.
 PROXY_OBJECTIVES = ("val_auc", "val_logloss", "flops", "params_bytes", "embedding_bytes",
                     "compute_time_h100", "exchange_bytes")
 
@@ -57,8 +57,9 @@ def check_objectives(objectives: Sequence[str], hash_choice: str = "search") -> 
                          f"search scores {', '.join(PROXY_OBJECTIVES)}")
     if hash_choice not in HASH_CHOICES:
         raise ValueError(f"hash_choice: expected one of {', '.join(HASH_CHOICES)}, got {hash_choice!r}")
-    if hash_choice == "full" and "embedding_bytes" in objectives:
-        raise ValueError("hash_choice: 'full' keeps every table's rows, so the objective embedding_bytes "
+    rows = [o for o in objectives if o in ("embedding_bytes", "params_bytes")]  # what a table's rows cost
+    if hash_choice == "full" and rows:
+        raise ValueError(f"hash_choice: 'full' keeps every table's rows, so the objective {rows[0]} "
                          "could not trade rows for bytes; use 'search'")
 
 

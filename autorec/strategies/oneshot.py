@@ -62,7 +62,7 @@ when a finalist is slow), ``hash_choice`` (``search``, the default: every hash s
 ``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
 and so do tau's draws; for a study that scores AUC alone, where on the
 ``scale`` workload neither the proxy nor a short re-rank prices collisions and hashed winners lost
-0.02-0.04 AUC, BENCHMARKS.md ``k16``; refused beside an ``embedding_bytes`` objective) and
+0.02-0.04 AUC, BENCHMARKS.md ``k16``; refused beside a bytes objective) and
 ``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
 
 Example:

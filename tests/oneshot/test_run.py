@@ -336,13 +336,15 @@ def test_hash_choice_full_proposes_and_draws_every_row(tmp_path):
         assert not any(t.hash_from for p in of_stage(study, stage) for t in trial_arch(p).tables)
 
 
-def test_hash_choice_full_is_refused_beside_a_bytes_objective(tmp_path):
+@pytest.mark.parametrize("objective", ["embedding_bytes", "params_bytes"])
+def test_hash_choice_full_is_refused_beside_a_bytes_objective(tmp_path, objective):
     strategy = {"name": "oneshot", "options": {**ONESHOT["options"], "hash_choice": "full"}}
     config = StudyConfig.load(write_study(tmp_path, strategy=strategy, budget=BUDGET,
-                                          objectives=["val_auc", "embedding_bytes"]))
-    with pytest.raises(ValueError, match="hash_choice: 'full' keeps every table's rows, so the objective "
-                                         "embedding_bytes could not trade rows for bytes"):
+                                          objectives=["val_auc", objective]))
+    with pytest.raises(ValueError, match=f"hash_choice: 'full' keeps every table's rows, so the objective "
+                                         f"{objective} could not trade rows for bytes"):
         run_study(config, log=quiet)
+    assert not (config.directory / "oneshot").exists()  # refused before the supernet trained
 
 
 def run_by_kind(tmp_path: Path, options: dict) -> tuple[Path, optuna.Study]:
