@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -40,6 +41,16 @@ def _journal(path: Path) -> JournalStorage:
     return JournalStorage(JournalFileBackend(str(path)))
 
 
+def _write_journal(path: Path, fill: Callable[[JournalStorage], None]) -> None:
+    """Replace the journal file ``path`` whole by what ``fill`` writes into a fresh journal: through
+    a partial file renamed at the end, so a cut leaves the last whole archive."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.unlink(missing_ok=True)
+    fill(_journal(partial))
+    os.replace(partial, path)
+
+
 def archive(name: str, storage_url: str, path: Path) -> int:
     """Copy study ``name`` of ``storage_url`` into the journal file ``path`` (replaced whole);
     the number of trials copied. A study that is not there is an error naming both."""
@@ -48,11 +59,8 @@ def archive(name: str, storage_url: str, path: Path) -> int:
         count = len(optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False))
     except KeyError:
         raise SystemExit(f"archive: no study {name!r} in {storage_url}") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.unlink(missing_ok=True)
-    optuna.copy_study(from_study_name=name, from_storage=storage, to_storage=_journal(partial))
-    os.replace(partial, path)
+    _write_journal(path, lambda journal: optuna.copy_study(from_study_name=name, from_storage=storage,
+                                                           to_storage=journal))
     return count
 
 
@@ -119,14 +127,13 @@ def archive_trained(name: str, storage_url: str, path: Path, stages: tuple[str, 
     except KeyError:
         raise SystemExit(f"archive: no study {name!r} in {storage_url}") from None
     kept = [t for t in source.get_trials(deepcopy=False) if t.user_attrs.get("stage") in stages]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.unlink(missing_ok=True)
-    copy = optuna.create_study(study_name=name, storage=_journal(partial), directions=source.directions)
-    for key, value in source.user_attrs.items():
-        copy.set_user_attr(key, value)
-    copy.add_trials(kept)
-    os.replace(partial, path)
+    def fill(journal: JournalStorage) -> None:
+        copy = optuna.create_study(study_name=name, storage=journal, directions=source.directions)
+        for key, value in source.user_attrs.items():
+            copy.set_user_attr(key, value)
+        copy.add_trials(kept)
+
+    _write_journal(path, fill)
     return len(kept)
 
 
