@@ -46,13 +46,26 @@ from benchmarks.study_archive import restore_if_gone
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def winner(study: optuna.Study, kind: str) -> tuple[dict[str, Any], float]:
-    """(the architecture, its recorded final test AUC): a TPE study's ``final`` (the report's),
-    a one-shot study's complete ``final`` trial; exits naming the study when there is none."""
+def winner(study: optuna.Study, kind: str, final_epochs: int = 3,
+           here: str | None = None) -> tuple[dict[str, Any], float]:
+    """(the architecture, its recorded final test AUC): a TPE study's final of ``final_epochs``
+    epochs (the report's, :func:`~benchmarks.oneshot_vs_tpe.final_attr`), a one-shot study's
+    complete ``final`` trial; exits naming the study when there is none, or when ``here`` is
+    given and TPE's final was trained on another machine (or names none): the report trains it
+    again there, and the figures of two CPUs are not compared."""
     if kind == "tpe":
-        final = study.user_attrs.get("final")
+        from benchmarks.oneshot_vs_tpe import final_attr
+
+        attr = final_attr(final_epochs)
+        final = study.user_attrs.get(attr)
         if final is None:
-            raise SystemExit(f"{study.study_name}: no final training recorded; run oneshot_vs_tpe's report")
+            raise SystemExit(f"{study.study_name}: no {attr!r} training recorded "
+                             f"({final_epochs}-epoch final); run oneshot_vs_tpe's report with "
+                             f"--final-epochs {final_epochs}")
+        if here is not None and final.get("machine") != here:
+            raise SystemExit(f"{study.study_name}: its {attr!r} training was recorded on "
+                             f"{final.get('machine') or 'an unnamed machine'}, not on this one ({here}); "
+                             f"run oneshot_vs_tpe's report here first")
         return study.trials[final["trial"]].user_attrs["arch"], final["test_auc"]
     finals = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
               if t.user_attrs.get("stage") == "final"]
@@ -82,26 +95,41 @@ def open_study(out: Path, name: str, archive_dir: Path) -> tuple[StudyConfig, op
 
 
 def seeded_finals(config: StudyConfig, study: optuna.Study, arch: dict[str, Any], seeds: list[int],
-                  final_epochs: int, log: Any = print) -> dict[str, dict[str, float]]:
-    """Training seed (as a string) -> {"test_auc", "val_auc", "seconds"} of ``arch`` trained on the
-    final budget with that seed, each cached in ``study``'s ``final_seeds`` attribute."""
+                  final_epochs: int, log: Any = print,
+                  here: str | None = None) -> dict[str, dict[str, float]]:
+    """Training seed (as a string) -> {"test_auc", "val_auc", "best_epoch", "seconds"} of ``arch``
+    trained on the final budget with that seed. Each is cached in ``study``'s ``final_seeds``
+    attribute under :func:`cache_key` (seed, epochs, machine), so another budget or another CPU
+    trains again instead of reading this one's figure."""
     from autorec.arch import ArchSpec
     from autorec.train.trainer import Trainer
 
+    here = here or machine()
     done: dict[str, dict[str, float]] = dict(study.user_attrs.get("final_seeds", {}))
     runner = TrialRunner(config)
     for seed in seeds:
-        if str(seed) in done:
+        key = cache_key(seed, final_epochs, here)
+        if key in done:
             continue
         cfg = dataclasses.replace(final_budget(runner.train_config(None), final_epochs),
                                   seed=seed, progress=False)
         start = time.perf_counter()
         result = Trainer(ArchSpec.from_dict(arch), runner.dataset, cfg).fit()
-        done[str(seed)] = {"test_auc": result.test["auc"], "val_auc": result.val["auc"],
-                           "best_epoch": result.best_epoch, "seconds": time.perf_counter() - start}
+        done[key] = {"test_auc": result.test["auc"], "val_auc": result.val["auc"],
+                     "best_epoch": result.best_epoch, "seconds": time.perf_counter() - start}
         study.set_user_attr("final_seeds", done)
         log(f"{study.study_name}: training seed {seed}: test AUC {result.test['auc']:.4f}")
-    return {str(s): done[str(s)] for s in seeds}
+    return {str(s): done[cache_key(s, final_epochs, here)] for s in seeds}
+
+
+def cache_key(seed: int, epochs: int, here: str) -> str:
+    """The ``final_seeds`` entry of one seeded final: its training seed, budget and machine.
+
+    Example:
+        >>> cache_key(2, 1, "Intel(R) Xeon(R) Processor, 2 cores")
+        '2/1ep/Intel(R) Xeon(R) Processor, 2 cores'
+    """
+    return f"{seed}/{epochs}ep/{here}"
 
 
 def main() -> None:
@@ -131,7 +159,8 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     out = args.json or RESULTS / f"final_seeds{args.tag}.json"
     result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
-    result.update({"machine": machine(), "commit": commit(), "final_epochs": args.final_epochs})
+    here = machine()
+    result.update({"machine": here, "commit": commit(), "final_epochs": args.final_epochs})
     if args.next_seeds:
         result.pop("train_seeds", None)
         result["next_seeds"] = args.next_seeds
@@ -141,10 +170,10 @@ def main() -> None:
         (f"oneshot_seed{s}", f"oneshot{args.tag}_seed{s}", "oneshot") for s in search_seeds]
     for key, name, kind in studies:
         config, study = open_study(args.out, name, args.archive_dir)
-        arch, recorded = winner(study, kind)
+        arch, recorded = winner(study, kind, args.final_epochs, here)
         seed = recorded_seed(study, kind, config)
         seeds = list(range(seed + 1, seed + 1 + args.next_seeds)) if args.next_seeds else train_seeds
-        runs = seeded_finals(config, study, arch, seeds, args.final_epochs)
+        runs = seeded_finals(config, study, arch, seeds, args.final_epochs, here=here)
         result[f"{key}_recorded_train_seed"] = seed
         aucs = [recorded, *(r["test_auc"] for r in runs.values())]
         result[f"{key}_test_auc_recorded"] = recorded

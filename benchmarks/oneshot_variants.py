@@ -1,6 +1,6 @@
 """The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
 
-Each run recorded in BENCHMARKS.md (``k8i`` ... ``k19``) changed one or
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k20``) changed one or
 two settings of the one before it, and its flags were kept in a shell script under ``~/.cache``,
 which a new machine does not have. Here each is spelled out whole: the benchmark's flags
 (argparse names) and the one-shot strategy's options. ``--variant NAME`` makes them the defaults
@@ -64,6 +64,10 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # final, no rung: k18's rung loser was 1.1-1.5 TE of its search
     "k19": ({**_SEARCH, "supernet_from": "_k18", "supernet_steps": 3000, "final_epochs": 1},
             {**_K14, "rerank_speed_tie": 0.0, "hash_choice": "full", "calibrate": 0}),
+    # k18's supernets and search, its rung of two by successive halving: each finalist trains a
+    # fifth of the first epoch and only the leader finishes it (the loser costs a fifth of k18's)
+    "k20": ({**_SEARCH, "supernet_from": "_k18", "supernet_steps": 3000, "final_epochs": 1},
+            {**_K14, "final_candidates": 2, "hash_choice": "full", "rung_fraction": 0.2, "calibrate": 0}),
 }
 
 

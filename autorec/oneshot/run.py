@@ -30,7 +30,8 @@ throughput, fastest first (:mod:`autorec.oneshot.ranking` holds these orders). W
 ``final_candidates`` n > 1 the first n of that order each train the final's first epoch and the
 best by validation AUC goes on; with ``rung_seeds`` m > 1, each under m training seeds
 (restarts), the best (candidate, seed) going on; with ``rung_winner_seeds`` m, only the rung's
-leader is restarted, up to m seeds (:func:`_final_rung`).
+leader is restarted, up to m seeds; with ``rung_fraction`` f < 1 the rung's trainings stop after
+that share of the epoch and only the one that goes on finishes it (:func:`_final_rung`).
 
 Every stage is a set of trials of the study, so the dashboard and report show them; the
 supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
@@ -262,8 +263,14 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking
                                   patience=max(config.budget.patience, 2), checkpoint_every=500, resume=True)
         base_seed = cfg.seed
+        pause = None
+        if strategy.rung_fraction < 1:  # the rung trains that share of the first epoch's steps
+            rows = runner.dataset.num_rows("train")
+            pause = max(1, round(strategy.rung_fraction * -(-rows // cfg.batch_size)))
+            record["rung_pause_step"] = pause
         proxy, cfg = _final_rung(config, study, runner, order[:strategy.final_candidates], cfg, record,
-                                 proxy_of, log, strategy.rung_seeds, strategy.rung_winner_seeds)
+                                 proxy_of, log, strategy.rung_seeds, strategy.rung_winner_seeds,
+                                 pause, strategy.rerank_val_samples)
         start = time.perf_counter()
         _train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
         entry = rung_entry(proxy.number, cfg.seed - base_seed, base_seed)
@@ -288,7 +295,8 @@ def rung_entry(number: int, restart: int, seed: int) -> str:
 
 def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[FrozenTrial], cfg: Any,
                 record: dict[str, Any], proxy_of: Callable[[FrozenTrial], dict[str, float]],
-                log: Callable[[str], None], seeds: int = 1, winner_seeds: int = 1) -> tuple[FrozenTrial, Any]:
+                log: Callable[[str], None], seeds: int = 1, winner_seeds: int = 1, pause: int | None = None,
+                val_samples: int | None = None) -> tuple[FrozenTrial, Any]:
     """With several ``finalists`` (``final_candidates``) or ``seeds`` > 1 (``rung_seeds``), each
     finalist trains the final's first epoch under ``seeds`` training seeds (``cfg.seed``, then
     the next ones: restarts), each in its own folder (stage ``final_rung``), and the best
@@ -298,7 +306,10 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
     rung training's are in ``record["rung_seconds"]`` (:func:`rung_entry` names them). With
     ``winner_seeds`` m (``rung_winner_seeds``), the finalist whose training led then trains that
     epoch under the next seeds up to m in all, and the best of all goes on: restarts of the winner
-    only, cheaper than of every finalist. With one finalist and one seed: it, and ``cfg``."""
+    only, cheaper than of every finalist. With ``pause`` (``rung_fraction`` < 1) each rung training
+    stops after that many steps, validated on ``val_samples`` (the re-rank's), and the winner's
+    final goes on from that step: successive halving, so a loser costs a share of an epoch.
+    With one finalist and one seed: it, and ``cfg``."""
     if len(finalists) == 1 and seeds == 1 and winner_seeds == 1:
         return finalists[0], cfg
     done = {(t.user_attrs["proxy_trial"], t.user_attrs.get("train_seed", cfg.seed)): t
@@ -317,7 +328,9 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
         if (number, seed) not in done:
             rung_cfg = dataclasses.replace(cfg, epochs=1, evaluate_test=False,  # (the final's test pass)
                                            seed=seed, checkpoint_dir=str(Path(cfg.checkpoint_dir)
-                                                                         / name(number, restart)))
+                                                                         / name(number, restart)),
+                                           pause_at_step=pause,
+                                           val_samples=val_samples if pause else cfg.val_samples)
             start = time.perf_counter()
             t = by_number[number]
             done[number, seed] = _train_stage(config, study, runner, t, "final_rung", rung_cfg, log,

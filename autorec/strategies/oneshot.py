@@ -58,7 +58,11 @@ workload one architecture's first epoch ends up to 0.015 AUC apart under two see
 validation AUC foretells its test AUC, BENCHMARKS.md), ``rung_winner_seeds`` (default 1; with
 m > 1 the finalist whose first epoch led trains it again under the next seeds, m in all, and the
 best of every rung training goes on: the restarts of the winner only, cheaper than ``rung_seeds``
-when a finalist is slow), ``hash_choice`` (``search``, the default: every hash size is proposed;
+when a finalist is slow), ``rung_fraction`` (default 1; with f < 1 each rung training stops
+after that share of the first epoch, validated on ``rerank_val_samples``, and only the one that
+goes on finishes it: successive halving, so a rung's loser costs a share of an epoch, not one;
+on the ``scale`` workload the rung's loser was 1.0-1.5 TE, BENCHMARKS.md ``k18``),
+``hash_choice`` (``search``, the default: every hash size is proposed;
 ``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
 and so do tau's draws; for a study that scores AUC alone, where on the
 ``scale`` workload neither the proxy nor a short re-rank prices collisions and hashed winners lost
@@ -118,7 +122,8 @@ class OneShotStrategy(Strategy):
                  diverse: bool = False, capacity_tie: float = 0.0, rerank_tie: float = 0.0,
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
                  rerank_speed_tie: float = 0.0, rung_seeds: int = 1, rung_winner_seeds: int = 1,
-                 kind_neighbours: int = 0, hash_choice: str = "search", **options: Any) -> None:
+                 kind_neighbours: int = 0, hash_choice: str = "search", rung_fraction: float = 1.0,
+                 **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -181,6 +186,12 @@ class OneShotStrategy(Strategy):
         if final_candidates > rerank:
             raise ValueError(f"strategy 'oneshot': final_candidates: expected at most rerank ({rerank}) "
                              f"re-ranked candidates, got {final_candidates}")
+        if not 0.0 < rung_fraction <= 1.0:
+            raise ValueError(f"strategy 'oneshot': rung_fraction: expected a share of an epoch in (0, 1], "
+                             f"got {rung_fraction}")
+        if rung_fraction < 1 and final_candidates == rung_seeds == rung_winner_seeds == 1:
+            raise ValueError(f"strategy 'oneshot': rung_fraction: {rung_fraction} is set without a rung "
+                             "(final_candidates, rung_seeds or rung_winner_seeds above 1)")
         if hash_choice not in HASH_CHOICES:
             raise ValueError(f"strategy 'oneshot': hash_choice: expected one of {', '.join(HASH_CHOICES)}, "
                              f"got {hash_choice!r}")
@@ -195,7 +206,7 @@ class OneShotStrategy(Strategy):
         self.family, self.final_candidates = family, final_candidates
         self.rerank_speed_tie, self.rung_seeds = rerank_speed_tie, rung_seeds
         self.rung_winner_seeds, self.kind_neighbours = rung_winner_seeds, kind_neighbours
-        self.hash_choice = hash_choice
+        self.hash_choice, self.rung_fraction = hash_choice, rung_fraction
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

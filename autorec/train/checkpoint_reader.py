@@ -109,6 +109,20 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     return meta
 
 
+def resumable_meta(path: Path, arch: tuple[str, str], monitor: str) -> dict[str, Any]:
+    """The progress meta of checkpoint ``path``, refused (ValueError naming it) unless it is of the
+    architecture ``arch`` (its key, or its name: the same architecture under another name resumes,
+    a search's retry of a cut trial) and watched ``monitor`` (a checkpoint before monitors: val AUC)."""
+    meta = read_meta(path)
+    if meta.get("arch_key", meta.get("arch")) not in arch:
+        raise ValueError(f"{path}: checkpoint of architecture {meta.get('arch')!r}, not "
+                         f"{arch[1]!r}; use another checkpoint_dir or do not resume")
+    if meta.get("monitor", "val_auc") != monitor:
+        raise ValueError(f"{path}: a run that watched {meta.get('monitor', 'val_auc')}; this one "
+                         f"watches {monitor} (resume with the same monitor)")
+    return meta
+
+
 def resumed_sharding_types(checkpoint_dir: str | None, resume: bool) -> dict[str, str] | None:
     """Each table's sharding type in the checkpoint a training resumes from (``resume`` from the
     latest under ``checkpoint_dir``), so the planner keeps them at another world size; None when

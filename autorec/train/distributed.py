@@ -16,8 +16,10 @@ Example:
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -260,3 +262,18 @@ def gather_rows(local: np.ndarray, part_sizes: list[int]) -> np.ndarray:
     ordered = [pieces[r][b] for b in range(len(part_sizes)) for r in range(world)]
     out = torch.cat(ordered) if ordered else flat[:0]
     return out.numpy().reshape(-1, *local.shape[1:])
+
+
+def checkpoint_root(checkpoint_dir: str | None, rank: int, world_size: int) -> tuple[Path, str | None]:
+    """(a training's checkpoint folder, the scratch folder to delete after it or None): the
+    configured one, else a temporary folder that rank 0 makes, the same path on every rank (a
+    multi-node run needs one on shared storage, so it must be configured)."""
+    if checkpoint_dir:
+        return Path(checkpoint_dir), None
+    if world_size > int(os.environ.get("LOCAL_WORLD_SIZE", world_size)):
+        raise ValueError("checkpoint_dir: a multi-node run needs a checkpoint folder on storage "
+                         "that every node sees (the best model is kept there)")
+    holder = [tempfile.mkdtemp(prefix="autorec-ckpt-") if rank == 0 else None]
+    if world_size > 1:
+        dist.broadcast_object_list(holder, src=0)
+    return Path(holder[0]), holder[0]

@@ -132,6 +132,10 @@ class TrainConfig:
     evaluate_test: bool = True  # evaluate the test split at the end (a re-ranking needs val only)
     time_limit_s: float | None = None  # stop (TrainingTimeLimit) after this long; a search's per-trial limit
     val_samples: int | None = None  # validate on the split's first N samples only (a re-rank's cheaper look)
+    # stop after this many steps of the run (mid-epoch too), validate, and leave the resumable
+    # checkpoint there; a run with resume (and no pause, or a later one) goes on as if never
+    # stopped: a rung of successive halving trains a fraction of an epoch and the leader goes on
+    pause_at_step: int | None = None
 
     def __post_init__(self) -> None:
         if self.monitor not in MONITORS:
@@ -157,6 +161,10 @@ class TrainConfig:
             raise ValueError(f"checkpoint_every: expected a positive integer, got {self.checkpoint_every}")
         if self.resume and not self.checkpoint_dir:
             raise ValueError("resume: needs checkpoint_dir, the folder to resume from")
+        if self.pause_at_step is not None and self.pause_at_step < 1:
+            raise ValueError(f"pause_at_step: expected a positive number of steps, got {self.pause_at_step}")
+        if self.pause_at_step and not self.checkpoint_dir:
+            raise ValueError("pause_at_step: needs checkpoint_dir, where the paused run is kept to go on")
         for name in ("epochs", "batch_size", "eval_batch_size", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {getattr(self, name)}")
@@ -188,6 +196,9 @@ class TrainResult:
     # The global (all-rank) mean loss of every step; not in to_dict (it grows with the run).
     step_losses: list[float] = field(default_factory=list)
     resumed_from: dict[str, int] | None = None
+    # the global step the run paused at (pause_at_step): ``val`` is that step's, no test pass, and
+    # ``history`` ends with the paused epoch's steps so far; None for a run that went to its end
+    paused_at: int | None = None
 
     @property
     def train_samples(self) -> int:
@@ -215,6 +226,7 @@ class TrainResult:
             "train_samples": self.train_samples,
             "seconds": round(self.seconds, 2),
             "resumed_from": self.resumed_from,
+            "paused_at": self.paused_at,
             "history": [dataclasses.asdict(r) for r in self.history],
             "config": dataclasses.asdict(self.config),
         }

@@ -12,9 +12,7 @@ import dataclasses
 import hashlib
 import itertools
 import math
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -38,7 +36,7 @@ from autorec.metrics import binary_metrics, monitored_score
 from autorec.models import build_model
 from autorec.train import embedding_optim as emb_optim
 from autorec.train.autocast import forward_autocast
-from autorec.train.checkpoint_reader import load_state, read_meta, resumed_sharding_types
+from autorec.train.checkpoint_reader import load_state, read_meta, resumable_meta, resumed_sharding_types
 from autorec.train.checkpoints import (
     META,
     latest,
@@ -51,6 +49,7 @@ from autorec.train.checkpoints import (
 )
 from autorec.train.compiled import compile_dense
 from autorec.train.distributed import (
+    checkpoint_root,
     default_device,
     ensure_process_group,
     gather_rows,
@@ -140,6 +139,7 @@ class Trainer:
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pipeline = None
         self._deadline: float | None = None  # set by fit() from time_limit_s
+        self._paused = False  # the last epoch stopped at pause_at_step (_epoch)
         if self.config.pipeline:
             self._pipeline = SparseDistPipeline(self.model, self.optimizer, self.device, self._step_loss)
 
@@ -290,29 +290,26 @@ class Trainer:
     def fit(self) -> TrainResult:
         cfg = self.config
         result = TrainResult(self.spec, cfg)
-        root, scratch = self._checkpoint_root()
+        root, scratch = checkpoint_root(cfg.checkpoint_dir, self.rank, self.world_size)
         best, stale, t_start = -math.inf, 0, time.perf_counter()  # best: sign * the monitored metric
         self._deadline = t_start + cfg.time_limit_s if cfg.time_limit_s else None
         progress = {"epoch": 0, "step": 0, "global_step": 0, "losses": [], "samples": 0,
                     "seconds": 0.0}
         newest = latest(root) if cfg.resume else None
         if newest is not None:
-            meta = read_meta(newest)
-            # The same architecture under another name resumes (a search's retry of a cut trial).
-            if meta.get("arch_key", meta.get("arch")) not in (_arch_key(self.spec), self.spec.name):
-                raise ValueError(f"{newest}: checkpoint of architecture {meta.get('arch')!r}, not "
-                                 f"{self.spec.name!r}; use another checkpoint_dir or do not resume")
+            meta = resumable_meta(newest, (_arch_key(self.spec), self.spec.name), cfg.monitor)
             self.load_checkpoint(newest)
             progress = {k: meta[k] for k in progress}
-            if meta.get("monitor", "val_auc") != cfg.monitor:  # checkpoints before monitor: val AUC
-                raise ValueError(f"{newest}: a run that watched {meta.get('monitor', 'val_auc')}; this one "
-                                 f"watches {cfg.monitor} (resume with the same monitor)")
             best, stale = meta.get("best", meta.get("best_auc")), meta["stale"]
             result.best_epoch, result.val = meta["best_epoch"], meta["val"]
             result.history = [EpochRecord(**r) for r in meta["history"]]
             result.step_losses = meta["step_losses"]
             result.resumed_from = {"epoch": progress["epoch"], "step": progress["step"],
                                    "world_size": meta["layout"]["world_size"]}
+            if cfg.pause_at_step and progress["global_step"] >= cfg.pause_at_step:  # paused, then cut
+                result.val, result.paused_at = self.evaluate("val"), progress["global_step"]
+                result.seconds = time.perf_counter() - t_start
+                return result
         rows = self.dataset.num_rows("train")
         steps = -(-rows // cfg.batch_size) if rows else None
         if steps and cfg.max_steps_per_epoch:
@@ -333,6 +330,9 @@ class Trainer:
                         break
                     record = self._epoch(epoch, steps, bar, progress, result.step_losses, checkpoint)
                     result.history.append(record)
+                    if self._paused:  # mid-epoch: its resumable checkpoint is at that step
+                        result.val, result.paused_at = record.val, progress["global_step"]
+                        break
                     score = monitored_score(record.val, cfg.monitor)
                     if result.best_epoch < 0 or score > best:  # a NaN score never improves
                         best, stale, result.best_epoch, result.val = score, 0, epoch, record.val
@@ -345,26 +345,18 @@ class Trainer:
                     if self.on_epoch is not None:
                         self.on_epoch(record)
                     self._check_time(f"after epoch {epoch}")
-            if result.best_epoch != len(result.history) - 1:
-                self.load_checkpoint(root / "best", optimizer=False)
-            result.test = self.evaluate("test") if cfg.evaluate_test else {}
+                    if epoch + 1 < cfg.epochs and progress["global_step"] >= (cfg.pause_at_step or math.inf):
+                        result.paused_at = progress["global_step"]  # at an epoch's end
+                        break
+            if result.paused_at is None:
+                if result.best_epoch != len(result.history) - 1:
+                    self.load_checkpoint(root / "best", optimizer=False)
+                result.test = self.evaluate("test") if cfg.evaluate_test else {}
         finally:
             if scratch and self.rank == 0:
                 shutil.rmtree(scratch, ignore_errors=True)
         result.seconds = time.perf_counter() - t_start
         return result
-
-    def _checkpoint_root(self) -> tuple[Path, str | None]:
-        """(checkpoint folder, the scratch folder to delete or None): the same path on every rank."""
-        if self.config.checkpoint_dir:
-            return Path(self.config.checkpoint_dir), None
-        if self.world_size > int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size)):
-            raise ValueError("checkpoint_dir: a multi-node run needs a checkpoint folder on storage "
-                             "that every node sees (the best model is kept there)")
-        holder = [tempfile.mkdtemp(prefix="autorec-ckpt-") if self.rank == 0 else None]
-        if self.world_size > 1:
-            dist.broadcast_object_list(holder, src=0)
-        return Path(holder[0]), holder[0]
 
     def _check_time(self, where: str) -> None:
         """Raise :class:`TrainingTimeLimit` once ``time_limit_s`` has passed since :meth:`fit`
@@ -397,9 +389,12 @@ class Trainer:
 
     def _epoch(self, epoch: int, steps: int | None, bar: Progress | None, progress: dict[str, Any],
                step_losses: list[float], checkpoint: Callable[[dict[str, Any]], None]) -> EpochRecord:
-        """One epoch from ``progress["step"]`` on (a resumed epoch skips the steps it had done)."""
+        """One epoch from ``progress["step"]`` on (a resumed epoch skips the steps it had done), or
+        up to ``pause_at_step`` when it falls inside the epoch: then its resumable checkpoint is
+        written at that step and ``_paused`` is set (the record is of the steps done)."""
         cfg = self.config
-        total_steps = steps * cfg.epochs if steps else None
+        self._paused = False
+        total_steps, epoch_steps = (steps * cfg.epochs if steps else None), steps or math.inf
         task = bar.add_task(f"epoch {epoch}", total=steps, rate="") if bar else None
         losses: list[float] = list(progress["losses"])
         samples, start = progress["samples"], progress["step"]
@@ -426,10 +421,13 @@ class Trainer:
                 if bar is not None and task is not None:
                     rate = samples / max(time.perf_counter() - t0, 1e-9)
                     bar.update(task, advance=1, rate=f"{rate:,.0f} samples/s  loss {loss:.4f}")
-                if cfg.checkpoint_every and global_step % cfg.checkpoint_every == 0:
+                self._paused = global_step == cfg.pause_at_step and step + 1 < epoch_steps
+                if self._paused or (cfg.checkpoint_every and global_step % cfg.checkpoint_every == 0):
                     checkpoint({"epoch": epoch, "step": step + 1, "global_step": global_step,
                                 "losses": losses, "samples": samples,
                                 "seconds": time.perf_counter() - t0, "data_wait_s": batches.seconds})
+                if self._paused:
+                    break
         progress["global_step"] = global_step
         seconds = time.perf_counter() - t0
         val = self.evaluate("val")

@@ -13,8 +13,11 @@ from benchmarks.final_seeds import seeded_finals, winner
 
 def test_a_study_without_a_final_is_refused_by_name() -> None:
     tpe = optuna.create_study(study_name="tpe_x")
-    with pytest.raises(SystemExit, match="tpe_x: no final training recorded"):
+    with pytest.raises(SystemExit, match="tpe_x: no 'final' training recorded"):
         winner(tpe, "tpe")
+    tpe.set_user_attr("final", {"trial": 0, "test_auc": 0.6})  # a 3-epoch final: not a 1-epoch one
+    with pytest.raises(SystemExit, match=r"tpe_x: no 'final_1ep' training recorded .* --final-epochs 1"):
+        winner(tpe, "tpe", final_epochs=1)
     shot = optuna.create_study(study_name="oneshot_x_seed0")
     shot.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={"stage": "rerank", "arch": {}}))
     with pytest.raises(SystemExit, match="oneshot_x_seed0: no complete final training"):
@@ -36,16 +39,27 @@ def test_each_seed_trains_once_on_the_final_budget_and_is_cached(tmp_path: Path)
     study = optuna.create_study(study_name="tpe")
     study.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={"arch": arch}))
     study.set_user_attr("final", {"trial": 0, "test_auc": 0.6})
-    got, recorded = winner(study, "tpe")
-    assert got == arch and recorded == 0.6
+    study.set_user_attr("final_2ep", {"trial": 0, "test_auc": 0.62, "machine": "Intel"})
+    assert winner(study, "tpe") == (arch, 0.6)
+    assert winner(study, "tpe", final_epochs=2, here="Intel") == (arch, 0.62)
+    with pytest.raises(SystemExit, match="tpe: its 'final_2ep' training was recorded on Intel, not on "
+                                         r"this one \(AMD EPYC\); run oneshot_vs_tpe's report here"):
+        winner(study, "tpe", final_epochs=2, here="AMD EPYC")
+    with pytest.raises(SystemExit, match="recorded on an unnamed machine"):
+        winner(study, "tpe", final_epochs=3, here="Intel")  # a record from before machines were kept
     lines: list[str] = []
-    runs = seeded_finals(config, study, arch, [1, 2], final_epochs=2, log=lines.append)
+    runs = seeded_finals(config, study, arch, [1, 2], final_epochs=2, log=lines.append, here="Intel")
     assert set(runs) == {"1", "2"} and len(lines) == 2
     assert runs["1"]["test_auc"] != runs["2"]["test_auc"]  # other initial weights, other batches
     assert all(r["best_epoch"] in (0, 1) and r["seconds"] > 0 for r in runs.values())
-    assert study.user_attrs["final_seeds"] == runs
-    again = seeded_finals(config, study, arch, [2], final_epochs=2, log=lines.append)
+    assert study.user_attrs["final_seeds"] == {"1/2ep/Intel": runs["1"], "2/2ep/Intel": runs["2"]}
+    again = seeded_finals(config, study, arch, [2], final_epochs=2, log=lines.append, here="Intel")
     assert again == {"2": runs["2"]} and len(lines) == 2  # cached: not trained again
+    seeded_finals(config, study, arch, [2], final_epochs=1, log=lines.append, here="Intel")
+    seeded_finals(config, study, arch, [2], final_epochs=2, log=lines.append, here="AMD EPYC")
+    assert len(lines) == 4  # another budget, another machine: trained again, beside the first
+    assert set(study.user_attrs["final_seeds"]) == {"1/2ep/Intel", "2/2ep/Intel", "2/1ep/Intel",
+                                                   "2/2ep/AMD EPYC"}
 
 
 def _study_file(folder: Path, name: str, seed: int = 0) -> Path:

@@ -266,3 +266,30 @@ def test_val_samples_validates_on_the_first_samples_only(planted_data):
     assert result.test["n"] == planted_data.num_rows("test")  # the test split stays whole
     with pytest.raises(ValueError, match="val_samples: expected a positive number of samples, got 0"):
         dataclasses.replace(FAST, val_samples=0)
+
+
+def test_a_paused_run_goes_on_as_if_never_stopped(planted_data, tmp_path):
+    spec = preset("dcnv2", planted_data.schema, dim=8)
+    config = dataclasses.replace(FAST, epochs=2, checkpoint_dir=str(tmp_path / "whole"))
+    whole = Trainer(spec, planted_data, config).fit()
+    steps = -(-planted_data.num_rows("train") // config.batch_size)
+    for pause in (5, steps):  # inside the first epoch, and at its end
+        folder = str(tmp_path / f"paused-{pause}")
+        paused = Trainer(spec, planted_data, dataclasses.replace(config, checkpoint_dir=folder,
+                                                                 pause_at_step=pause)).fit()
+        assert paused.paused_at == pause and paused.test == {} and 0.5 < paused.val["auc"] <= 1.0
+        assert paused.history[-1].samples == min(pause * config.batch_size, planted_data.num_rows("train"))
+        again = Trainer(spec, planted_data, dataclasses.replace(config, checkpoint_dir=folder,
+                                                                pause_at_step=pause, resume=True)).fit()
+        assert again.paused_at == pause and again.val == paused.val  # cut after the pause: no step more
+        rest = Trainer(spec, planted_data, dataclasses.replace(config, checkpoint_dir=folder, resume=True)).fit()
+        assert rest.paused_at is None and rest.resumed_from["step"] == pause % steps
+        assert rest.test["auc"] == pytest.approx(whole.test["auc"], abs=1e-6)
+        assert rest.val["logloss"] == pytest.approx(whole.val["logloss"], abs=1e-6)
+    last = Trainer(spec, planted_data, dataclasses.replace(config, checkpoint_dir=str(tmp_path / "end"),
+                                                          pause_at_step=2 * steps)).fit()
+    assert last.paused_at is None and last.test  # a pause at the run's last step: the run ends
+    with pytest.raises(ValueError, match="pause_at_step: expected a positive number of steps, got 0"):
+        dataclasses.replace(FAST, pause_at_step=0, checkpoint_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="pause_at_step: needs checkpoint_dir"):
+        dataclasses.replace(FAST, pause_at_step=3)
