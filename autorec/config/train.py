@@ -75,11 +75,16 @@ class TrainSettings(BaseModel):
         None, gt=0, description="stop the training (as failed) after this many seconds")
     val_samples: int | None = Field(
         None, ge=1, description="validate on the first N samples of the validation split only")
+    pause_at_step: int | None = Field(
+        None, ge=1, description="stop after STEPS steps (mid-epoch too), validate, and keep the resumable "
+        "checkpoint there; a later run with resume goes on from that step")
 
     @model_validator(mode="after")
     def _resume_needs_a_folder(self) -> TrainSettings:
         if self.resume and not self.checkpoint_dir:
             raise ValueError("resume: needs checkpoint_dir, the folder to resume from")
+        if self.pause_at_step and not self.checkpoint_dir:
+            raise ValueError("pause_at_step: needs checkpoint_dir, where the paused run is kept to go on")
         return self
 
     def to_kwargs(self) -> dict[str, Any]:

@@ -42,6 +42,7 @@ def test_every_setting_reaches_the_trainer():
     ({"embedding_lr": -0.1}, "embedding_lr"),
     ({"lr_schedule": "step"}, "lr_schedule"),
     ({"warmup_steps": -1}, "warmup_steps"),
+    ({"pause_at_step": 0}, "pause_at_step"),
     ({"epoch": 3}, "epoch"),  # a misspelt key is refused, not ignored
 ])
 def test_a_bad_value_is_refused_at_its_key(values, key):
@@ -53,6 +54,8 @@ def test_a_bad_value_is_refused_at_its_key(values, key):
 def test_resume_needs_a_checkpoint_folder():
     with pytest.raises(ValidationError, match="resume: needs checkpoint_dir"):
         TrainSettings(resume=True)
+    with pytest.raises(ValidationError, match="pause_at_step: needs checkpoint_dir"):
+        TrainSettings(pause_at_step=100)
 
 
 def test_examples_run():

@@ -282,7 +282,8 @@ def test_a_paused_run_goes_on_as_if_never_stopped(planted_data, tmp_path):
         again = Trainer(spec, planted_data, dataclasses.replace(config, checkpoint_dir=folder,
                                                                 pause_at_step=pause, resume=True)).fit()
         assert again.paused_at == pause and again.val == paused.val  # cut after the pause: no step more
-        rest = Trainer(spec, planted_data, dataclasses.replace(config, checkpoint_dir=folder, resume=True)).fit()
+        rest = Trainer(spec, planted_data,
+                       dataclasses.replace(config, checkpoint_dir=folder, resume=True)).fit()
         assert rest.paused_at is None and rest.resumed_from["step"] == pause % steps
         assert rest.test["auc"] == pytest.approx(whole.test["auc"], abs=1e-6)
         assert rest.val["logloss"] == pytest.approx(whole.val["logloss"], abs=1e-6)
