@@ -33,7 +33,7 @@ one-shot study's stand-alone trainings under ``benchmarks/results/studies/onesho
 archived trial on the next machine.
 
 ``--variant NAME`` runs a configuration recorded in BENCHMARKS.md again with every flag and
-option it had (:mod:`benchmarks.oneshot_variants`: ``k8i`` ... ``k20``), e.g. ``--stage oneshot
+option it had (:mod:`benchmarks.oneshot_variants`: ``k8i`` ... ``k21``), e.g. ``--stage oneshot
 --variant k16 --seeds 0,1,2``; flags given beside it override its own.
 
 A machine that did not keep ``--out`` has lost the TPE studies (hours): ``report --tpe-record

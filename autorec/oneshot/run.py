@@ -353,7 +353,8 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
     record["rung_loser_seconds"] = sum(seconds[name(*key)] for key in losers)
     study.set_user_attr(ONESHOT_ATTR, record)
     aucs = ", ".join(f"{name(*entry)}: {auc(entry):.4f}" for entry in entries)
-    log(f"final rung: {name(*best)} goes on (one epoch's val AUC {aucs})")
+    span = f"{pause} steps'" if pause else "one epoch's"
+    log(f"final rung: {name(*best)} goes on ({span} val AUC {aucs})")
     folder = Path(cfg.checkpoint_dir) / name(*best)
     return by_number[best[0]], dataclasses.replace(cfg, seed=cfg.seed + best[1], checkpoint_dir=str(folder))
 
