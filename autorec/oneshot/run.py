@@ -264,13 +264,13 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                                   patience=max(config.budget.patience, 2), checkpoint_every=500, resume=True)
         base_seed = cfg.seed
         pause = None
+        epoch_steps = -(-runner.dataset.num_rows("train") // cfg.batch_size)
         if strategy.rung_fraction < 1:  # the rung trains that share of the first epoch's steps
-            rows = runner.dataset.num_rows("train")
-            pause = max(1, round(strategy.rung_fraction * -(-rows // cfg.batch_size)))
+            pause = max(1, round(strategy.rung_fraction * epoch_steps))
             record["rung_pause_step"] = pause
         proxy, cfg = _final_rung(config, study, runner, order[:strategy.final_candidates], cfg, record,
                                  proxy_of, log, strategy.rung_seeds, strategy.rung_winner_seeds,
-                                 pause, strategy.rerank_val_samples)
+                                 pause, strategy.rerank_val_samples, epoch_steps)
         start = time.perf_counter()
         _train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
         entry = rung_entry(proxy.number, cfg.seed - base_seed, base_seed)
@@ -296,7 +296,7 @@ def rung_entry(number: int, restart: int, seed: int) -> str:
 def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[FrozenTrial], cfg: Any,
                 record: dict[str, Any], proxy_of: Callable[[FrozenTrial], dict[str, float]],
                 log: Callable[[str], None], seeds: int = 1, winner_seeds: int = 1, pause: int | None = None,
-                val_samples: int | None = None) -> tuple[FrozenTrial, Any]:
+                val_samples: int | None = None, epoch_steps: int | None = None) -> tuple[FrozenTrial, Any]:
     """With several ``finalists`` (``final_candidates``) or ``seeds`` > 1 (``rung_seeds``), each
     finalist trains the final's first epoch under ``seeds`` training seeds (``cfg.seed``, then
     the next ones: restarts), each in its own folder (stage ``final_rung``), and the best
@@ -309,7 +309,10 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
     only, cheaper than of every finalist. With ``pause`` (``rung_fraction`` < 1) each rung training
     stops after that many steps, validated on ``val_samples`` (the re-rank's), and the winner's
     final goes on from that step: successive halving, so a loser costs a share of an epoch.
-    With one finalist and one seed: it, and ``cfg``."""
+    Each rung training runs under the final's whole budget (``cfg.epochs``; ``epoch_steps``, the
+    steps of an epoch, pauses it at the first epoch's end when ``pause`` does not come sooner),
+    so an LR schedule over the final's steps is the same in the rung and in the final that goes on
+    from it. With one finalist and one seed: it, and ``cfg``."""
     if len(finalists) == 1 and seeds == 1 and winner_seeds == 1:
         return finalists[0], cfg
     done = {(t.user_attrs["proxy_trial"], t.user_attrs.get("train_seed", cfg.seed)): t
@@ -326,10 +329,12 @@ def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[F
         number, restart = entry
         seed = cfg.seed + restart
         if (number, seed) not in done:
-            rung_cfg = dataclasses.replace(cfg, epochs=1, evaluate_test=False,  # (the final's test pass)
+            stop = pause or epoch_steps  # (without either, one epoch: the schedule's total is cut)
+            rung_cfg = dataclasses.replace(cfg, epochs=cfg.epochs if stop else 1,
+                                           evaluate_test=False,  # (the final's test pass)
                                            seed=seed, checkpoint_dir=str(Path(cfg.checkpoint_dir)
                                                                          / name(number, restart)),
-                                           pause_at_step=pause,
+                                           pause_at_step=stop,
                                            val_samples=val_samples if pause else cfg.val_samples)
             start = time.perf_counter()
             t = by_number[number]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from autorec.oneshot.run import ONESHOT_ATTR
 from autorec.study import TrialRunner
 from tests.oneshot.test_run import of_stage, run_oneshot
@@ -32,3 +34,31 @@ def test_the_rung_trains_a_share_of_the_epoch_and_the_winner_goes_on_from_there(
     assert metrics["val"]["n"] > 100 and 0 < metrics["test"]["auc"] < 1
     assert sorted(p.name for p in Path(loser.user_attrs["checkpoint"]).parent.iterdir()) == []  # not resumed
     assert record["rung_loser_seconds"] == record["rung_seconds"][str(loser.user_attrs["proxy_trial"])] > 0
+
+
+def test_a_rung_of_whole_epochs_keeps_the_finals_lr_schedule(tmp_path: Path) -> None:
+    """Under a cosine schedule over a 2-epoch final, the rung's leader pauses at its first epoch's
+    end on the final's schedule, so the final that goes on from it is the 2-epoch training run
+    straight through (a rung cut to one epoch would have decayed the LR to 0 by then)."""
+    import dataclasses
+
+    from autorec.arch import ArchSpec
+    from autorec.train.trainer import Trainer
+
+    (tmp_path / "study").mkdir()
+    config, study = run_oneshot(tmp_path / "study", {"steps": 6, "candidates": 10, "rerank": 2,
+                                                     "calibrate": 0, "final_epochs": 2,
+                                                     "final_candidates": 2},
+                                train={"lr_schedule": "cosine"})
+    rung, final = of_stage(study, "final_rung"), of_stage(study, "final")
+    runner = TrialRunner(config)
+    rows = runner.dataset.num_rows("train")
+    assert len(rung) == 2 and all(t.user_attrs["metrics"]["train_samples"] == rows for t in rung)
+    metrics = final[0].user_attrs["metrics"]
+    assert metrics["resumed_from"] == {"epoch": 1, "step": 0, "world_size": 1}
+    cfg = dataclasses.replace(runner.train_config(tmp_path / "straight"), epochs=2, max_steps_per_epoch=None,
+                              patience=2, checkpoint_every=500, resume=True, progress=False,
+                              seed=final[0].user_attrs["train_seed"])
+    straight = Trainer(ArchSpec.from_dict(final[0].user_attrs["arch"]), runner.dataset, cfg).fit()
+    assert metrics["test"]["auc"] == pytest.approx(straight.test["auc"], abs=1e-6)
+    assert metrics["val"]["auc"] == pytest.approx(straight.val["auc"], abs=1e-6)
