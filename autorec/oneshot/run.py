@@ -31,7 +31,9 @@ throughput, fastest first (:mod:`autorec.oneshot.ranking` holds these orders). W
 best by validation AUC goes on; with ``rung_seeds`` m > 1, each under m training seeds
 (restarts), the best (candidate, seed) going on; with ``rung_winner_seeds`` m, only the rung's
 leader is restarted, up to m seeds; with ``rung_fraction`` f < 1 the rung's trainings stop after
-that share of the epoch and only the one that goes on finishes it (:func:`_final_rung`).
+that share of the epoch and only the one that goes on finishes it (:func:`_final_rung`). With
+``drop_tolerance`` the finalists first lose the tables the supernet does without
+(:mod:`autorec.oneshot.drops`).
 
 Every stage is a set of trials of the study, so the dashboard and report show them; the
 supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
@@ -54,6 +56,7 @@ from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import kendalltau
 
 from autorec.arch import ArchSpec
+from autorec.oneshot.drops import DROPPED_ATTR, drop_finalists
 from autorec.oneshot.ranking import (
     crossing_bases,
     distinct_best,
@@ -74,8 +77,9 @@ SAMPLE_ATTR = "sample_index"  # trial user attr: which draw from the space a cal
 
 
 def proxy_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The candidates the ranking reads (not the finalists' thinned ones, scored after it)."""
     return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get(STAGE_ATTR) == "proxy"]
+            if t.user_attrs.get(STAGE_ATTR) == "proxy" and DROPPED_ATTR not in t.user_attrs]
 
 
 def screen_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -258,6 +262,13 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                              lambda t: trained[t.number].user_attrs["metrics"]["train_samples_per_s"],
                              strategy.rerank_speed_tie)
         record["final_order"] = [t.number for t in order]
+        if strategy.drop_tolerance is not None:  # the finalists' free tables dropped: rescore time
+            start = time.perf_counter()
+            order[:strategy.final_candidates] = drop_finalists(
+                study, search, order[:strategy.final_candidates],
+                strategy.rescore_samples or strategy.selection_samples, strategy.drop_tolerance, record,
+                lambda: _score_enqueued(study, search, on_trial, log, "finalists thinned of free tables"))
+            record["rescore_seconds"] = record.get("rescore_seconds", 0.0) + time.perf_counter() - start
         cfg = dataclasses.replace(runner.train_config(root / "final"),
                                   epochs=strategy.final_epochs or max(10, config.budget.epochs),
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking

@@ -62,6 +62,10 @@ when a finalist is slow), ``rung_fraction`` (default 1; with f < 1 each rung tra
 after that share of the first epoch, validated on ``rerank_val_samples``, and only the one that
 goes on finishes it: successive halving, so a rung's loser costs a share of an epoch, not one;
 on the ``scale`` workload the rung's loser was 1.0-1.5 TE, BENCHMARKS.md ``k18``),
+``drop_tolerance`` (default null, off; with a margin d each finalist of the rung, or the winner,
+is scored with each embedded feature dropped in turn on the rescore's samples, and every feature
+whose drop costs the path at most d of inherited-weight AUC is dropped before it trains, when
+dropping them all costs at most d too: :mod:`autorec.oneshot.drops`),
 ``hash_choice`` (``search``, the default: every hash size is proposed;
 ``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
 and so do tau's draws; for a study that scores AUC alone, where on the
@@ -123,7 +127,7 @@ class OneShotStrategy(Strategy):
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
                  rerank_speed_tie: float = 0.0, rung_seeds: int = 1, rung_winner_seeds: int = 1,
                  kind_neighbours: int = 0, hash_choice: str = "search", rung_fraction: float = 1.0,
-                 **options: Any) -> None:
+                 drop_tolerance: float | None = None, **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -192,6 +196,9 @@ class OneShotStrategy(Strategy):
         if rung_fraction < 1 and final_candidates == rung_seeds == rung_winner_seeds == 1:
             raise ValueError(f"strategy 'oneshot': rung_fraction: {rung_fraction} is set without a rung "
                              "(final_candidates, rung_seeds or rung_winner_seeds above 1)")
+        if drop_tolerance is not None and not 0.0 <= drop_tolerance < 0.5:
+            raise ValueError(f"strategy 'oneshot': drop_tolerance: expected an AUC margin in [0, 0.5) "
+                             f"or null (off), got {drop_tolerance}")
         if hash_choice not in HASH_CHOICES:
             raise ValueError(f"strategy 'oneshot': hash_choice: expected one of {', '.join(HASH_CHOICES)}, "
                              f"got {hash_choice!r}")
@@ -207,6 +214,7 @@ class OneShotStrategy(Strategy):
         self.rerank_speed_tie, self.rung_seeds = rerank_speed_tie, rung_seeds
         self.rung_winner_seeds, self.kind_neighbours = rung_winner_seeds, kind_neighbours
         self.hash_choice, self.rung_fraction = hash_choice, rung_fraction
+        self.drop_tolerance = drop_tolerance
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

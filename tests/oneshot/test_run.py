@@ -104,6 +104,8 @@ def test_rank_correlation():
      r"rung_fraction: expected a share of an epoch in \(0, 1\], got 0"),
     ({"rung_fraction": 1.5, "final_candidates": 2}, r"rung_fraction: expected a share .* got 1.5"),
     ({"rung_fraction": 0.25}, r"rung_fraction: 0.25 is set without a rung \(final_candidates, rung_seeds"),
+    ({"drop_tolerance": 0.7}, r"drop_tolerance: expected an AUC margin in \[0, 0.5\) or null \(off\), got 0.7"),
+    ({"drop_tolerance": -0.001}, r"drop_tolerance: expected an AUC margin .* got -0.001"),
     ({"kind_neighbours": -2}, "kind_neighbours: expected an integer >= 0, got -2"),
     ({"kind_neighbours": True}, "kind_neighbours: expected an integer, got True"),
     ({"rescale": "dlrm"}, "'oneshot': rescale: expected true, false or a list of layer kinds, got 'dlrm'"),

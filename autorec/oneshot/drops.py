@@ -1,0 +1,89 @@
+"""The tables a finalist does not use, read off the supernet and dropped before it trains.
+
+Each embedded feature of a candidate is dropped in turn (its width choice set to 0, every other
+choice kept) and the path scored again on the same validation samples with its inherited
+weights: a feature whose drop costs the path at most ``tolerance`` of validation AUC is one the
+supernet learned to do without. All of them are dropped at once, and the candidate so thinned
+replaces its original when the joint drop too costs at most ``tolerance``. On the ``scale``
+workload the planted noise tables cost the path nothing and the strong ones 0.005-0.011, and a
+DCNv2 winner trained without its noise tables gains 0.0026 test AUC over three training seeds
+(BENCHMARKS.md, "What the per-feature choices are worth").
+
+Example:
+    >>> free_drops({"emb.a": -0.0004, "emb.b": 0.0001, "emb.c": 0.0090}, tolerance=0.0)
+    ['emb.a']
+    >>> free_drops({"emb.a": -0.0004, "emb.b": 0.0001, "emb.c": 0.0090}, tolerance=0.0002)
+    ['emb.a', 'emb.b']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+DROPPED_ATTR = "dropped_from"  # trial user attr: the finalist whose free tables this candidate drops
+DROPS_ATTR = "drops"  # key of the study's oneshot record: each finalist's drop costs and choice
+
+
+def zero_width(search: Any, name: str) -> Any | None:
+    """The value of width choice ``name`` that drops its feature (None: it cannot drop);
+    ``search``: a :class:`~autorec.oneshot.search.CandidateSearch`."""
+    net = search.net
+    zero = {v for v, w in zip(net.emb_values, net.emb_widths, strict=True) if w == 0}
+    return next((v for v in net.arch.choices[name].values if v in zero), None)
+
+
+def drop_costs(search: Any, values: Mapping[str, Any], samples: int) -> tuple[float, dict[str, float]]:
+    """(the path's inherited-weight val AUC on ``samples`` validation samples, width choice name ->
+    that AUC minus the path's with the feature dropped) for every width choice of ``values`` that
+    embeds its feature and can drop it."""
+    base = search.rescore(values, samples)["val_auc"]
+    costs = {}
+    for name in search.net.arch.choices:
+        if not name.startswith("emb.") or name.endswith(".hash"):
+            continue
+        off = zero_width(search, name)
+        if off is None or values[name] == off:
+            continue
+        costs[name] = base - search.rescore({**values, name: off}, samples)["val_auc"]
+    return base, costs
+
+
+def free_drops(costs: Mapping[str, float], tolerance: float) -> list[str]:
+    """The width choices whose drop costs at most ``tolerance``, sorted by name."""
+    return sorted(name for name, cost in costs.items() if cost <= tolerance)
+
+
+def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial], samples: int,
+                   tolerance: float, record: dict[str, Any],
+                   score_enqueued: Callable[[], int]) -> list[FrozenTrial]:
+    """``finalists`` with each replaced by its thinned candidate (:func:`free_drops` of its
+    :func:`drop_costs` all dropped, when the joint drop costs at most ``tolerance`` too): a proxy
+    trial with user attribute ``dropped_from``, enqueued and scored by ``score_enqueued``. Each
+    finalist's costs and choice are kept in ``record["drops"]`` (saved as they are made), so a
+    rerun after a kill scores nothing twice and thins the same way."""
+    done: dict[str, Any] = record.setdefault(DROPS_ATTR, {})
+    for t in finalists:
+        if str(t.number) in done:
+            continue
+        values = search.values_of({name: str(t.params[name]) for name in search.names})
+        base, costs = drop_costs(search, values, samples)
+        dropped = free_drops(costs, tolerance)
+        joint = search.rescore({**values, **{n: zero_width(search, n) for n in dropped}}, samples)["val_auc"]
+        keep = bool(dropped) and joint >= base - tolerance
+        if keep:  # (enqueued before the record says so: a kill in between scores it twice, harmlessly)
+            params = {name: str(t.params[name]) for name in search.names}
+            for name in dropped:
+                params[name] = search.names[name][search.net.arch.choices[name].values.index(
+                    zero_width(search, name))]
+            study.enqueue_trial(params, user_attrs={DROPPED_ATTR: t.number})
+        done[str(t.number)] = {"path_auc": base, "costs": costs, "dropped": dropped if keep else [],
+                               "joint_auc": joint}
+        study.set_user_attr("oneshot", record)
+    score_enqueued()
+    thinned = {t.user_attrs[DROPPED_ATTR]: t for t in study.get_trials(deepcopy=False)
+               if DROPPED_ATTR in t.user_attrs and t.state == optuna.trial.TrialState.COMPLETE}
+    return [thinned.get(t.number, t) for t in finalists]

@@ -1,0 +1,48 @@
+"""Dropping the tables a finalist does not use (``drop_tolerance``): each embedded feature's drop
+scored on inherited weights, the free ones dropped before the rung trains it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autorec.oneshot.drops import DROPPED_ATTR, DROPS_ATTR, free_drops
+from autorec.oneshot.run import ONESHOT_ATTR, proxy_trials
+from autorec.study import StudyConfig, run_study
+from tests.oneshot.test_run import of_stage, quiet, run_oneshot
+
+
+def test_free_drops_are_those_within_the_tolerance() -> None:
+    costs = {"emb.b": 0.0, "emb.a": -0.001, "emb.c": 0.003}
+    assert free_drops(costs, 0.0) == ["emb.a", "emb.b"]
+    assert free_drops(costs, 0.003) == ["emb.a", "emb.b", "emb.c"]
+    assert free_drops({}, 0.1) == []
+
+
+def test_the_finalists_train_without_their_free_tables_and_a_rerun_thins_nothing_twice(tmp_path: Path) -> None:
+    options = {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0, "rerank_steps": 1,
+               "final_epochs": 1, "final_candidates": 2, "drop_tolerance": 0.002}
+    space = tmp_path / "micro.yaml"  # every feature 0 (dropped), 4 or 8 wide
+    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8]}\nover_arch: [[16]]\n"
+                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    config, study = run_oneshot(tmp_path, options, space=str(space))
+    record = study.user_attrs[ONESHOT_ATTR]
+    drops = record[DROPS_ATTR]
+    assert len(drops) == 2 and any(e["dropped"] for e in drops.values())  # each finalist; one thinned
+    rung = {t.user_attrs["proxy_trial"]: t for t in of_stage(study, "final_rung")}
+    for number, entry in drops.items():
+        original = study.trials[int(number)]
+        embedded = {t["features"][0] for t in original.user_attrs["arch"]["tables"]}
+        assert {name.removeprefix("emb.") for name in entry["costs"]} == embedded  # each one scored
+        assert entry["dropped"] == free_drops(entry["costs"], 0.002) or entry["dropped"] == []
+        thinned = [t for t in study.trials if t.user_attrs.get(DROPPED_ATTR) == int(number)]
+        if not entry["dropped"]:  # none free, or the joint drop cost too much: the original trains
+            assert not thinned and int(number) in rung
+            continue
+        assert entry["joint_auc"] >= entry["path_auc"] - 0.002
+        assert len(thinned) == 1 and thinned[0].number in rung and int(number) not in rung
+        kept = {t["features"][0] for t in rung[thinned[0].number].user_attrs["arch"]["tables"]}
+        assert kept == embedded - {name.removeprefix("emb.") for name in entry["dropped"]}
+    assert all(DROPPED_ATTR not in t.user_attrs for t in proxy_trials(study))  # the ranking never reads them
+    before = len(study.trials)
+    run_study(StudyConfig.load(tmp_path / "study.yaml"), log=quiet)  # finished: nothing scored or trained again
+    assert len(study.trials) == before
