@@ -11,7 +11,9 @@ each training seed:
 - ``as_found``: the winner as it is;
 - ``no_noise``: the 8 pure-noise tables dropped, every other table as found;
 - ``oracle``: the noise tables dropped and every other table at the width its planted rank
-  asks (16, 8, or 4 where the rank is 4 or less: the space's narrowest), full hash.
+  asks (16, 8, or 4 where the rank is 4 or less: the space's narrowest), full hash;
+- ``dropped``: the features named by ``--drop`` dropped (what a search read as noise, say
+  ``benchmarks/feature_drop``'s cheapest), every other table as found.
 
 ``--train`` changes the final's training settings for every variant (a JSON object of
 ``TrainConfig`` fields, e.g. ``{"lr_schedule": "cosine"}``), and ``--tag`` names that recipe in
@@ -44,7 +46,7 @@ from benchmarks.oneshot_reference import final_budget
 from benchmarks.results_file import commit, machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
-VARIANTS = ("as_found", "no_noise", "oracle")
+VARIANTS = ("as_found", "no_noise", "oracle", "dropped")
 NARROWEST = 4  # the scale space's narrowest width (benchmarks/spaces/scale.yaml)
 
 
@@ -54,7 +56,8 @@ def planted(preset: str = "scale") -> tuple[tuple[float, ...], tuple[int, ...]]:
     return tuple(options["table_weight"]), tuple(options["table_rank"])
 
 
-def variant(arch: dict[str, Any], name: str, preset: str = "scale") -> dict[str, Any]:
+def variant(arch: dict[str, Any], name: str, preset: str = "scale",
+            drop: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``arch`` (an ``ArchSpec`` dict) as variant ``name`` (see the module docstring).
 
     Example:
@@ -64,6 +67,8 @@ def variant(arch: dict[str, Any], name: str, preset: str = "scale") -> dict[str,
         [4, 4, 16, 8, 4]
         >>> len(variant(arch, "no_noise")["tables"])
         18
+        >>> len(variant(arch, "dropped", drop=frozenset({"cat_0", "cat_3"}))["tables"])
+        24
     """
     if name not in VARIANTS:
         raise ValueError(f"variant: expected one of {', '.join(VARIANTS)}, got {name!r}")
@@ -74,7 +79,7 @@ def variant(arch: dict[str, Any], name: str, preset: str = "scale") -> dict[str,
     tables = []
     for table in out["tables"]:
         index = int(table["features"][0].rpartition("_")[2])
-        if weights[index] == 0:
+        if (weights[index] == 0) if name != "dropped" else (table["features"][0] in drop):
             continue
         if name == "oracle":
             table["dim"] = max(ranks[index], NARROWEST)
@@ -124,6 +129,7 @@ def main() -> None:
     parser.add_argument("--archive-dir", type=Path, default=RESULTS / "studies")
     parser.add_argument("--train", default="", help="TrainConfig fields changed for every training (JSON)")
     parser.add_argument("--tag", default="", help="names the --train recipe in every key")
+    parser.add_argument("--drop", default="", help="the features variant 'dropped' drops (comma-separated)")
     parser.add_argument("--json", type=Path, default=RESULTS / "planted_oracle.json")
     args = parser.parse_args()
     try:
@@ -136,6 +142,10 @@ def main() -> None:
         raise SystemExit(f"--variants {args.variants!r} / --train-seeds {args.train_seeds!r}: expected "
                          f"some of {', '.join(VARIANTS)} and at least one seed")
     overrides = train_overrides(args.train, args.tag)
+    drop = frozenset(f for f in args.drop.split(",") if f)
+    if ("dropped" in names) != bool(drop) or (drop and not args.tag):
+        raise SystemExit(f"--drop {args.drop!r}: expected the features to drop with variant 'dropped', "
+                         "and only with it, named by --tag (each set of drops is its own variant)")
     warnings.filterwarnings("ignore")
     import optuna
 
@@ -154,7 +164,7 @@ def main() -> None:
                    "recorded_test_auc": recorded})
     runner = TrialRunner(config)
     for name in names:
-        spec = ArchSpec.from_dict(variant(arch, name))
+        spec = ArchSpec.from_dict(variant(arch, name, drop=drop))
         for seed in seeds:
             key = f"{args.study}/{name}{args.tag}/{seed}/{args.final_epochs}ep/{here}"
             if key in runs:
