@@ -18,13 +18,13 @@ def test_free_drops_are_those_within_the_tolerance() -> None:
     assert free_drops({}, 0.1) == []
 
 
-def test_the_finalists_train_without_their_free_tables_and_a_rerun_thins_nothing_twice(tmp_path: Path) -> None:
+def test_the_finalists_train_without_their_free_tables_and_a_rerun_scores_nothing_twice(tmp_path: Path):
     options = {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0, "rerank_steps": 1,
                "final_epochs": 1, "final_candidates": 2, "drop_tolerance": 0.002}
     space = tmp_path / "micro.yaml"  # every feature 0 (dropped), 4 or 8 wide
     space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8]}\nover_arch: [[16]]\n"
                      "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
-    config, study = run_oneshot(tmp_path, options, space=str(space))
+    _, study = run_oneshot(tmp_path, options, space=str(space))
     record = study.user_attrs[ONESHOT_ATTR]
     drops = record[DROPS_ATTR]
     assert len(drops) == 2 and any(e["dropped"] for e in drops.values())  # each finalist; one thinned
