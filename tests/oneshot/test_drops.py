@@ -44,5 +44,5 @@ def test_the_finalists_train_without_their_free_tables_and_a_rerun_scores_nothin
         assert kept == embedded - {name.removeprefix("emb.") for name in entry["dropped"]}
     assert all(DROPPED_ATTR not in t.user_attrs for t in proxy_trials(study))  # the ranking never reads them
     before = len(study.trials)
-    run_study(StudyConfig.load(tmp_path / "study.yaml"), log=quiet)  # finished: nothing scored or trained again
+    run_study(StudyConfig.load(tmp_path / "study.yaml"), log=quiet)  # done: nothing scored or trained again
     assert len(study.trials) == before
