@@ -31,20 +31,13 @@ from benchmarks.oneshot_studies import add_candidate_arguments, open_record
 def drop_importance(search: Any, values: dict[str, Any], samples: int) -> dict[str, dict[str, float]]:
     """Width choice name -> {"auc": the path's val AUC with that feature dropped, "drop": the
     path's AUC minus it} for every width choice of ``values`` that embeds (its width is not 0),
-    plus ``"path"`` -> {"auc": the path as it is}; ``search``: a :class:`CandidateSearch`."""
-    net = search.net
-    zero = {v for v, w in zip(net.emb_values, net.emb_widths, strict=True) if w == 0}
-    widths = [name for name, choice in net.arch.choices.items()
-              if name.startswith("emb.") and not name.endswith(".hash") and zero & set(choice.values)]
-    base = search.rescore(values, samples)["val_auc"]
-    out: dict[str, dict[str, float]] = {"path": {"auc": base}}
-    for name in widths:
-        if values[name] in zero:
-            continue
-        off = next(v for v in net.arch.choices[name].values if v in zero)
-        auc = search.rescore({**values, name: off}, samples)["val_auc"]
-        out[name] = {"auc": auc, "drop": base - auc}
-    return out
+    plus ``"path"`` -> {"auc": the path as it is}; ``search``: a :class:`CandidateSearch`
+    (:func:`autorec.oneshot.drops.drop_costs`, what the strategy's ``drop_tolerance`` reads)."""
+    from autorec.oneshot.drops import drop_costs
+
+    base, costs = drop_costs(search, values, samples)
+    drops = {name: {"auc": base - cost, "drop": cost} for name, cost in costs.items()}
+    return {"path": {"auc": base}, **drops}
 
 
 def main() -> None:
