@@ -5,9 +5,9 @@ choice kept) and the path scored again on the same validation samples with its i
 weights: a feature whose drop costs the path at most ``tolerance`` of validation AUC is one the
 supernet learned to do without. All of them are dropped at once, and the candidate so thinned
 replaces its original when the joint drop too costs at most ``tolerance``. On the ``scale``
-workload the planted noise tables cost the path nothing and the strong ones 0.005-0.011, and a
-DCNv2 winner trained without its noise tables gains 0.0026 test AUC over three training seeds
-(BENCHMARKS.md, "What the per-feature choices are worth").
+workload a DCNv2 winner trained without the planted noise tables gains 0.0026 test AUC over three
+training seeds, but the features its supernet path does without are noise and weak tables
+mixed (BENCHMARKS.md, "What the per-feature choices ... are worth" and ``k22``).
 
 Example:
     >>> free_drops({"emb.a": -0.0004, "emb.b": 0.0001, "emb.c": 0.0090}, tolerance=0.0)
