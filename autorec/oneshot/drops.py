@@ -58,31 +58,31 @@ def free_drops(costs: Mapping[str, float], tolerance: float) -> list[str]:
 
 
 def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial], samples: int,
-                   tolerance: float, record: dict[str, Any],
+                   tolerance: float, record: dict[str, Any], save: Callable[[], None],
                    score_enqueued: Callable[[], int]) -> list[FrozenTrial]:
     """``finalists`` with each replaced by its thinned candidate (:func:`free_drops` of its
     :func:`drop_costs` all dropped, when the joint drop costs at most ``tolerance`` too): a proxy
     trial with user attribute ``dropped_from``, enqueued and scored by ``score_enqueued``. Each
-    finalist's costs and choice are kept in ``record["drops"]`` (saved as they are made), so a
-    rerun after a kill scores nothing twice and thins the same way."""
+    finalist's costs and choice are kept in ``record["drops"]`` (``save`` stores the record as
+    each is made), so a rerun after a kill scores nothing twice and thins the same way."""
     done: dict[str, Any] = record.setdefault(DROPS_ATTR, {})
     for t in finalists:
         if str(t.number) in done:
             continue
-        values = search.values_of({name: str(t.params[name]) for name in search.names})
+        params = {name: str(t.params[name]) for name in search.names}
+        values = search.values_of(params)
         base, costs = drop_costs(search, values, samples)
         dropped = free_drops(costs, tolerance)
-        joint = search.rescore({**values, **{n: zero_width(search, n) for n in dropped}}, samples)["val_auc"]
+        off = {name: zero_width(search, name) for name in dropped}
+        joint = search.rescore({**values, **off}, samples)["val_auc"]
         keep = bool(dropped) and joint >= base - tolerance
         if keep:  # (enqueued before the record says so: a kill in between scores it twice, harmlessly)
-            params = {name: str(t.params[name]) for name in search.names}
-            for name in dropped:
-                params[name] = search.names[name][search.net.arch.choices[name].values.index(
-                    zero_width(search, name))]
+            for name, value in off.items():
+                params[name] = search.names[name][search.net.arch.choices[name].values.index(value)]
             study.enqueue_trial(params, user_attrs={DROPPED_ATTR: t.number})
         done[str(t.number)] = {"path_auc": base, "costs": costs, "dropped": dropped if keep else [],
                                "joint_auc": joint}
-        study.set_user_attr("oneshot", record)
+        save()
     score_enqueued()
     thinned = {t.user_attrs[DROPPED_ATTR]: t for t in study.get_trials(deepcopy=False)
                if DROPPED_ATTR in t.user_attrs and t.state == optuna.trial.TrialState.COMPLETE}

@@ -267,6 +267,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
             order[:strategy.final_candidates] = drop_finalists(
                 study, search, order[:strategy.final_candidates],
                 strategy.rescore_samples or strategy.selection_samples, strategy.drop_tolerance, record,
+                lambda: study.set_user_attr(ONESHOT_ATTR, record),
                 lambda: _score_enqueued(study, search, on_trial, log, "finalists thinned of free tables"))
             record["rescore_seconds"] = record.get("rescore_seconds", 0.0) + time.perf_counter() - start
         cfg = dataclasses.replace(runner.train_config(root / "final"),
