@@ -1,6 +1,6 @@
 """The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
 
-Each run recorded in BENCHMARKS.md (``k8i`` ... ``k22``) changed one or
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k23``) changed one or
 two settings of the one before it, and its flags were kept in a shell script under ``~/.cache``,
 which a new machine does not have. Here each is spelled out whole: the benchmark's flags
 (argparse names) and the one-shot strategy's options. ``--variant NAME`` makes them the defaults
@@ -78,6 +78,12 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "k22": ({**_SEARCH, "supernet_from": "_k18", "supernet_steps": 3000, "final_epochs": 1},
             {**_K14, "final_candidates": 2, "hash_choice": "full", "rung_fraction": 0.4, "calibrate": 0,
              "drop_tolerance": 0.0}),
+    # k22 with the drops read off each finalist's 150-step re-rank training by permutation
+    # importance: on k21's re-rank models the 8 planted noise tables cost -0.0002 ... +0.0001 and
+    # all but two weight-1 tables more than 0.0001 (k22's supernet read mixed 3-9 weak ones in)
+    "k23": ({**_SEARCH, "supernet_from": "_k18", "supernet_steps": 3000, "final_epochs": 1},
+            {**_K14, "final_candidates": 2, "hash_choice": "full", "rung_fraction": 0.4, "calibrate": 0,
+             "drop_tolerance": 0.0001, "drop_read": "rerank"}),
 }
 
 

@@ -1,4 +1,5 @@
-"""The tables a finalist does not use, read off the supernet and dropped before it trains.
+"""The tables a finalist does not use, read off the supernet (or its re-rank training,
+:mod:`autorec.oneshot.importance`) and dropped before it trains.
 
 Each embedded feature of a candidate is dropped in turn (its width choice set to 0, every other
 choice kept) and the path scored again on the same validation samples with its inherited
@@ -7,7 +8,8 @@ supernet learned to do without. All of them are dropped at once, and the candida
 replaces its original when the joint drop too costs at most ``tolerance``. On the ``scale``
 workload a DCNv2 winner trained without the planted noise tables gains 0.0026 test AUC over three
 training seeds, but the features its supernet path does without are noise and weak tables
-mixed (BENCHMARKS.md, "What the per-feature choices ... are worth" and ``k22``).
+mixed (BENCHMARKS.md, "What the per-feature choices ... are worth" and ``k22``); a short
+stand-alone training reads them apart (:class:`~autorec.oneshot.importance.TrainedDrops`, ``k23``).
 
 Example:
     >>> free_drops({"emb.a": -0.0004, "emb.b": 0.0001, "emb.c": 0.0090}, tolerance=0.0)
@@ -36,20 +38,19 @@ def zero_width(search: Any, name: str) -> Any | None:
     return next((v for v in net.arch.choices[name].values if v in zero), None)
 
 
+def droppable(search: Any, values: Mapping[str, Any]) -> list[str]:
+    """The width choices of ``values`` that embed their feature and can drop it."""
+    names = [n for n in search.net.arch.choices if n.startswith("emb.") and not n.endswith(".hash")]
+    return [n for n in names if (off := zero_width(search, n)) is not None and values[n] != off]
+
+
 def drop_costs(search: Any, values: Mapping[str, Any], samples: int) -> tuple[float, dict[str, float]]:
     """(the path's inherited-weight val AUC on ``samples`` validation samples, width choice name ->
     that AUC minus the path's with the feature dropped) for every width choice of ``values`` that
     embeds its feature and can drop it."""
     base = search.rescore(values, samples)["val_auc"]
-    costs = {}
-    for name in search.net.arch.choices:
-        if not name.startswith("emb.") or name.endswith(".hash"):
-            continue
-        off = zero_width(search, name)
-        if off is None or values[name] == off:
-            continue
-        costs[name] = base - search.rescore({**values, name: off}, samples)["val_auc"]
-    return base, costs
+    return base, {name: base - search.rescore({**values, name: zero_width(search, name)}, samples)["val_auc"]
+                  for name in droppable(search, values)}
 
 
 def free_drops(costs: Mapping[str, float], tolerance: float) -> list[str]:
@@ -57,12 +58,32 @@ def free_drops(costs: Mapping[str, float], tolerance: float) -> list[str]:
     return sorted(name for name, cost in costs.items() if cost <= tolerance)
 
 
-def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial], samples: int,
+class SupernetDrops:
+    """Reads a finalist's drops off the supernet: each embedded feature's width choice set to 0
+    (:func:`drop_costs`) on ``samples`` validation samples with inherited weights."""
+
+    name = "supernet"
+
+    def __init__(self, search: Any, samples: int) -> None:
+        self.search, self.samples = search, samples
+
+    def costs(self, trial: FrozenTrial, values: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
+        return drop_costs(self.search, values, self.samples)
+
+    def joint(self, trial: FrozenTrial, values: Mapping[str, Any], dropped: list[str]) -> float:
+        off = {name: zero_width(self.search, name) for name in dropped}
+        return self.search.rescore({**values, **off}, self.samples)["val_auc"]
+
+
+def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial], reader: Any,
                    tolerance: float, record: dict[str, Any], save: Callable[[], None],
                    score_enqueued: Callable[[], int]) -> list[FrozenTrial]:
-    """``finalists`` with each replaced by its thinned candidate (:func:`free_drops` of its
-    :func:`drop_costs` all dropped, when the joint drop costs at most ``tolerance`` too): a proxy
-    trial with user attribute ``dropped_from``, enqueued and scored by ``score_enqueued``. Each
+    """``finalists`` with each replaced by its thinned candidate (:func:`free_drops` of the costs
+    ``reader`` reads, all dropped when the joint drop costs at most ``tolerance`` too): a proxy
+    trial with user attribute ``dropped_from``, enqueued and scored by ``score_enqueued``.
+    ``reader``: a :class:`SupernetDrops` or an
+    :class:`~autorec.oneshot.importance.TrainedDrops` (``costs(trial, values)`` -> (AUC, width
+    choice name -> cost); ``joint(trial, values, dropped)`` -> AUC with all of them dropped). Each
     finalist's costs and choice are kept in ``record["drops"]`` (``save`` stores the record as
     each is made), so a rerun after a kill scores nothing twice and thins the same way."""
     done: dict[str, Any] = record.setdefault(DROPS_ATTR, {})
@@ -71,17 +92,17 @@ def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial
             continue
         params = {name: str(t.params[name]) for name in search.names}
         values = search.values_of(params)
-        base, costs = drop_costs(search, values, samples)
+        base, costs = reader.costs(t, values)
         dropped = free_drops(costs, tolerance)
-        off = {name: zero_width(search, name) for name in dropped}
-        joint = search.rescore({**values, **off}, samples)["val_auc"]
+        joint = reader.joint(t, values, dropped) if dropped else base
         keep = bool(dropped) and joint >= base - tolerance
         if keep:  # (enqueued before the record says so: a kill in between scores it twice, harmlessly)
-            for name, value in off.items():
-                params[name] = search.names[name][search.net.arch.choices[name].values.index(value)]
+            for name in dropped:
+                choice = search.net.arch.choices[name]
+                params[name] = search.names[name][choice.values.index(zero_width(search, name))]
             study.enqueue_trial(params, user_attrs={DROPPED_ATTR: t.number})
         done[str(t.number)] = {"path_auc": base, "costs": costs, "dropped": dropped if keep else [],
-                               "joint_auc": joint}
+                               "joint_auc": joint, "read": reader.name}
         save()
     score_enqueued()
     thinned = {t.user_attrs[DROPPED_ATTR]: t for t in study.get_trials(deepcopy=False)

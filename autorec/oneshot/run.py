@@ -32,8 +32,9 @@ best by validation AUC goes on; with ``rung_seeds`` m > 1, each under m training
 (restarts), the best (candidate, seed) going on; with ``rung_winner_seeds`` m, only the rung's
 leader is restarted, up to m seeds; with ``rung_fraction`` f < 1 the rung's trainings stop after
 that share of the epoch and only the one that goes on finishes it (:func:`_final_rung`). With
-``drop_tolerance`` the finalists first lose the tables the supernet does without
-(:mod:`autorec.oneshot.drops`).
+``drop_tolerance`` the finalists first lose the tables they do without: read off the supernet
+(:mod:`autorec.oneshot.drops`), or with ``drop_read: rerank`` off each one's re-rank training
+by permutation importance (:mod:`autorec.oneshot.importance`).
 
 Every stage is a set of trials of the study, so the dashboard and report show them; the
 supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
@@ -56,7 +57,8 @@ from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import kendalltau
 
 from autorec.arch import ArchSpec
-from autorec.oneshot.drops import DROPPED_ATTR, drop_finalists
+from autorec.oneshot.drops import DROPPED_ATTR, SupernetDrops, drop_finalists
+from autorec.oneshot.importance import TrainedDrops
 from autorec.oneshot.ranking import (
     crossing_bases,
     distinct_best,
@@ -266,7 +268,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
             start = time.perf_counter()
             order[:strategy.final_candidates] = drop_finalists(
                 study, search, order[:strategy.final_candidates],
-                strategy.rescore_samples or strategy.selection_samples, strategy.drop_tolerance, record,
+                _drop_reader(config, runner, search, trained), strategy.drop_tolerance, record,
                 lambda: study.set_user_attr(ONESHOT_ATTR, record),
                 lambda: _score_enqueued(study, search, on_trial, log, "finalists thinned of free tables"))
             record["rescore_seconds"] = record.get("rescore_seconds", 0.0) + time.perf_counter() - start
@@ -297,6 +299,20 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
     record["tau_pairs"] = len(pairs)
     study.set_user_attr(ONESHOT_ATTR, record)
+
+
+def _drop_reader(config: Any, runner: Any, search: CandidateSearch, trained: dict[int, FrozenTrial]) -> Any:
+    """What reads the finalists' drops (``drop_read``): the supernet on the rescore's samples, or
+    each finalist's re-rank training on the re-rank's validation samples."""
+    strategy = runner.strategy
+    if strategy.drop_read == "supernet":
+        return SupernetDrops(search, strategy.rescore_samples or strategy.selection_samples)
+    from autorec.space.stacks import groups_of
+
+    groups = groups_of(runner.space.embedding.groups, runner.dataset.schema)
+    read = dataclasses.replace(runner.train_config(None), val_samples=strategy.rerank_val_samples)
+    return TrainedDrops(trained, search, runner.dataset, read, {f"emb.{g}": f for g, f in groups},
+                        config.seed)
 
 
 def rung_entry(number: int, restart: int, seed: int) -> str:

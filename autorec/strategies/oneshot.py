@@ -65,7 +65,11 @@ on the ``scale`` workload the rung's loser was 1.0-1.5 TE, BENCHMARKS.md ``k18``
 ``drop_tolerance`` (default null, off; with a margin d each finalist of the rung, or the winner,
 is scored with each embedded feature dropped in turn on the rescore's samples, and every feature
 whose drop costs the path at most d of inherited-weight AUC is dropped before it trains, when
-dropping them all costs at most d too: :mod:`autorec.oneshot.drops`),
+dropping them all costs at most d too: :mod:`autorec.oneshot.drops`), ``drop_read``
+(``supernet``, the default: the drops above, read with inherited weights; ``rerank``: read off
+each finalist's re-rank training instead, each feature's bags shuffled across the batch on the
+re-rank's validation samples, :mod:`autorec.oneshot.importance`: on the ``scale`` workload the
+supernet's path does without weak tables as it does without noise, a 150-step training does not),
 ``hash_choice`` (``search``, the default: every hash size is proposed;
 ``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
 and so do tau's draws; for a study that scores AUC alone, where on the
@@ -95,6 +99,7 @@ if TYPE_CHECKING:
 
 SEARCHES = ("tpe", "nsga2", "random")
 FAMILIES = ("layers", "kind")  # what a family is (autorec.oneshot.run.family's ``by``)
+DROP_READS = ("supernet", "rerank")  # what reads a finalist's free tables (drop_tolerance)
 
 
 def _bool_or_kinds(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -127,7 +132,7 @@ class OneShotStrategy(Strategy):
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
                  rerank_speed_tie: float = 0.0, rung_seeds: int = 1, rung_winner_seeds: int = 1,
                  kind_neighbours: int = 0, hash_choice: str = "search", rung_fraction: float = 1.0,
-                 drop_tolerance: float | None = None, **options: Any) -> None:
+                 drop_tolerance: float | None = None, drop_read: str = "supernet", **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -199,6 +204,12 @@ class OneShotStrategy(Strategy):
         if drop_tolerance is not None and not 0.0 <= drop_tolerance < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_tolerance: expected an AUC margin in [0, 0.5) "
                              f"or null (off), got {drop_tolerance}")
+        if drop_read not in DROP_READS:
+            raise ValueError(f"strategy 'oneshot': drop_read: expected one of {', '.join(DROP_READS)}, "
+                             f"got {drop_read!r}")
+        if drop_read != "supernet" and drop_tolerance is None:
+            raise ValueError(f"strategy 'oneshot': drop_read: {drop_read!r} is set without drop_tolerance "
+                             "(the margin a drop may cost)")
         if hash_choice not in HASH_CHOICES:
             raise ValueError(f"strategy 'oneshot': hash_choice: expected one of {', '.join(HASH_CHOICES)}, "
                              f"got {hash_choice!r}")
@@ -214,7 +225,7 @@ class OneShotStrategy(Strategy):
         self.rerank_speed_tie, self.rung_seeds = rerank_speed_tie, rung_seeds
         self.rung_winner_seeds, self.kind_neighbours = rung_winner_seeds, kind_neighbours
         self.hash_choice, self.rung_fraction = hash_choice, rung_fraction
-        self.drop_tolerance = drop_tolerance
+        self.drop_tolerance, self.drop_read = drop_tolerance, drop_read
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

@@ -194,9 +194,11 @@ class Trainer:
         return out
 
     @torch.no_grad()
-    def predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, split: str, transform: Callable[[Batch], Batch] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
         """(labels, click probabilities) over a whole split (of the validation split, its first
-        ``val_samples`` when set), in the single-process loader's order. Collective under several
+        ``val_samples`` when set), in the single-process loader's order, each batch passed through
+        ``transform`` first when given (a feature permuted, say). Collective under several
         ranks: every rank gets the whole split."""
         if self._pipeline is not None:
             self._pipeline.detach()
@@ -205,7 +207,7 @@ class Trainer:
         size, limit = self.config.eval_batch_size, self.config.val_samples if split == "val" else None
         for batch in itertools.islice(self._batches(split, size, shuffle=False),
                                       None if limit is None else math.ceil(limit / size)):
-            batch = batch.to(self.device)
+            batch = (batch if transform is None else transform(batch)).to(self.device)
             with forward_autocast(self.config.autocast, self.device):
                 logits = self.model(batch.dense_features, batch.sparse_features)
             probs.append(torch.sigmoid(logits.float()).cpu())
@@ -216,8 +218,8 @@ class Trainer:
         rows = gather_rows(local, parts)[:limit]  # (whole batches were scored: keep the first N)
         return rows[:, 0].astype(np.float32), rows[:, 1]
 
-    def evaluate(self, split: str) -> dict[str, float]:
-        labels, probs = self.predict(split)
+    def evaluate(self, split: str, transform: Callable[[Batch], Batch] | None = None) -> dict[str, float]:
+        labels, probs = self.predict(split, transform)
         if not np.isfinite(probs).all():
             raise TrainingDiverged(f"the model predicts NaN or infinity on the {split} split")
         return binary_metrics(labels, probs)

@@ -1,9 +1,12 @@
 """Dropping the tables a finalist does not use (``drop_tolerance``): each embedded feature's drop
-scored on inherited weights, the free ones dropped before the rung trains it."""
+scored on inherited weights (``drop_read: supernet``) or on the finalist's re-rank training
+(``rerank``), the free ones dropped before the rung trains it."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from autorec.oneshot.drops import DROPPED_ATTR, DROPS_ATTR, free_drops
 from autorec.oneshot.run import ONESHOT_ATTR, proxy_trials
@@ -18,9 +21,11 @@ def test_free_drops_are_those_within_the_tolerance() -> None:
     assert free_drops({}, 0.1) == []
 
 
-def test_the_finalists_train_without_their_free_tables_and_a_rerun_scores_nothing_twice(tmp_path: Path):
+@pytest.mark.parametrize("read", ["supernet", "rerank"])
+def test_the_finalists_train_without_their_free_tables_and_a_rerun_scores_nothing_twice(tmp_path: Path,
+                                                                                          read: str):
     options = {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0, "rerank_steps": 1,
-               "final_epochs": 1, "final_candidates": 2, "drop_tolerance": 0.002}
+               "final_epochs": 1, "final_candidates": 2, "drop_tolerance": 0.002, "drop_read": read}
     space = tmp_path / "micro.yaml"  # every feature 0 (dropped), 4 or 8 wide
     space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8]}\nover_arch: [[16]]\n"
                      "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
@@ -30,6 +35,7 @@ def test_the_finalists_train_without_their_free_tables_and_a_rerun_scores_nothin
     assert len(drops) == 2 and any(e["dropped"] for e in drops.values())  # each finalist; one thinned
     rung = {t.user_attrs["proxy_trial"]: t for t in of_stage(study, "final_rung")}
     for number, entry in drops.items():
+        assert entry["read"] == read
         original = study.trials[int(number)]
         embedded = {t["features"][0] for t in original.user_attrs["arch"]["tables"]}
         assert {name.removeprefix("emb.") for name in entry["costs"]} == embedded  # each one scored

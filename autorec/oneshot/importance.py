@@ -1,0 +1,126 @@
+"""Permutation importance of a stand-alone trained model's features, for thinning a finalist.
+
+A feature's cost is the validation AUC the model loses when that feature's bags are shuffled
+across each batch (every other feature kept): its values keep their distribution but no longer
+belong to their rows, so a feature the model reads no signal from costs it nothing, whatever
+offset its embeddings carry (emptying the bags instead moves every row's input and charges noise
+tables for it). On the ``scale`` workload a DCNv2 finalist's 150-step re-rank training put its 8
+planted noise tables at -0.0002 ... +0.0001 and its weakest signal tables at +0.0004 and above,
+on 100k validation samples, where the same finalist's supernet path mixed five weak tables among
+the noise at any precision (BENCHMARKS.md, ``k23``). Written here, not taken from scikit-learn or
+Captum: both permute columns of dense inputs, and a feature here is one key of a
+:class:`~torchrec.sparse.jagged_tensor.KeyedJaggedTensor`, whose bags differ in length.
+
+Example:
+    >>> import torch
+    >>> kjt = KeyedJaggedTensor(keys=["a", "b"], values=torch.tensor([1, 2, 3, 4, 5]),
+    ...                         lengths=torch.tensor([1, 2, 0, 2]))  # a: [1], [2, 3]; b: [], [4, 5]
+    >>> out = permute_key(kjt, "a", torch.tensor([1, 0]))
+    >>> out["a"].lengths().tolist(), out["a"].values().tolist(), out["b"].values().tolist()
+    ([2, 1], [2, 3, 1], [4, 5])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torchrec.datasets.utils import Batch
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+
+def permute_key(kjt: KeyedJaggedTensor, key: str, order: torch.Tensor) -> KeyedJaggedTensor:
+    """``kjt`` with the bags of ``key`` reordered across the batch: row b gets the bag of row
+    ``order[b]`` (``order``: a permutation of the batch's B rows); the other keys unchanged."""
+    if kjt.variable_stride_per_key():
+        raise ValueError("permute_key: a KeyedJaggedTensor of one stride for every key expected")
+    i, rows = kjt.keys().index(key), kjt.stride()
+    offsets = kjt.offset_per_key()
+    lengths = kjt.lengths().clone()
+    own = lengths[i * rows:(i + 1) * rows]
+    starts = torch.cumsum(own, 0) - own  # each bag's first value, within the key's values
+    new = own[order]
+    new_starts = torch.cumsum(new, 0) - new
+    index = torch.repeat_interleave(starts[order] - new_starts, new) + torch.arange(int(new.sum()))
+    lengths[i * rows:(i + 1) * rows] = new
+
+    def moved(flat: torch.Tensor) -> torch.Tensor:
+        return torch.cat([flat[:offsets[i]], flat[offsets[i]:offsets[i + 1]][index], flat[offsets[i + 1]:]])
+    weights = kjt.weights_or_none()
+    return KeyedJaggedTensor(keys=kjt.keys(), values=moved(kjt.values()), lengths=lengths,
+                             weights=None if weights is None else moved(weights))
+
+
+def permuting(keys: list[str], seed: int) -> Callable[[Batch], Batch]:
+    """A batch transform that shuffles the bags of each of ``keys`` across the batch, each by its
+    own permutation, drawn from one generator seeded by ``seed`` (a fresh transform draws the same
+    permutations: every feature is read against the same draws, and a rerun reads the same)."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def transform(batch: Batch) -> Batch:
+        sparse = batch.sparse_features
+        for key in keys:
+            sparse = permute_key(sparse, key, torch.randperm(sparse.stride(), generator=generator))
+        return Batch(dense_features=batch.dense_features, sparse_features=sparse, labels=batch.labels)
+    return transform
+
+
+def permutation_costs(trainer: Any, features: Mapping[str, tuple[str, ...]],
+                      seed: int) -> tuple[float, dict[str, float]]:
+    """(the trained model's validation AUC, name -> that AUC minus the model's with the bags of
+    the features ``features[name]`` shuffled) on the validation samples ``trainer`` scores (its
+    ``val_samples``); ``trainer``: a :class:`~autorec.train.trainer.Trainer` with its weights
+    loaded."""
+    base = trainer.evaluate("val")["auc"]
+    return base, {name: base - trainer.evaluate("val", permuting(list(keys), seed))["auc"]
+                  for name, keys in features.items()}
+
+
+class TrainedDrops:
+    """Reads a finalist's drops off its re-rank training (``drop_read: rerank``): the model that
+    training kept, loaded from its checkpoint, and each droppable width choice's features
+    permuted together (:func:`permutation_costs`) on ``train_config``'s validation samples.
+
+    Args:
+        trainings: finalist (proxy) trial number -> its re-rank stage trial (``arch`` and
+            ``checkpoint`` user attributes).
+        search: the :class:`~autorec.oneshot.search.CandidateSearch` whose width choices name
+            the features (a group's choice permutes every feature of the group).
+        dataset, train_config: what the model is built and validated with.
+        features: width choice name (``emb.<group>``) -> the features it embeds.
+        seed: the permutations' seed.
+    """
+
+    name = "rerank"
+
+    def __init__(self, trainings: Mapping[int, Any], search: Any, dataset: Any, train_config: Any,
+                 features: Mapping[str, tuple[str, ...]], seed: int) -> None:
+        self.trainings, self.search, self.dataset = trainings, search, dataset
+        self.train_config, self.features, self.seed = train_config, features, seed
+        self._trainer: tuple[int, Any] | None = None
+
+    def _loaded(self, trial: Any) -> Any:
+        """The re-rank training of ``trial``, its weights loaded (the last one kept)."""
+        if self._trainer is None or self._trainer[0] != trial.number:
+            from autorec.arch import ArchSpec
+            from autorec.train.trainer import Trainer
+
+            if trial.number not in self.trainings:
+                raise ValueError(f"drop_read 'rerank': candidate {trial.number} has no re-rank training "
+                                 "to read (a finalist is one of the re-ranked)")
+            done = self.trainings[trial.number]
+            trainer = Trainer(ArchSpec.from_dict(done.user_attrs["arch"]), self.dataset, self.train_config)
+            trainer.load_checkpoint(done.user_attrs["checkpoint"], optimizer=False)
+            self._trainer = (trial.number, trainer)
+        return self._trainer[1]
+
+    def costs(self, trial: Any, values: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
+        from autorec.oneshot.drops import droppable
+
+        groups = {name: self.features[name] for name in droppable(self.search, values)}
+        return permutation_costs(self._loaded(trial), groups, self.seed)
+
+    def joint(self, trial: Any, values: Mapping[str, Any], dropped: list[str]) -> float:
+        keys = [key for name in dropped for key in self.features[name]]
+        return self._loaded(trial).evaluate("val", permuting(keys, self.seed))["auc"]
