@@ -134,9 +134,12 @@ class RecModel(nn.Module):
             x = torch.cat([self.dense_arch(dense).unsqueeze(1), x], dim=1)
         return x
 
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits [B] of X0 [B, F0, D] (:meth:`embed`'s): the interaction layers and the over-arch."""
+        return self.over_arch(self.layers(x).flatten(1)).squeeze(-1)
+
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
-        x = self.layers(self.embed(dense, sparse))
-        return self.over_arch(x.flatten(1)).squeeze(-1)
+        return self.head(self.embed(dense, sparse))
 
 
 def build_model(spec: ArchSpec, device: torch.device | None = None) -> RecModel:

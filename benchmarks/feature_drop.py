@@ -11,7 +11,13 @@ planted weight beside its drop; None where the study's data plants none). Issue 
 
     .venv/bin/python -m benchmarks.feature_drop --tag _k4f2 --seed 0 --trials 144
 
-Nothing trains: the study's supernet is loaded at its last checkpoint.
+Nothing trains: the study's supernet is loaded at its last checkpoint. With ``--read rerank``
+each candidate's re-rank training is read instead (the model its stand-alone training kept, each
+feature's bags shuffled across the batch: :mod:`autorec.oneshot.importance`, what the strategy's
+``drop_read: rerank`` reads)::
+
+    .venv/bin/python -m benchmarks.feature_drop --tag _k21 --seed 0 --trials 131,102 --read rerank \
+        --samples 100000 --json benchmarks/results/feature_drop_rerank_intel_k21_seed0.json
 """
 
 from __future__ import annotations
@@ -40,12 +46,37 @@ def drop_importance(search: Any, values: dict[str, Any], samples: int) -> dict[s
     return {"path": {"auc": base}, **drops}
 
 
+def rerank_importance(study: optuna.Study, runner: Any, number: int, samples: int,
+                      seed: int = 0) -> dict[str, dict[str, float]]:
+    """:func:`drop_importance`'s rows read off candidate ``number``'s re-rank training instead:
+    each embedded feature's bags shuffled across the batch on ``samples`` validation samples."""
+    import dataclasses
+
+    from autorec.arch import ArchSpec
+    from autorec.oneshot.importance import permutation_costs
+    from autorec.train.trainer import Trainer
+
+    done = [t for t in study.trials if t.user_attrs.get("stage") == "rerank"
+            and t.user_attrs.get("proxy_trial") == number]
+    if not done:
+        raise SystemExit(f"--trials: candidate {number} has no re-rank training in {study.study_name}")
+    spec = ArchSpec.from_dict(done[0].user_attrs["arch"])
+    config = dataclasses.replace(runner.train_config(None), val_samples=samples)
+    trainer = Trainer(spec, runner.dataset, config)
+    trainer.load_checkpoint(done[0].user_attrs["checkpoint"], optimizer=False)
+    base, costs = permutation_costs(trainer, {f"emb.{t.features[0]}": t.features for t in spec.tables}, seed)
+    rows = {name: {"auc": base - cost, "drop": cost} for name, cost in costs.items()}
+    return {"path": {"auc": base}, **rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_candidate_arguments(parser)
     parser.add_argument("--samples", type=int, default=65536,
                         help="validation samples each path is scored on")
+    parser.add_argument("--read", choices=("supernet", "rerank"), default="supernet",
+                        help="the supernet's paths (width 0) or each candidate's re-rank training (shuffled)")
     parser.add_argument("--json", type=Path, default=None,
                         help="default benchmarks/results/feature_drop<TAG>_seed<N>.json")
     args = parser.parse_args()
@@ -55,15 +86,18 @@ def main() -> None:
     from autorec.oneshot.search import CandidateSearch
 
     study, runner, numbers, out, result = open_record(args, "feature_drop")
-    result["samples"] = args.samples
+    result["samples"], result["read"] = args.samples, args.read
     data = runner.config.data  # the planted weights are the synthetic preset's, when it has them
     preset = data.options.get("preset") if data.name == "synthetic" else None
     weights = PRESETS.get(preset, {}).get("table_weight", ()) if preset else ()
-    search = CandidateSearch(trained_supernet(runner), 1024, ["val_auc"])
+    search = CandidateSearch(trained_supernet(runner), 1024, ["val_auc"]) if args.read == "supernet" else None
     for number in numbers:
-        params = study.trials[number].params
-        values = search.values_of({n: str(params[n]) for n in search.names})
-        drops = drop_importance(search, values, args.samples)
+        if search is not None:
+            params = study.trials[number].params
+            values = search.values_of({n: str(params[n]) for n in search.names})
+            drops = drop_importance(search, values, args.samples)
+        else:
+            drops = rerank_importance(study, runner, number, args.samples)
         result[f"trial{number}_path_auc"] = drops.pop("path")["auc"]
         for choice, row in sorted(drops.items(), key=lambda kv: kv[1]["drop"]):
             feature = choice.removeprefix("emb.")

@@ -1,6 +1,6 @@
 """The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
 
-Each run recorded in BENCHMARKS.md (``k8i`` ... ``k23``) changed one or
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k24``) changed one or
 two settings of the one before it, and its flags were kept in a shell script under ``~/.cache``,
 which a new machine does not have. Here each is spelled out whole: the benchmark's flags
 (argparse names) and the one-shot strategy's options. ``--variant NAME`` makes them the defaults
@@ -80,10 +80,19 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
              "drop_tolerance": 0.0}),
     # k22 with the drops read off each finalist's 150-step re-rank training by permutation
     # importance: on k21's re-rank models the 8 planted noise tables cost -0.0002 ... +0.0001 and
-    # all but two weight-1 tables more than 0.0001 (k22's supernet read mixed 3-9 weak ones in)
+    # all but two weight-1 tables more than 0.0001 (k22's supernet read mixed 3-9 weak ones in).
+    # Run at cfb5f7d, where the read shuffled the bags in the batch and the joint drop was held to
+    # the margin once (seed 1's DLRM finalist stayed whole for it); since 6c0c1ab it shuffles the
+    # embedded rows (other draws) and allows the margin per feature dropped
     "k23": ({**_SEARCH, "supernet_from": "_k18", "supernet_steps": 3000, "final_epochs": 1},
             {**_K14, "final_candidates": 2, "hash_choice": "full", "rung_fraction": 0.4, "calibrate": 0,
              "drop_tolerance": 0.0001, "drop_read": "rerank"}),
+    # k23 with the read raced: a feature that costs more than 0.002 on the first 32768 samples is
+    # read no further (k23's read was 50-62 s of its 3.3-3.5 TE; at 32768 samples the noise tables
+    # read -0.0005 ... +0.0004 and one weight-1 table -0.0013, so only the clear ones stop there)
+    "k24": ({**_SEARCH, "supernet_from": "_k18", "supernet_steps": 3000, "final_epochs": 1},
+            {**_K14, "final_candidates": 2, "hash_choice": "full", "rung_fraction": 0.4, "calibrate": 0,
+             "drop_tolerance": 0.0001, "drop_read": "rerank", "drop_screen": 32768}),
 }
 
 

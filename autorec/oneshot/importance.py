@@ -66,15 +66,69 @@ def permuting(keys: list[str], seed: int) -> Callable[[Batch], Batch]:
     return transform
 
 
-def permutation_costs(trainer: Any, features: Mapping[str, tuple[str, ...]],
-                      seed: int) -> tuple[float, dict[str, float]]:
+def permutation_costs(trainer: Any, features: Mapping[str, tuple[str, ...]], seed: int,
+                      screen: int | None = None, clear: float = 0.002) -> tuple[float, dict[str, float]]:
     """(the trained model's validation AUC, name -> that AUC minus the model's with the bags of
-    the features ``features[name]`` shuffled) on the validation samples ``trainer`` scores (its
-    ``val_samples``); ``trainer``: a :class:`~autorec.train.trainer.Trainer` with its weights
-    loaded."""
-    base = trainer.evaluate("val")["auc"]
-    return base, {name: base - trainer.evaluate("val", permuting(list(keys), seed))["auc"]
-                  for name, keys in features.items()}
+    the features ``features[name]`` shuffled) on the first ``val_samples`` validation samples of
+    ``trainer`` (a :class:`~autorec.train.trainer.Trainer` with its weights loaded, one process).
+
+    Each batch is embedded once: a pooled embedding is one row per bag, so shuffling a feature's
+    bags is shuffling its rows of the embedded input, and only the layers after it run again per
+    feature (with DMT towers, which mix features, the bags themselves are shuffled and the whole
+    model runs). With ``screen`` n, the features that cost more than ``clear`` on the first n
+    samples are read no further (their cost is that of the n): racing, the clear signal is told on
+    a share of the samples and only the close calls on all of them.
+    """
+    from autorec.metrics import binary_metrics
+    from autorec.train.autocast import forward_autocast
+
+    model = getattr(trainer.model, "module", trainer.model)  # the RecModel inside DMP
+    cfg, device = trainer.config, trainer.device
+    limit = cfg.val_samples or trainer.dataset.num_rows("val")
+    dense_first = int(model.dense_arch is not None)
+    position = {f: dense_first + i for i, f in enumerate(model.spec.feature_names)}
+    generators = {name: torch.Generator().manual_seed(seed + i) for i, name in enumerate(features)}
+    labels: list[torch.Tensor] = []
+    logits: dict[str | None, list[torch.Tensor]] = {None: [], **{name: [] for name in features}}
+    open_, costs, seen = set(features), {}, 0
+
+    def auc(name: str | None) -> float:
+        scores = torch.sigmoid(torch.cat(logits[name]).double()).numpy()
+        return binary_metrics(torch.cat(labels).numpy(), scores)["auc"]
+
+    model.eval()
+    with torch.no_grad(), forward_autocast(cfg.autocast, device):
+        for batch in trainer.dataset.batches("val", cfg.eval_batch_size, shuffle=False):
+            batch = batch.to(device)
+            keep = min(batch.labels.numel(), limit - seen)
+            x0 = model.embed(batch.dense_features, batch.sparse_features)
+            labels.append(batch.labels[:keep].cpu())
+            logits[None].append(model.head(x0)[:keep].float().cpu())
+            for name in sorted(open_):
+                orders = [torch.randperm(x0.shape[0], generator=generators[name]) for _ in features[name]]
+                if model.towers is None:
+                    x = x0.clone()
+                    for key, order in zip(features[name], orders, strict=True):
+                        x[:, position[key]] = x0[order.to(device), position[key]]
+                else:
+                    sparse = batch.sparse_features
+                    for key, order in zip(features[name], orders, strict=True):
+                        sparse = permute_key(sparse, key, order)
+                    x = model.embed(batch.dense_features, sparse)
+                logits[name].append(model.head(x)[:keep].float().cpu())
+            seen += keep
+            if screen is not None and seen >= screen and seen - keep < screen:
+                base = auc(None)
+                for name in sorted(open_):
+                    costs[name] = base - auc(name)
+                    if costs[name] > clear:
+                        open_.discard(name)
+            if seen >= limit:
+                break
+    model.train()
+    base = auc(None)
+    costs.update({name: base - auc(name) for name in open_})
+    return base, {name: costs[name] for name in features}
 
 
 class TrainedDrops:
@@ -90,14 +144,17 @@ class TrainedDrops:
         dataset, train_config: what the model is built and validated with.
         features: width choice name (``emb.<group>``) -> the features it embeds.
         seed: the permutations' seed.
+        screen, clear: :func:`permutation_costs`' racing (``drop_screen``, ``drop_clear``).
     """
 
     name = "rerank"
 
     def __init__(self, trainings: Mapping[int, Any], search: Any, dataset: Any, train_config: Any,
-                 features: Mapping[str, tuple[str, ...]], seed: int) -> None:
+                 features: Mapping[str, tuple[str, ...]], seed: int, screen: int | None = None,
+                 clear: float = 0.002) -> None:
         self.trainings, self.search, self.dataset = trainings, search, dataset
         self.train_config, self.features, self.seed = train_config, features, seed
+        self.screen, self.clear = screen, clear
         self._trainer: tuple[int, Any] | None = None
 
     def _loaded(self, trial: Any) -> Any:
@@ -119,7 +176,7 @@ class TrainedDrops:
         from autorec.oneshot.drops import droppable
 
         groups = {name: self.features[name] for name in droppable(self.search, values)}
-        return permutation_costs(self._loaded(trial), groups, self.seed)
+        return permutation_costs(self._loaded(trial), groups, self.seed, self.screen, self.clear)
 
     def joint(self, trial: Any, values: Mapping[str, Any], dropped: list[str]) -> float:
         keys = [key for name in dropped for key in self.features[name]]

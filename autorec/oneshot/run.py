@@ -302,17 +302,20 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
 
 
 def _drop_reader(config: Any, runner: Any, search: CandidateSearch, trained: dict[int, FrozenTrial]) -> Any:
-    """What reads the finalists' drops (``drop_read``): the supernet on the rescore's samples, or
-    each finalist's re-rank training on the re-rank's validation samples."""
+    """What reads the finalists' drops (``drop_read``): the supernet (on the rescore's samples), or
+    each finalist's re-rank training (on the re-rank's validation samples); on ``drop_samples``
+    validation samples when set."""
     strategy = runner.strategy
     if strategy.drop_read == "supernet":
-        return SupernetDrops(search, strategy.rescore_samples or strategy.selection_samples)
+        return SupernetDrops(search, strategy.drop_samples or strategy.rescore_samples
+                             or strategy.selection_samples)
     from autorec.space.stacks import groups_of
 
     groups = groups_of(runner.space.embedding.groups, runner.dataset.schema)
-    read = dataclasses.replace(runner.train_config(None), val_samples=strategy.rerank_val_samples)
+    read = dataclasses.replace(runner.train_config(None),
+                               val_samples=strategy.drop_samples or strategy.rerank_val_samples)
     return TrainedDrops(trained, search, runner.dataset, read, {f"emb.{g}": f for g, f in groups},
-                        config.seed)
+                        config.seed, strategy.drop_screen, strategy.drop_clear)
 
 
 def rung_entry(number: int, restart: int, seed: int) -> str:

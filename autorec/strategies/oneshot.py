@@ -65,11 +65,16 @@ on the ``scale`` workload the rung's loser was 1.0-1.5 TE, BENCHMARKS.md ``k18``
 ``drop_tolerance`` (default null, off; with a margin d each finalist of the rung, or the winner,
 is scored with each embedded feature dropped in turn on the rescore's samples, and every feature
 whose drop costs the path at most d of inherited-weight AUC is dropped before it trains, when
-dropping them all costs at most d too: :mod:`autorec.oneshot.drops`), ``drop_read``
+dropping them all costs at most d for each: :mod:`autorec.oneshot.drops`), ``drop_read``
 (``supernet``, the default: the drops above, read with inherited weights; ``rerank``: read off
 each finalist's re-rank training instead, each feature's bags shuffled across the batch on the
 re-rank's validation samples, :mod:`autorec.oneshot.importance`: on the ``scale`` workload the
 supernet's path does without weak tables as it does without noise, a 150-step training does not),
+``drop_samples`` (the validation samples the drops are read on; default the rescore's for the
+supernet read, the re-rank's for the re-rank read), ``drop_screen`` (default null, off; with n
+the re-rank read stops reading a feature whose cost on the first n samples is above
+``drop_clear``, default 0.002: the strong features are told on a share of the samples and only
+the close calls on all of them),
 ``hash_choice`` (``search``, the default: every hash size is proposed;
 ``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
 and so do tau's draws; for a study that scores AUC alone, where on the
@@ -132,7 +137,9 @@ class OneShotStrategy(Strategy):
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
                  rerank_speed_tie: float = 0.0, rung_seeds: int = 1, rung_winner_seeds: int = 1,
                  kind_neighbours: int = 0, hash_choice: str = "search", rung_fraction: float = 1.0,
-                 drop_tolerance: float | None = None, drop_read: str = "supernet", **options: Any) -> None:
+                 drop_tolerance: float | None = None, drop_read: str = "supernet",
+                 drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
+                 **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -157,7 +164,9 @@ class OneShotStrategy(Strategy):
                                 ("final_candidates", final_candidates, 1), ("rung_seeds", rung_seeds, 1),
                                 ("rung_winner_seeds", rung_winner_seeds, 1),
                                 ("rerank_val_samples", 1 if rerank_val_samples is None
-                                 else rerank_val_samples, 1)):
+                                 else rerank_val_samples, 1),
+                                ("drop_samples", 1 if drop_samples is None else drop_samples, 1),
+                                ("drop_screen", 1 if drop_screen is None else drop_screen, 1)):
             if value < low:
                 raise ValueError(f"strategy 'oneshot': {key}: expected an integer >= {low}, got {value}")
         if rescore and rescore < rerank:
@@ -207,9 +216,18 @@ class OneShotStrategy(Strategy):
         if drop_read not in DROP_READS:
             raise ValueError(f"strategy 'oneshot': drop_read: expected one of {', '.join(DROP_READS)}, "
                              f"got {drop_read!r}")
-        if drop_read != "supernet" and drop_tolerance is None:
-            raise ValueError(f"strategy 'oneshot': drop_read: {drop_read!r} is set without drop_tolerance "
-                             "(the margin a drop may cost)")
+        drop_set = (("drop_read", drop_read != "supernet"), ("drop_samples", drop_samples is not None),
+                    ("drop_screen", drop_screen is not None))
+        for key, given in drop_set:
+            if given and drop_tolerance is None:
+                raise ValueError(f"strategy 'oneshot': {key}: set without drop_tolerance (the margin a drop "
+                                 "may cost)")
+        if drop_screen is not None and drop_read != "rerank":
+            raise ValueError("strategy 'oneshot': drop_screen: set without drop_read 'rerank' (it races the "
+                             "re-rank training's permutation read)")
+        if not 0.0 < drop_clear < 0.5:
+            raise ValueError(f"strategy 'oneshot': drop_clear: expected an AUC cost in (0, 0.5), "
+                             f"got {drop_clear}")
         if hash_choice not in HASH_CHOICES:
             raise ValueError(f"strategy 'oneshot': hash_choice: expected one of {', '.join(HASH_CHOICES)}, "
                              f"got {hash_choice!r}")
@@ -225,7 +243,8 @@ class OneShotStrategy(Strategy):
         self.rerank_speed_tie, self.rung_seeds = rerank_speed_tie, rung_seeds
         self.rung_winner_seeds, self.kind_neighbours = rung_winner_seeds, kind_neighbours
         self.hash_choice, self.rung_fraction = hash_choice, rung_fraction
-        self.drop_tolerance, self.drop_read = drop_tolerance, drop_read
+        self.drop_tolerance, self.drop_read, self.drop_samples = drop_tolerance, drop_read, drop_samples
+        self.drop_screen, self.drop_clear = drop_screen, drop_clear
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

@@ -39,3 +39,24 @@ def test_every_embedded_feature_is_dropped_once_and_the_rest_kept(search):
         want = search.rescore({**values, name: 0}, 512)["val_auc"]
         assert out[name]["auc"] == pytest.approx(want)
         assert out[name]["drop"] == pytest.approx(base - want)
+
+
+def test_the_rerank_read_shuffles_each_feature_of_a_candidates_rerank_training(tmp_path):
+    from autorec.study import TrialRunner
+    from benchmarks.feature_drop import rerank_importance
+    from tests.oneshot.test_run import of_stage, run_oneshot
+
+    config, study = run_oneshot(tmp_path, {"steps": 4, "candidates": 6, "rerank": 2, "calibrate": 0})
+    done = of_stage(study, "rerank")[0]
+    runner = TrialRunner(config)
+    out = rerank_importance(study, runner, done.user_attrs["proxy_trial"], 400)
+    embedded = {t["features"][0] for t in done.user_attrs["arch"]["tables"]}
+    assert set(out) == {"path", *(f"emb.{f}" for f in embedded)}
+    for row in out.values():
+        if "drop" in row:
+            assert row["auc"] == pytest.approx(out["path"]["auc"] - row["drop"])
+    assert rerank_importance(study, runner, done.user_attrs["proxy_trial"], 400) == out  # one seed, one read
+    unranked = next(t.number for t in of_stage(study, "proxy") if t.number not in
+                    {r.user_attrs["proxy_trial"] for r in of_stage(study, "rerank")})
+    with pytest.raises(SystemExit, match=f"candidate {unranked} has no re-rank training"):
+        rerank_importance(study, runner, unranked, 400)

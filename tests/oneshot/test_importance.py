@@ -3,6 +3,8 @@ shuffled across the batch, and what a trained model loses by it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torchrec.datasets.utils import Batch
@@ -42,12 +44,19 @@ def test_a_fresh_transform_draws_the_same_permutations() -> None:
     assert len(rows) == 6  # every order of the lengths 1, 2, 0
 
 
-def test_a_trained_model_loses_auc_only_on_the_features_that_carry_signal() -> None:
-    data = load_synthetic(seed=5, num_samples=20_000, num_dense=1, num_tables=4, rows=50, teacher_dim=4,
+@pytest.fixture(scope="module")
+def trained() -> Trainer:
+    """A DLRM trained on 4 tables, 1 and 2 pure noise; validated on 4000 samples, 1000 a batch."""
+    data = load_synthetic(seed=5, num_samples=40_000, num_dense=1, num_tables=4, rows=50, teacher_dim=4,
                           teacher_order=2, table_weight=(3.0, 0.0, 0.0, 3.0))
-    trainer = Trainer(preset("dlrm", data.schema), data,
-                      TrainConfig(epochs=3, batch_size=256, seed=0, progress=False, val_samples=4000))
+    trainer = Trainer(preset("dlrm", data.schema), data, TrainConfig(
+        epochs=3, batch_size=256, seed=0, progress=False, val_samples=4000, eval_batch_size=1000))
     trainer.fit()
+    return trainer
+
+
+def test_a_trained_model_loses_auc_only_on_the_features_that_carry_signal(trained: Trainer) -> None:
+    trainer, data = trained, trained.dataset
     base, costs = permutation_costs(trainer, {f"emb.{f}": (f,) for f in data.schema.sparse_names}, seed=0)
     assert base == pytest.approx(trainer.evaluate("val")["auc"])  # the transform left the model as it was
     signal, noise = [costs[f"emb.{f}"] for f in data.schema.sparse_names[::3]], \
@@ -57,3 +66,51 @@ def test_a_trained_model_loses_auc_only_on_the_features_that_carry_signal() -> N
     # Shuffling both signal features together costs more than either alone.
     both = base - trainer.evaluate("val", permuting(list(data.schema.sparse_names[::3]), 0))["auc"]
     assert both > max(signal)
+
+
+def test_the_screen_stops_reading_the_clear_features_and_reads_the_close_ones_on_all(trained: Trainer):
+    features = {f"emb.{f}": (f,) for f in trained.dataset.schema.sparse_names}
+    base, full = permutation_costs(trained, features, seed=0)
+    raced_base, raced = permutation_costs(trained, features, seed=0, screen=2000, clear=0.02)
+    assert raced_base == base
+    noise = ["emb.cat_1", "emb.cat_2"]
+    assert [raced[n] for n in noise] == [full[n] for n in noise]  # read on all 4000: the same draws
+    first = dataclasses.replace(trained.config, val_samples=2000)
+    trained.config = first  # the signal ones were read on the first 2000 only
+    try:
+        _, screened = permutation_costs(trained, features, seed=0)
+    finally:
+        trained.config = dataclasses.replace(first, val_samples=4000)
+    for name in ("emb.cat_0", "emb.cat_3"):
+        assert raced[name] == screened[name] != full[name]
+
+
+def test_shuffling_a_features_bags_is_shuffling_its_rows_of_the_embedded_input(trained: Trainer) -> None:
+    model = trained.model.module  # the RecModel inside DMP
+    batch = next(iter(trained.dataset.batches("val", 500, shuffle=False)))
+    order = torch.randperm(500, generator=torch.Generator().manual_seed(1))
+    model.eval()
+    with torch.no_grad():
+        x0 = model.embed(batch.dense_features, batch.sparse_features)
+        x = x0.clone()
+        x[:, 1 + 2] = x0[order, 1 + 2]  # the dense vector first, then cat_0, cat_1, cat_2, ...
+        shuffled = model(batch.dense_features, permute_key(batch.sparse_features, "cat_2", order))
+        torch.testing.assert_close(model.head(x), shuffled)
+    model.train()
+
+
+def test_with_towers_the_bags_themselves_are_shuffled() -> None:
+    from autorec.arch import TowerSpec
+    from autorec.blocks.mlp import MLPConfig
+
+    data = load_synthetic(seed=5, num_samples=4000, num_dense=1, num_tables=4, rows=50)
+    towers = TowerSpec(groups=(("cat_0", "cat_1"), ("cat_2", "cat_3")),
+                       module=MLPConfig(hidden=(8,), n_out=2), n_out=2)
+    trainer = Trainer(preset("dlrm", data.schema).replace(towers=towers), data,
+                      TrainConfig(epochs=1, batch_size=256, seed=0, progress=False))
+    trainer.fit()
+    features = {f"emb.{f}": (f,) for f in data.schema.sparse_names}
+    base, costs = permutation_costs(trainer, features, seed=0)
+    assert base == pytest.approx(trainer.evaluate("val")["auc"]) and set(costs) == set(features)
+    assert all(cost != 0 for cost in costs.values())  # each feature's bags moved through the towers
+    assert permutation_costs(trainer, features, seed=0) == (base, costs)  # one seed, one read
