@@ -82,7 +82,7 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # importance: on k21's re-rank models the 8 planted noise tables cost -0.0002 ... +0.0001 and
     # all but two weight-1 tables more than 0.0001 (k22's supernet read mixed 3-9 weak ones in).
     # Run at cfb5f7d, where the read shuffled the bags in the batch and the joint drop was held to
-    # the margin once (seed 1's DLRM finalist stayed whole for it); since 6c0c1ab it shuffles the
+    # the margin once (seed 1's DLRM finalist stayed whole for it); since 842896e it shuffles the
     # embedded rows (other draws) and allows the margin per feature dropped
     "k23": ({**_SEARCH, "supernet_from": "_k18", "supernet_steps": 3000, "final_epochs": 1},
             {**_K14, "final_candidates": 2, "hash_choice": "full", "rung_fraction": 0.4, "calibrate": 0,
