@@ -205,3 +205,35 @@ def test_tpes_final_is_cached_per_final_budget(tmp_path: Path) -> None:
     attrs = optuna.load_study(study_name="tpe", storage=open_storage(config.storage_url)).user_attrs
     assert (attrs["final_1ep"]["epochs"], attrs["final"]["epochs"]) == (1, 3)
     assert tpe_figures(args, "tpe") == one  # cached: not trained again
+
+
+def test_a_fresh_reference_is_timed_for_this_report_and_the_cached_one_kept(tmp_path: Path) -> None:
+    """``--fresh-reference``: the median TPE trial trained again now, in this report's unit only."""
+    import datetime
+
+    from autorec.presets import preset
+    from autorec.study import StudyConfig, open_storage
+    from benchmarks.oneshot_vs_tpe import arguments, reference_training, study_file
+
+    flags = ["--stage", "report", "--out", str(tmp_path), "--samples", "2000", "--batch-size", "256"]
+    args = arguments().parse_args(flags)
+    config = StudyConfig.load(study_file(args, "tpe"))
+    from autorec.data import load_dataset
+
+    schema = load_dataset("synthetic", preset="scale", num_samples=2000).schema
+    arch = preset("dlrm", schema).to_dict()
+    study = optuna.create_study(study_name=config.name, storage=open_storage(config.storage_url))
+    start = datetime.datetime(2026, 1, 1)
+    for seconds in (30, 10, 20):  # the median by duration is the trial of 20 s
+        study.add_trial(optuna.trial.FrozenTrial(
+            number=0, trial_id=0, state=optuna.trial.TrialState.COMPLETE, value=0.5, values=None,
+            datetime_start=start, datetime_complete=start + datetime.timedelta(seconds=seconds),
+            params={}, distributions={}, user_attrs={"metrics": {}, "arch": arch}, system_attrs={},
+            intermediate_values={}))
+    cached = reference_training(args)
+    assert cached is not None and cached["trial"] == 2 and cached["trial_seconds"] == 20
+    assert study.user_attrs["reference"] == cached and not cached.get("fresh")
+    fresh = reference_training(arguments().parse_args([*flags, "--fresh-reference"]))
+    assert fresh is not None and fresh["fresh"] and fresh["trial"] == 2 and fresh["seconds"] > 0
+    assert optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url)
+                             ).user_attrs["reference"] == cached  # kept for the other reports
