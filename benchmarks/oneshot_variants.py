@@ -1,6 +1,6 @@
 """The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
 
-Each run recorded in BENCHMARKS.md (``k8i`` ... ``k24``) changed one or
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k25``) changed one or
 two settings of the one before it, and its flags were kept in a shell script under ``~/.cache``,
 which a new machine does not have. Here each is spelled out whole: the benchmark's flags
 (argparse names) and the one-shot strategy's options. ``--variant NAME`` makes them the defaults
@@ -91,6 +91,12 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # read no further (k23's read was 50-62 s of its 3.3-3.5 TE; at 32768 samples the noise tables
     # read -0.0005 ... +0.0004 and one weight-1 table -0.0013, so only the clear ones stop there)
     "k24": ({**_SEARCH, "supernet_from": "_k18", "supernet_steps": 3000, "final_epochs": 1},
+            {**_K14, "final_candidates": 2, "hash_choice": "full", "rung_fraction": 0.4, "calibrate": 0,
+             "drop_tolerance": 0.0001, "drop_read": "rerank", "drop_screen": 32768}),
+    # k24 on own 3000-step supernets (k18's flags), so that every second of the search is timed
+    # on the day of its reference (k19-k24 adopt k18's supernets and their seconds of the fifth
+    # session; on k24's day the same re-rank trainings ran 14-25% slower than on k22's)
+    "k25": ({**_SEARCH, "supernet_steps": 3000, "final_epochs": 1},
             {**_K14, "final_candidates": 2, "hash_choice": "full", "rung_fraction": 0.4, "calibrate": 0,
              "drop_tolerance": 0.0001, "drop_read": "rerank", "drop_screen": 32768}),
 }
