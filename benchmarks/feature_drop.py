@@ -52,19 +52,16 @@ def rerank_importance(study: optuna.Study, runner: Any, number: int, samples: in
     each embedded feature's bags shuffled across the batch on ``samples`` validation samples."""
     import dataclasses
 
-    from autorec.arch import ArchSpec
-    from autorec.oneshot.importance import permutation_costs
-    from autorec.train.trainer import Trainer
+    from autorec.oneshot.importance import loaded, permutation_costs
 
     done = [t for t in study.trials if t.user_attrs.get("stage") == "rerank"
             and t.user_attrs.get("proxy_trial") == number]
     if not done:
         raise SystemExit(f"--trials: candidate {number} has no re-rank training in {study.study_name}")
-    spec = ArchSpec.from_dict(done[0].user_attrs["arch"])
     config = dataclasses.replace(runner.train_config(None), val_samples=samples)
-    trainer = Trainer(spec, runner.dataset, config)
-    trainer.load_checkpoint(done[0].user_attrs["checkpoint"], optimizer=False)
-    base, costs = permutation_costs(trainer, {f"emb.{t.features[0]}": t.features for t in spec.tables}, seed)
+    trainer = loaded(done[0], runner.dataset, config)
+    tables = trainer.spec.tables
+    base, costs = permutation_costs(trainer, {f"emb.{t.features[0]}": t.features for t in tables}, seed)
     rows = {name: {"auc": base - cost, "drop": cost} for name, cost in costs.items()}
     return {"path": {"auc": base}, **rows}
 

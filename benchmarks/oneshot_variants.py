@@ -79,8 +79,9 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             {**_K14, "final_candidates": 2, "hash_choice": "full", "rung_fraction": 0.4, "calibrate": 0,
              "drop_tolerance": 0.0}),
     # k22 with the drops read off each finalist's 150-step re-rank training by permutation
-    # importance: on k21's re-rank models the 8 planted noise tables cost -0.0002 ... +0.0001 and
-    # all but two weight-1 tables more than 0.0001 (k22's supernet read mixed 3-9 weak ones in).
+    # importance, the margin set from a first read of k21's re-rank models (the recorded one,
+    # feature_drop_rerank_intel_k21_*: 38 of 42 noise tables at <= 0.0001, one weight-1 table;
+    # k22's supernet read mixed 3-9 weak ones in).
     # Run at cfb5f7d, where the read shuffled the bags in the batch and the joint drop was held to
     # the margin once (seed 1's DLRM finalist stayed whole for it); since 842896e it shuffles the
     # embedded rows (other draws) and allows the margin per feature dropped
