@@ -29,6 +29,10 @@ from optuna.trial import FrozenTrial
 
 DROPPED_ATTR = "dropped_from"  # trial user attr: the finalist whose free tables this candidate drops
 DROPS_ATTR = "drops"  # key of the study's oneshot record: each finalist's drop costs and choice
+# trial user attr of a thinned candidate: the width choices it sets to 0. Its parameters say so too
+# where the study's value space holds width 0; without ``screen_drops`` it does not (one value
+# space per parameter in an Optuna study), and the parameters keep the finalist's widths.
+DROPPED_NAMES_ATTR = "dropped_choices"
 
 
 def zero_width(search: Any, name: str) -> Any | None:
@@ -113,8 +117,10 @@ def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial
         if keep:  # (enqueued before the record says so: a kill in between scores it twice, harmlessly)
             for name in dropped:
                 choice = search.net.arch.choices[name]
-                params[name] = search.names[name][choice.values.index(zero_width(search, name))]
-            study.enqueue_trial(params, user_attrs={DROPPED_ATTR: t.number})
+                off = search.names[name][choice.values.index(zero_width(search, name))]
+                if off in search.proposed[name]:
+                    params[name] = off
+            study.enqueue_trial(params, user_attrs={DROPPED_ATTR: t.number, DROPPED_NAMES_ATTR: dropped})
         done[str(t.number)] = {"path_auc": base, "costs": costs, "dropped": dropped if keep else [],
                                "joint_auc": joint, "read": reader.name}
         save()

@@ -193,7 +193,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     study.set_user_attr(ONESHOT_ATTR, record)
 
     search = CandidateSearch(training, strategy.selection_samples, config.objectives, trial_attrs,
-                             strategy.hash_choice)
+                             strategy.hash_choice, strategy.screen_drops)
     done = len(screen_trials(study))
     if done < strategy.candidates:
         log(f"one-shot search: {strategy.candidates - done} more candidates on inherited weights")

@@ -19,6 +19,7 @@ from typing import Any
 import optuna
 
 from autorec.arch import ArchSpec
+from autorec.oneshot.drops import DROPPED_NAMES_ATTR, zero_width
 from autorec.oneshot.train import SupernetTraining, embedding_groups
 from autorec.supernet.search import _value_name
 
@@ -64,11 +65,14 @@ def check_objectives(objectives: Sequence[str], hash_choice: str = "search") -> 
 
 
 class CandidateSearch:
-    """Proposes, derives, scores and records candidates of ``training``'s supernet."""
+    """Proposes, derives, scores and records candidates of ``training``'s supernet; with
+    ``screen_drops`` False no feature is dropped in what it proposes (no width 0: the drops are
+    left to a read of the finalists, :mod:`autorec.oneshot.drops`), though a thinned finalist
+    enqueued with user attribute ``dropped_choices`` is scored with those widths at 0."""
 
     def __init__(self, training: SupernetTraining, selection_samples: int,
                  objectives: Sequence[str], trial_attrs: Mapping[str, Any] | None = None,
-                 hash_choice: str = "search") -> None:
+                 hash_choice: str = "search", screen_drops: bool = True) -> None:
         check_objectives(objectives, hash_choice)
         self.search = training.search
         self.objectives = tuple(objectives)
@@ -80,7 +84,11 @@ class CandidateSearch:
         # hash_choice "full": each hash choice held at its largest size (every row) in what is proposed
         held = embedding_groups(self.net.arch.choices.values())[1] if hash_choice == "full" else []
         self.held = {c.name: _value_name(max(c.values)) for c in held}
-        self.proposed = {name: [self.held[name]] if name in self.held else names
+        self.drops = {v for v, w in zip(self.net.emb_values, self.net.emb_widths, strict=True) if w == 0}
+        self.screen_drops = screen_drops
+        kept = {c.name: [_value_name(v) for v in c.values if screen_drops or v not in self.drops]
+                for c in embedding_groups(self.net.arch.choices.values())[0]}
+        self.proposed = {name: [self.held[name]] if name in self.held else kept.get(name) or names
                          for name, names in self.names.items()}
         self._cache: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
 
@@ -106,8 +114,9 @@ class CandidateSearch:
         """The all-alike embedding settings as partial Optuna parameters (choice name -> value
         name): for each width of the width choices and each hash size of the hash choices, every
         feature set to them (one setting for width 0, which drops every feature whatever the
-        hash). A per-feature sampler almost never proposes them (``shared_crossings`` crosses them
-        with the screen's best layers), and they are the space a shared-width study searches."""
+        hash; none without ``screen_drops``). A per-feature sampler almost never proposes them
+        (``shared_crossings`` crosses them with the screen's best layers), and they are the space
+        a shared-width study searches."""
         widths, hashes = ({c.name: c for c in group}
                           for group in embedding_groups(self.net.arch.choices.values()))
         if not widths and not hashes:
@@ -117,7 +126,9 @@ class CandidateSearch:
         hash_values = list(dict.fromkeys(v for c in hashes.values() for v in c.values)) or [None]
         if self.held:  # hash_choice "full": every row
             hash_values = [max(hash_values)]
-        drops = {v for v, w in zip(self.net.emb_values, self.net.emb_widths, strict=True) if w == 0}
+        drops = self.drops
+        if not self.screen_drops:
+            width_values = [v for v in width_values if v not in drops] or width_values
         out = []
         for width in width_values:
             for size in hash_values[:1] if width in drops else hash_values:
@@ -141,7 +152,10 @@ class CandidateSearch:
         for key, value in self.trial_attrs.items():
             trial.set_user_attr(key, value)
         params = {name: trial.suggest_categorical(name, names) for name, names in self.proposed.items()}
-        spec, scores, costs = self.evaluate(self.values_of(params))
+        values = self.values_of(params)
+        for name in trial.user_attrs.get(DROPPED_NAMES_ATTR, []):  # a thinned finalist's drops
+            values[name] = zero_width(self, name)
+        spec, scores, costs = self.evaluate(values)
         trial.set_user_attr(STAGE_ATTR, "proxy")
         trial.set_user_attr(PROXY_ATTR, scores)
         trial.set_user_attr("arch", spec.to_dict())

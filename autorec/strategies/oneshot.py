@@ -74,7 +74,10 @@ supernet's path does without weak tables as it does without noise, a 150-step tr
 supernet read, the re-rank's for the re-rank read), ``drop_screen`` (default null, off; with n
 the re-rank read stops reading a feature whose cost on the first n samples is above
 ``drop_clear``, default 0.002: the strong features are told on a share of the samples and only
-the close calls on all of them),
+the close calls on all of them), ``screen_drops`` (default true; false: the screen, the
+crossings, the neighbours and tau's draws propose no width 0, so every candidate embeds every
+feature and the drops are left to ``drop_tolerance``'s read of the finalist: on the ``scale``
+workload a 2000-step supernet's screen dropped strong tables, BENCHMARKS.md ``k27``),
 ``hash_choice`` (``search``, the default: every hash size is proposed;
 ``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
 and so do tau's draws; for a study that scores AUC alone, where on the
@@ -139,7 +142,7 @@ class OneShotStrategy(Strategy):
                  kind_neighbours: int = 0, hash_choice: str = "search", rung_fraction: float = 1.0,
                  drop_tolerance: float | None = None, drop_read: str = "supernet",
                  drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
-                 **options: Any) -> None:
+                 screen_drops: bool = True, **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -225,6 +228,13 @@ class OneShotStrategy(Strategy):
         if drop_screen is not None and drop_read != "rerank":
             raise ValueError("strategy 'oneshot': drop_screen: set without drop_read 'rerank' (it races the "
                              "re-rank training's permutation read)")
+        if not isinstance(screen_drops, bool):
+            raise ValueError(f"strategy 'oneshot': screen_drops: expected true or false, "
+                             f"got {screen_drops!r}")
+        if not screen_drops and drop_tolerance is None:
+            raise ValueError("strategy 'oneshot': screen_drops: false without drop_tolerance would drop no "
+                             "feature at all (set drop_tolerance, the finalists' read, or take width 0 out "
+                             "of the space)")
         if not 0.0 < drop_clear < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_clear: expected an AUC cost in (0, 0.5), "
                              f"got {drop_clear}")
@@ -244,7 +254,7 @@ class OneShotStrategy(Strategy):
         self.rung_winner_seeds, self.kind_neighbours = rung_winner_seeds, kind_neighbours
         self.hash_choice, self.rung_fraction = hash_choice, rung_fraction
         self.drop_tolerance, self.drop_read, self.drop_samples = drop_tolerance, drop_read, drop_samples
-        self.drop_screen, self.drop_clear = drop_screen, drop_clear
+        self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None
@@ -277,7 +287,8 @@ class OneShotStrategy(Strategy):
             try:
                 training.fit()
                 self._candidates = CandidateSearch(training, self.selection_samples, ("val_auc",),
-                                                   hash_choice=self.hash_choice)
+                                                   hash_choice=self.hash_choice,
+                                                   screen_drops=self.screen_drops)
                 self._for = (id(space), schema)
             finally:  # the trained supernet is held in memory; its checkpoints are not needed again
                 shutil.rmtree(folder, ignore_errors=True)

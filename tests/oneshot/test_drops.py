@@ -70,3 +70,32 @@ def test_the_finalists_train_without_their_free_tables_and_a_rerun_scores_nothin
     before = len(study.trials)
     run_study(StudyConfig.load(tmp_path / "study.yaml"), log=quiet)  # done: nothing scored or trained again
     assert len(study.trials) == before
+
+
+def test_without_screen_drops_every_candidate_embeds_every_feature_and_the_read_drops_the_noise(
+        tmp_path: Path) -> None:
+    options = {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 2, "rerank_steps": 30,
+               "final_epochs": 1, "shared_crossings": 2, "drop_tolerance": 0.02, "drop_read": "rerank",
+               "screen_drops": False}
+    space = tmp_path / "micro.yaml"  # every feature 0 (dropped), 4 or 8 wide
+    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8]}\nover_arch: [[16]]\n"
+                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    _, study = run_oneshot(tmp_path, options, space=str(space), data=PLANTED)
+
+    def widths(t) -> set[str]:
+        return {str(v) for k, v in t.params.items() if k.startswith("emb.") and not k.endswith(".hash")}
+    proxies = [t for t in proxy_trials(study) if DROPPED_ATTR not in t.user_attrs]
+    assert len(proxies) > 10 and any("crossing" in t.user_attrs for t in proxies)  # screen and crossings
+    assert set().union(*map(widths, proxies)) == {"4", "8"}  # no candidate drops a feature
+    assert set().union(*map(widths, of_stage(study, "sample"))) <= {"4", "8"}  # nor do tau's draws
+    assert all(len(t.user_attrs["arch"]["tables"]) == 4 for t in [*proxies, *of_stage(study, "rerank")])
+    (entry,) = study.user_attrs[ONESHOT_ATTR][DROPS_ATTR].values()  # the one finalist, read whole
+    assert set(entry["costs"]) == {f"emb.cat_{i}" for i in range(4)}
+    assert entry["dropped"] and set(entry["dropped"]) <= {"emb.cat_2", "emb.cat_3"}, entry["costs"]
+    (thinned,) = [t for t in study.trials if DROPPED_ATTR in t.user_attrs]
+    assert thinned.user_attrs["dropped_choices"] == entry["dropped"]  # (its parameters: the space's)
+    assert len(thinned.user_attrs["arch"]["tables"]) == 4 - len(entry["dropped"])
+    (final,) = of_stage(study, "final")
+    assert final.user_attrs["proxy_trial"] == thinned.number
+    kept = {t["features"][0] for t in final.user_attrs["arch"]["tables"]}
+    assert kept == {f"cat_{i}" for i in range(4)} - {n.removeprefix("emb.") for n in entry["dropped"]}

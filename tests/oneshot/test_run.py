@@ -116,6 +116,8 @@ def test_rank_correlation():
     ({"drop_screen": 0, "drop_tolerance": 0.0, "drop_read": "rerank"},
      "drop_screen: expected an integer >= 1"),
     ({"drop_clear": 0.0}, r"drop_clear: expected an AUC cost in \(0, 0.5\), got 0.0"),
+    ({"screen_drops": False}, r"screen_drops: false without drop_tolerance would drop no feature"),
+    ({"screen_drops": "no", "drop_tolerance": 0.0}, "screen_drops: expected true or false, got 'no'"),
     ({"kind_neighbours": -2}, "kind_neighbours: expected an integer >= 0, got -2"),
     ({"kind_neighbours": True}, "kind_neighbours: expected an integer, got True"),
     ({"rescale": "dlrm"}, "'oneshot': rescale: expected true, false or a list of layer kinds, got 'dlrm'"),
