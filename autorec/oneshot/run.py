@@ -209,6 +209,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
             study.set_user_attr(ONESHOT_ATTR, record)
 
     proxies = proxy_trials(study)
+    if strategy.rerank_from == "crossings":  # the re-rank's pool: the all-alike embedding settings
+        proxies = [t for t in proxies if CROSSING_ATTR in t.user_attrs]
     ranked = distinct_best(proxies, len(proxies))
     if strategy.diverse:
         ranked = in_family_turns(ranked, strategy.family)

@@ -78,6 +78,11 @@ the close calls on all of them), ``screen_drops`` (default true; false: the scre
 crossings, the neighbours and tau's draws propose no width 0, so every candidate embeds every
 feature and the drops are left to ``drop_tolerance``'s read of the finalist: on the ``scale``
 workload a 2000-step supernet's screen dropped strong tables, BENCHMARKS.md ``k27``),
+``rerank_from`` (``all``, the default: the rescore and re-rank rank every candidate;
+``crossings``: only the all-alike embedding settings of ``shared_crossings``, the screen then
+choosing the layers: on the ``scale`` workload every final since ``k18`` that reached TPE's AUC
+was an all-alike crossing, the per-feature widths the proxy ranks first narrowing strong tables,
+BENCHMARKS.md ``k29``),
 ``hash_choice`` (``search``, the default: every hash size is proposed;
 ``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
 and so do tau's draws; for a study that scores AUC alone, where on the
@@ -108,6 +113,7 @@ if TYPE_CHECKING:
 SEARCHES = ("tpe", "nsga2", "random")
 FAMILIES = ("layers", "kind")  # what a family is (autorec.oneshot.run.family's ``by``)
 DROP_READS = ("supernet", "rerank")  # what reads a finalist's free tables (drop_tolerance)
+RERANK_POOLS = ("all", "crossings")  # what the rescore and re-rank rank (rerank_from)
 
 
 def _bool_or_kinds(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -142,7 +148,7 @@ class OneShotStrategy(Strategy):
                  kind_neighbours: int = 0, hash_choice: str = "search", rung_fraction: float = 1.0,
                  drop_tolerance: float | None = None, drop_read: str = "supernet",
                  drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
-                 screen_drops: bool = True, **options: Any) -> None:
+                 screen_drops: bool = True, rerank_from: str = "all", **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -235,6 +241,12 @@ class OneShotStrategy(Strategy):
             raise ValueError("strategy 'oneshot': screen_drops: false without drop_tolerance would drop no "
                              "feature at all (set drop_tolerance, the finalists' read, or take width 0 out "
                              "of the space)")
+        if rerank_from not in RERANK_POOLS:
+            raise ValueError(f"strategy 'oneshot': rerank_from: expected one of {', '.join(RERANK_POOLS)}, "
+                             f"got {rerank_from!r}")
+        if rerank_from == "crossings" and not shared_crossings:
+            raise ValueError("strategy 'oneshot': rerank_from: 'crossings' is set without shared_crossings "
+                             "(the all-alike settings it re-ranks)")
         if not 0.0 < drop_clear < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_clear: expected an AUC cost in (0, 0.5), "
                              f"got {drop_clear}")
@@ -255,6 +267,7 @@ class OneShotStrategy(Strategy):
         self.hash_choice, self.rung_fraction = hash_choice, rung_fraction
         self.drop_tolerance, self.drop_read, self.drop_samples = drop_tolerance, drop_read, drop_samples
         self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
+        self.rerank_from = rerank_from
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

@@ -117,6 +117,9 @@ def test_rank_correlation():
      "drop_screen: expected an integer >= 1"),
     ({"drop_clear": 0.0}, r"drop_clear: expected an AUC cost in \(0, 0.5\), got 0.0"),
     ({"screen_drops": False}, r"screen_drops: false without drop_tolerance would drop no feature"),
+    ({"rerank_from": "crossing", "shared_crossings": 2}, "rerank_from: expected one of all, crossings, "
+                                                          "got 'crossing'"),
+    ({"rerank_from": "crossings"}, "rerank_from: 'crossings' is set without shared_crossings"),
     ({"screen_drops": "no", "drop_tolerance": 0.0}, "screen_drops: expected true or false, got 'no'"),
     ({"kind_neighbours": -2}, "kind_neighbours: expected an integer >= 0, got -2"),
     ({"kind_neighbours": True}, "kind_neighbours: expected an integer, got True"),
@@ -352,6 +355,20 @@ def test_hash_choice_full_proposes_and_draws_every_row(tmp_path):
             if k.startswith("emb.") and not k.endswith(".hash")} == {"0", "4", "8"}
     for stage in ("rerank", "final"):
         assert not any(t.hash_from for p in of_stage(study, stage) for t in trial_arch(p).tables)
+
+
+def test_rerank_from_crossings_reranks_only_the_all_alike_settings(tmp_path):
+    space = tmp_path / "micro.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [4, 8, 16]}\nover_arch: [[16]]\n"
+                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 8, "rerank": 3, "calibrate": 0,
+                                      "shared_crossings": 2, "rerank_from": "crossings"}, space=str(space))
+    by_number = {t.number: t for t in study.trials}
+    reranked = [by_number[t.user_attrs["proxy_trial"]] for t in of_stage(study, "rerank")]
+    assert len(reranked) == 3 and all("crossing" in t.user_attrs for t in reranked)
+    for t in reranked:  # one width for every feature
+        assert len({v for k, v in t.params.items() if k.startswith("emb.") and not k.endswith(".hash")}) == 1
+    assert of_stage(study, "final")[0].user_attrs["proxy_trial"] in {t.number for t in reranked}
 
 
 @pytest.mark.parametrize("objective", ["embedding_bytes", "params_bytes"])
