@@ -95,7 +95,7 @@ class SupernetDrops:
 
 def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial], reader: Any,
                    tolerance: float, record: dict[str, Any], save: Callable[[], None],
-                   score_enqueued: Callable[[], int]) -> list[FrozenTrial]:
+                   score_enqueued: Callable[[], int], read_first: bool = False) -> list[FrozenTrial]:
     """``finalists`` with each replaced by its thinned candidate (:func:`free_drops` of the costs
     ``reader`` reads, all dropped when :func:`joint_holds`): a proxy
     trial with user attribute ``dropped_from``, enqueued and scored by ``score_enqueued``.
@@ -103,15 +103,29 @@ def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial
     :class:`~autorec.oneshot.importance.TrainedDrops` (``costs(trial, values)`` -> (AUC, width
     choice name -> cost); ``joint(trial, values, dropped)`` -> AUC with all of them dropped). Each
     finalist's costs and choice are kept in ``record["drops"]`` (``save`` stores the record as
-    each is made), so a rerun after a kill scores nothing twice and thins the same way."""
+    each is made), so a rerun after a kill scores nothing twice and thins the same way.
+    With ``read_first`` (``drop_from: first``) only the first finalist's costs are read; each other
+    finalist is offered the first one's free drops (those it embeds), kept when they hold jointly
+    on its own path (:func:`joint_holds` against its own undropped AUC): whether a table carries
+    signal is the data's, and each read costs a pass per feature."""
     done: dict[str, Any] = record.setdefault(DROPS_ATTR, {})
+    first: list[str] | None = None
     for t in finalists:
         if str(t.number) in done:
+            entry = done[str(t.number)]
+            first = entry.get("free", entry["dropped"]) if first is None else first
             continue
         params = {name: str(t.params[name]) for name in search.names}
         values = search.values_of(params)
-        base, costs = reader.costs(t, values)
-        dropped = free_drops(costs, tolerance)
+        if read_first and first is not None:
+            base = reader.joint(t, values, [])
+            costs = None
+            dropped = [name for name in first if name in droppable(search, values)]
+        else:
+            base, costs = reader.costs(t, values)
+            dropped = free_drops(costs, tolerance)
+        if first is None:
+            first = dropped
         joint = reader.joint(t, values, dropped) if dropped else base
         keep = joint_holds(base, joint, tolerance, len(dropped))
         if keep:  # (enqueued before the record says so: a kill in between scores it twice, harmlessly)
@@ -121,8 +135,9 @@ def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial
                 if off in search.proposed[name]:
                     params[name] = off
             study.enqueue_trial(params, user_attrs={DROPPED_ATTR: t.number, DROPPED_NAMES_ATTR: dropped})
-        done[str(t.number)] = {"path_auc": base, "costs": costs, "dropped": dropped if keep else [],
-                               "joint_auc": joint, "read": reader.name}
+        done[str(t.number)] = {"path_auc": base, "costs": costs, "free": dropped,
+                               "dropped": dropped if keep else [], "joint_auc": joint,
+                               "read": reader.name if costs is not None else "first"}
         save()
     score_enqueued()
     thinned = {t.user_attrs[DROPPED_ATTR]: t for t in study.get_trials(deepcopy=False)

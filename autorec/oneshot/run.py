@@ -272,7 +272,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                 study, search, order[:strategy.final_candidates],
                 _drop_reader(config, runner, search, trained), strategy.drop_tolerance, record,
                 lambda: study.set_user_attr(ONESHOT_ATTR, record),
-                lambda: _score_enqueued(study, search, on_trial, log, "finalists thinned of free tables"))
+                lambda: _score_enqueued(study, search, on_trial, log, "finalists thinned of free tables"),
+                strategy.drop_from == "first")
             record["rescore_seconds"] = record.get("rescore_seconds", 0.0) + time.perf_counter() - start
         cfg = dataclasses.replace(runner.train_config(root / "final"),
                                   epochs=strategy.final_epochs or max(10, config.budget.epochs),

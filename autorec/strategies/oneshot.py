@@ -83,6 +83,11 @@ workload a 2000-step supernet's screen dropped strong tables, BENCHMARKS.md ``k2
 choosing the layers: on the ``scale`` workload every final since ``k18`` that reached TPE's AUC
 was an all-alike crossing, the per-feature widths the proxy ranks first narrowing strong tables,
 BENCHMARKS.md ``k29``),
+``drop_from`` (``each``, the default: every finalist's drops are read; ``first``: only the
+first finalist's, and each other finalist is offered those of them it embeds, kept when they
+hold jointly on its own path: a read is a pass per feature, and which tables carry signal is the
+data's, not the layers': on the ``scale`` workload the finalists' reads of ``k33`` dropped the same
+noise tables, give or take two),
 ``hash_choice`` (``search``, the default: every hash size is proposed;
 ``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
 and so do tau's draws; for a study that scores AUC alone, where on the
@@ -114,6 +119,7 @@ SEARCHES = ("tpe", "nsga2", "random")
 FAMILIES = ("layers", "kind")  # what a family is (autorec.oneshot.run.family's ``by``)
 DROP_READS = ("supernet", "rerank")  # what reads a finalist's free tables (drop_tolerance)
 RERANK_POOLS = ("all", "crossings")  # what the rescore and re-rank rank (rerank_from)
+DROP_FROM = ("each", "first")  # whose read gives the finalists' drops (drop_from)
 
 
 def _bool_or_kinds(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -148,7 +154,8 @@ class OneShotStrategy(Strategy):
                  kind_neighbours: int = 0, hash_choice: str = "search", rung_fraction: float = 1.0,
                  drop_tolerance: float | None = None, drop_read: str = "supernet",
                  drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
-                 screen_drops: bool = True, rerank_from: str = "all", **options: Any) -> None:
+                 screen_drops: bool = True, rerank_from: str = "all", drop_from: str = "each",
+                 **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -231,6 +238,12 @@ class OneShotStrategy(Strategy):
             if given and drop_tolerance is None:
                 raise ValueError(f"strategy 'oneshot': {key}: set without drop_tolerance (the margin a drop "
                                  "may cost)")
+        if drop_from not in DROP_FROM:
+            raise ValueError(f"strategy 'oneshot': drop_from: expected one of {', '.join(DROP_FROM)}, "
+                             f"got {drop_from!r}")
+        if drop_from != "each" and drop_tolerance is None:
+            raise ValueError("strategy 'oneshot': drop_from: set without drop_tolerance (no finalist's drops "
+                             "are read)")
         if drop_screen is not None and drop_read != "rerank":
             raise ValueError("strategy 'oneshot': drop_screen: set without drop_read 'rerank' (it races the "
                              "re-rank training's permutation read)")
@@ -267,7 +280,7 @@ class OneShotStrategy(Strategy):
         self.hash_choice, self.rung_fraction = hash_choice, rung_fraction
         self.drop_tolerance, self.drop_read, self.drop_samples = drop_tolerance, drop_read, drop_samples
         self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
-        self.rerank_from = rerank_from
+        self.rerank_from, self.drop_from = rerank_from, drop_from
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

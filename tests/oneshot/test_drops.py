@@ -99,3 +99,29 @@ def test_without_screen_drops_every_candidate_embeds_every_feature_and_the_read_
     assert final.user_attrs["proxy_trial"] == thinned.number
     kept = {t["features"][0] for t in final.user_attrs["arch"]["tables"]}
     assert kept == {f"cat_{i}" for i in range(4)} - {n.removeprefix("emb.") for n in entry["dropped"]}
+
+
+def test_drop_from_first_reads_one_finalist_and_offers_its_drops_to_the_others(tmp_path: Path) -> None:
+    options = {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0, "rerank_steps": 30,
+               "final_epochs": 1, "final_candidates": 3, "rung_fraction": 0.5, "shared_crossings": 3,
+               "drop_tolerance": 0.02, "drop_read": "rerank", "screen_drops": False, "drop_from": "first"}
+    space = tmp_path / "micro.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8]}\nover_arch: [[16]]\n"
+                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    _, study = run_oneshot(tmp_path, options, space=str(space), data=PLANTED)
+    record = study.user_attrs[ONESHOT_ATTR]
+    order = record["final_order"][:3]
+    entries = [record[DROPS_ATTR][str(n)] for n in order]  # in the finalists' order
+    first, others = entries[0], entries[1:]
+    assert first["read"] == "rerank" and set(first["costs"]) == {f"emb.cat_{i}" for i in range(4)}
+    assert first["free"] == free_drops(first["costs"], 0.02) and first["free"]
+    for entry in others:  # no read of their own: the first's free drops, checked jointly on each path
+        assert entry["read"] == "first" and entry["costs"] is None and entry["free"] == first["free"]
+        held = joint_holds(entry["path_auc"], entry["joint_auc"], 0.02, len(entry["free"]))
+        assert entry["dropped"] == (entry["free"] if held else [])
+    for number, entry in zip(order, entries, strict=True):
+        thinned = [t for t in study.trials if t.user_attrs.get(DROPPED_ATTR) == number]
+        assert len(thinned) == (1 if entry["dropped"] else 0)
+    before = len(study.trials)
+    run_study(StudyConfig.load(tmp_path / "study.yaml"), log=quiet)  # done: nothing read or trained again
+    assert len(study.trials) == before

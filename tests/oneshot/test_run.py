@@ -120,6 +120,8 @@ def test_rank_correlation():
     ({"rerank_from": "crossing", "shared_crossings": 2}, "rerank_from: expected one of all, crossings, "
                                                           "got 'crossing'"),
     ({"rerank_from": "crossings"}, "rerank_from: 'crossings' is set without shared_crossings"),
+    ({"drop_from": "all", "drop_tolerance": 0.0}, "drop_from: expected one of each, first, got 'all'"),
+    ({"drop_from": "first"}, r"drop_from: set without drop_tolerance \(no finalist's drops"),
     ({"screen_drops": "no", "drop_tolerance": 0.0}, "screen_drops: expected true or false, got 'no'"),
     ({"kind_neighbours": -2}, "kind_neighbours: expected an integer >= 0, got -2"),
     ({"kind_neighbours": True}, "kind_neighbours: expected an integer, got True"),
