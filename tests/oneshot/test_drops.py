@@ -11,7 +11,7 @@ import pytest
 from autorec.oneshot.drops import DROPPED_ATTR, DROPS_ATTR, free_drops, joint_holds
 from autorec.oneshot.run import ONESHOT_ATTR, proxy_trials
 from autorec.study import StudyConfig, run_study
-from tests.oneshot.test_run import of_stage, quiet, run_oneshot
+from tests.oneshot.test_run import micro_space, of_stage, quiet, run_oneshot
 
 
 def test_free_drops_are_those_within_the_tolerance() -> None:
@@ -39,9 +39,7 @@ def test_the_finalists_train_without_their_free_tables_and_a_rerun_scores_nothin
     tolerance = 0.002 if read == "supernet" else 0.02  # (the re-rank read: on 800 validation samples)
     options = {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0, "rerank_steps": 1,
                "final_epochs": 1, "final_candidates": 2, "drop_tolerance": tolerance, "drop_read": read}
-    space = tmp_path / "micro.yaml"  # every feature 0 (dropped), 4 or 8 wide
-    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8]}\nover_arch: [[16]]\n"
-                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    space = micro_space(tmp_path, "{dim: [0, 4, 8]}")  # every feature 0 (dropped), 4 or 8 wide
     data = {}
     if read == "rerank":
         options["rerank_steps"], data = 30, {"data": PLANTED}
@@ -77,9 +75,7 @@ def test_without_screen_drops_every_candidate_embeds_every_feature_and_the_read_
     options = {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 2, "rerank_steps": 30,
                "final_epochs": 1, "shared_crossings": 2, "drop_tolerance": 0.02, "drop_read": "rerank",
                "screen_drops": False}
-    space = tmp_path / "micro.yaml"  # every feature 0 (dropped), 4 or 8 wide
-    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8]}\nover_arch: [[16]]\n"
-                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    space = micro_space(tmp_path, "{dim: [0, 4, 8]}")  # every feature 0 (dropped), 4 or 8 wide
     _, study = run_oneshot(tmp_path, options, space=str(space), data=PLANTED)
 
     def widths(t) -> set[str]:
@@ -105,9 +101,7 @@ def test_drop_from_first_reads_one_finalist_and_offers_its_drops_to_the_others(t
     options = {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0, "rerank_steps": 30,
                "final_epochs": 1, "final_candidates": 3, "rung_fraction": 0.5, "shared_crossings": 3,
                "drop_tolerance": 0.02, "drop_read": "rerank", "screen_drops": False, "drop_from": "first"}
-    space = tmp_path / "micro.yaml"
-    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8]}\nover_arch: [[16]]\n"
-                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    space = micro_space(tmp_path, "{dim: [0, 4, 8]}")
     _, study = run_oneshot(tmp_path, options, space=str(space), data=PLANTED)
     record = study.user_attrs[ONESHOT_ATTR]
     order = record["final_order"][:3]

@@ -44,6 +44,15 @@ def quiet(*_: object) -> None:
     pass
 
 
+def micro_space(tmp_path: Path, embedding: str) -> Path:
+    """A space file of one DLRM or DCNv2 layer over 8-wide dense features, with the embedding
+    choices ``embedding`` (a YAML mapping, e.g. ``{dim: [0, 4, 8]}``)."""
+    path = tmp_path / "micro.yaml"
+    path.write_text(f"dim: [8]\nembedding: {embedding}\nover_arch: [[16]]\n"
+                    "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    return path
+
+
 def run_oneshot(tmp_path: Path, options: dict, **study: object) -> tuple[StudyConfig, optuna.Study]:
     """Run a one-shot study of ``options`` (over ``ONESHOT``'s) on the small budget; the study as stored."""
     strategy = {"name": "oneshot", "options": {**ONESHOT["options"], **options}}
@@ -201,9 +210,7 @@ def test_kill_minus_nine_during_the_supernet_then_the_rerun_finishes_every_stage
 
 
 def test_a_space_of_per_feature_drops_and_hash_sizes_runs_every_stage(tmp_path):
-    space = tmp_path / "micro.yaml"
-    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
-                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    space = micro_space(tmp_path, "{dim: [0, 4, 8], hash: [1, 0.5]}")
     _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 1},
                            space=str(space))
     specs = [trial_arch(t) for t in study.trials]
@@ -302,9 +309,7 @@ def test_a_capacity_tie_reranks_and_trains_the_largest_of_the_near_best(tmp_path
 
 
 def test_shared_crossings_score_every_all_alike_setting_on_the_screens_best_layers(tmp_path):
-    space = tmp_path / "micro.yaml"
-    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
-                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    space = micro_space(tmp_path, "{dim: [0, 4, 8], hash: [1, 0.5]}")
     _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 8, "rerank": 2, "calibrate": 0,
                                       "shared_crossings": 2, "shared_paths": 0.5}, space=str(space))
     proxies = of_stage(study, "proxy")
@@ -337,9 +342,7 @@ def test_shared_crossings_score_every_all_alike_setting_on_the_screens_best_laye
 
 
 def test_hash_choice_full_proposes_and_draws_every_row(tmp_path):
-    space = tmp_path / "micro.yaml"
-    space.write_text("dim: [8]\nembedding: {dim: [0, 4, 8], hash: [1, 0.5]}\nover_arch: [[16]]\n"
-                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    space = micro_space(tmp_path, "{dim: [0, 4, 8], hash: [1, 0.5]}")
     _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 8, "rerank": 2, "calibrate": 4,
                                       "shared_crossings": 2, "hash_choice": "full"}, space=str(space))
     proxies = of_stage(study, "proxy")
@@ -360,9 +363,7 @@ def test_hash_choice_full_proposes_and_draws_every_row(tmp_path):
 
 
 def test_rerank_from_crossings_reranks_only_the_all_alike_settings(tmp_path):
-    space = tmp_path / "micro.yaml"
-    space.write_text("dim: [8]\nembedding: {dim: [4, 8, 16]}\nover_arch: [[16]]\n"
-                     "layers: {num: [1], kinds: [dlrm, dcnv2]}\n")
+    space = micro_space(tmp_path, "{dim: [4, 8, 16]}")
     _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 8, "rerank": 3, "calibrate": 0,
                                       "shared_crossings": 2, "rerank_from": "crossings"}, space=str(space))
     by_number = {t.number: t for t in study.trials}
