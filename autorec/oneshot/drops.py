@@ -109,23 +109,19 @@ def drop_finalists(study: optuna.Study, search: Any, finalists: list[FrozenTrial
     on its own path (:func:`joint_holds` against its own undropped AUC): whether a table carries
     signal is the data's, and each read costs a pass per feature."""
     done: dict[str, Any] = record.setdefault(DROPS_ATTR, {})
-    first: list[str] | None = None
-    for t in finalists:
+    for i, t in enumerate(finalists):
         if str(t.number) in done:
-            entry = done[str(t.number)]
-            first = entry.get("free", entry["dropped"]) if first is None else first
             continue
         params = {name: str(t.params[name]) for name in search.names}
         values = search.values_of(params)
-        if read_first and first is not None:
-            base = reader.joint(t, values, [])
-            costs = None
-            dropped = [name for name in first if name in droppable(search, values)]
+        if read_first and i > 0:  # the first finalist's free drops, recorded when it was read
+            first = done[str(finalists[0].number)]
+            offered = first.get("free", first["dropped"])  # (a record from before "free": its drops)
+            base, costs = reader.joint(t, values, []), None
+            dropped = [name for name in offered if name in droppable(search, values)]
         else:
             base, costs = reader.costs(t, values)
             dropped = free_drops(costs, tolerance)
-        if first is None:
-            first = dropped
         joint = reader.joint(t, values, dropped) if dropped else base
         keep = joint_holds(base, joint, tolerance, len(dropped))
         if keep:  # (enqueued before the record says so: a kill in between scores it twice, harmlessly)

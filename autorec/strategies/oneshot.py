@@ -86,8 +86,9 @@ BENCHMARKS.md ``k29``),
 ``drop_from`` (``each``, the default: every finalist's drops are read; ``first``: only the
 first finalist's, and each other finalist is offered those of them it embeds, kept when they
 hold jointly on its own path: a read is a pass per feature, and which tables carry signal is the
-data's, not the layers': on the ``scale`` workload the finalists' reads of ``k33`` dropped the same
-noise tables, give or take two),
+data's more than the layers': on the ``scale`` workload each of ``k34``'s nine finalists' own
+reads took 5-9 tables, 5-8 of them planted noise, its records archived in
+``benchmarks/results/studies/oneshot_trained/``),
 ``hash_choice`` (``search``, the default: every hash size is proposed;
 ``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
 and so do tau's draws; for a study that scores AUC alone, where on the
