@@ -192,3 +192,29 @@ def rung_runs(finalists: Sequence[T], seeds: int, winner_seeds: int,
         return None
     runs += restarts
     return max(runs, key=values.__getitem__), runs
+
+
+def halving(finalists: Sequence[T], reads: int,
+            auc: Callable[[T, int], float | None]) -> tuple[T, list[tuple[T, int]]] | None:
+    """Successive halving over ``reads`` reads of the final rung: every finalist is read at the
+    first (``auc(finalist, 0)``, its training paused there), the better half (rounded up; the
+    first of equals first) goes on to the next read, and so on; after the last read the best goes
+    on to the final. Returns (that finalist, every (finalist, read) in the order they are needed),
+    or None when a record lacks one (``auc`` returns None).
+
+    Example:
+        >>> val = {("a", 0): 0.60, ("b", 0): 0.62, ("c", 0): 0.61, ("b", 1): 0.64, ("c", 1): 0.66}
+        >>> halving(["a", "b", "c"], 2, lambda f, i: val.get((f, i)))
+        ('c', [('a', 0), ('b', 0), ('c', 0), ('b', 1), ('c', 1)])
+        >>> halving(["a", "b", "c"], 1, lambda f, i: val.get((f, i)))[0]
+        'b'
+    """
+    alive, asked = list(finalists), []
+    for read in range(reads):
+        values = {f: auc(f, read) for f in alive}
+        asked += [(f, read) for f in alive]
+        if None in values.values():
+            return None
+        ranked = sorted(alive, key=lambda f: -values[f])  # (sorted is stable: the first of equals first)
+        alive = ranked[:1] if read == reads - 1 else ranked[:-(-len(alive) // 2)]
+    return alive[0], asked

@@ -31,7 +31,8 @@ throughput, fastest first (:mod:`autorec.oneshot.ranking` holds these orders). W
 best by validation AUC goes on; with ``rung_seeds`` m > 1, each under m training seeds
 (restarts), the best (candidate, seed) going on; with ``rung_winner_seeds`` m, only the rung's
 leader is restarted, up to m seeds; with ``rung_fraction`` f < 1 the rung's trainings stop after
-that share of the epoch and only the one that goes on finishes it (:func:`_final_rung`). With
+that share of the epoch and only the one that goes on finishes it; with a list of shares, by
+successive halving (:func:`autorec.oneshot.rung.final_rung`). With
 ``drop_tolerance`` the finalists first lose the tables they do without: read off the supernet
 (:mod:`autorec.oneshot.drops`), or with ``drop_read: rerank`` off each one's re-rank training
 by permutation importance (:mod:`autorec.oneshot.importance`).
@@ -48,7 +49,6 @@ import dataclasses
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -56,7 +56,6 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import kendalltau
 
-from autorec.arch import ArchSpec
 from autorec.oneshot.drops import DROPPED_ATTR, SupernetDrops, drop_finalists
 from autorec.oneshot.importance import TrainedDrops
 from autorec.oneshot.ranking import (
@@ -67,12 +66,12 @@ from autorec.oneshot.ranking import (
     kind_neighbours,
     prefer_capacity,
     rerank_order,
-    rung_runs,
 )
+from autorec.oneshot.rung import final_rung, rung_entry
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, check_objectives, scores_to_values
+from autorec.oneshot.stages import ONESHOT_ATTR, stage_trials, train_stage
 from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 
-ONESHOT_ATTR = "oneshot"  # study user attr: the run's record (seconds per stage, tau)
 CROSSING_ATTR = "crossing"  # trial user attr: the screen's trial whose layers a shared setting took
 NEIGHBOUR_ATTR = "neighbour_of"  # trial user attr: the candidate a kind neighbour changed one layer kind of
 SAMPLE_ATTR = "sample_index"  # trial user attr: which draw from the space a calibration sample is
@@ -88,11 +87,6 @@ def screen_trials(study: optuna.Study) -> list[FrozenTrial]:
     """The screen's own candidates: the proxy trials the sampler proposed (not crossings or kind
     neighbours, which are scored after it)."""
     return [t for t in proxy_trials(study) if not ({CROSSING_ATTR, NEIGHBOUR_ATTR} & set(t.user_attrs))]
-
-
-def stage_trials(study: optuna.Study, stage: str) -> list[FrozenTrial]:
-    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get(STAGE_ATTR) == stage]
 
 
 def rank_correlation(proxy: list[float], trained: list[float]) -> float | None:
@@ -253,7 +247,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                     train_config, max_steps_per_epoch=strategy.rerank_steps, evaluate_test=False,
                     val_samples=strategy.rerank_val_samples)
             start = time.perf_counter()
-            done[t.number] = _train_stage(config, study, runner, t, stage, train_config, log, proxy_of(t))
+            done[t.number] = train_stage(config, study, runner, t, stage, train_config, log, proxy_of(t))
             record[key] = record.get(key, 0.0) + time.perf_counter() - start
             study.set_user_attr(ONESHOT_ATTR, record)
 
@@ -280,16 +274,18 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                                   max_steps_per_epoch=None,  # the trial budget's cap is for re-ranking
                                   patience=max(config.budget.patience, 2), checkpoint_every=500, resume=True)
         base_seed = cfg.seed
-        pause = None
         epoch_steps = -(-runner.dataset.num_rows("train") // cfg.batch_size)
-        if strategy.rung_fraction < 1:  # the rung trains that share of the first epoch's steps
-            pause = max(1, round(strategy.rung_fraction * epoch_steps))
-            record["rung_pause_step"] = pause
-        proxy, cfg = _final_rung(config, study, runner, order[:strategy.final_candidates], cfg, record,
-                                 proxy_of, log, strategy.rung_seeds, strategy.rung_winner_seeds,
-                                 pause, strategy.rerank_val_samples, epoch_steps)
+        fractions = strategy.rung_fractions  # the rung trains these shares of the first epoch's steps
+        pauses = [] if fractions == [1.0] else [max(1, round(f * epoch_steps)) for f in fractions]
+        if len(pauses) == 1:
+            record["rung_pause_step"] = pauses[0]
+        elif pauses:
+            record["rung_pause_steps"] = pauses
+        proxy, cfg = final_rung(config, study, runner, order[:strategy.final_candidates], cfg, record,
+                                proxy_of, log, strategy.rung_seeds, strategy.rung_winner_seeds,
+                                pauses, strategy.rerank_val_samples, epoch_steps)
         start = time.perf_counter()
-        _train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
+        train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
         entry = rung_entry(proxy.number, cfg.seed - base_seed, base_seed)
         rung = record.get("rung_seconds", {}).get(entry, 0.0)  # its first epoch, in the rung
         record["final_seconds"] = rung + time.perf_counter() - start
@@ -321,83 +317,6 @@ def _drop_reader(config: Any, runner: Any, search: CandidateSearch, trained: dic
                         config.seed, strategy.drop_screen, strategy.drop_clear)
 
 
-def rung_entry(number: int, restart: int, seed: int) -> str:
-    """The name (folder and ``rung_seconds`` key) of a rung training: the candidate's trial
-    number, and for a restart (``restart`` > 0) the training seed it runs under."""
-    return str(number) if restart == 0 else f"{number}-seed{seed + restart}"
-
-
-def _final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[FrozenTrial], cfg: Any,
-                record: dict[str, Any], proxy_of: Callable[[FrozenTrial], dict[str, float]],
-                log: Callable[[str], None], seeds: int = 1, winner_seeds: int = 1, pause: int | None = None,
-                val_samples: int | None = None, epoch_steps: int | None = None) -> tuple[FrozenTrial, Any]:
-    """With several ``finalists`` (``final_candidates``) or ``seeds`` > 1 (``rung_seeds``), each
-    finalist trains the final's first epoch under ``seeds`` training seeds (``cfg.seed``, then
-    the next ones: restarts), each in its own folder (stage ``final_rung``), and the best
-    training by validation AUC goes on: returns its candidate and the final's ``cfg`` in its
-    folder and with its seed, so the final resumes from that epoch (the others keep only their
-    best checkpoint). The others' seconds are search (``record["rung_loser_seconds"]``); every
-    rung training's are in ``record["rung_seconds"]`` (:func:`rung_entry` names them). With
-    ``winner_seeds`` m (``rung_winner_seeds``), the finalist whose training led then trains that
-    epoch under the next seeds up to m in all, and the best of all goes on: restarts of the winner
-    only, cheaper than of every finalist. With ``pause`` (``rung_fraction`` < 1) each rung training
-    stops after that many steps, validated on ``val_samples`` (the re-rank's), and the winner's
-    final goes on from that step: successive halving, so a loser costs a share of an epoch.
-    Each rung training runs under the final's whole budget (``cfg.epochs``; ``epoch_steps``, the
-    steps of an epoch, pauses it at the first epoch's end when ``pause`` does not come sooner),
-    so an LR schedule over the final's steps is the same in the rung and in the final that goes on
-    from it. With one finalist and one seed: it, and ``cfg``."""
-    if len(finalists) == 1 and seeds == 1 and winner_seeds == 1:
-        return finalists[0], cfg
-    done = {(t.user_attrs["proxy_trial"], t.user_attrs.get("train_seed", cfg.seed)): t
-            for t in stage_trials(study, "final_rung")}
-    seconds: dict[str, float] = record.setdefault("rung_seconds", {})
-
-    def name(number: int, restart: int) -> str:  # a rung training's folder and seconds key
-        return rung_entry(number, restart, cfg.seed)
-
-    by_number = {t.number: t for t in finalists}
-
-    def auc(entry: tuple[int, int]) -> float:
-        """A rung training's validation AUC; trained now (and recorded) if not on record."""
-        number, restart = entry
-        seed = cfg.seed + restart
-        if (number, seed) not in done:
-            stop = pause or epoch_steps  # (without either, one epoch: the schedule's total is cut)
-            rung_cfg = dataclasses.replace(cfg, epochs=cfg.epochs if stop else 1,
-                                           evaluate_test=False,  # (the final's test pass)
-                                           seed=seed, checkpoint_dir=str(Path(cfg.checkpoint_dir)
-                                                                         / name(number, restart)),
-                                           pause_at_step=stop,
-                                           val_samples=val_samples if pause else cfg.val_samples)
-            start = time.perf_counter()
-            t = by_number[number]
-            done[number, seed] = _train_stage(config, study, runner, t, "final_rung", rung_cfg, log,
-                                              proxy_of(t), keep_progress=True)
-            key = name(number, restart)
-            seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
-            study.set_user_attr(ONESHOT_ATTR, record)
-        return done[number, seed].user_attrs["metrics"]["val"]["auc"]
-
-    chosen = rung_runs(list(by_number), seeds, winner_seeds, auc)
-    assert chosen is not None  # every training is made when asked for
-    best, entries = chosen
-    losers = [entry for entry in entries if entry != best]
-    from autorec.train.checkpoints import drop_progress
-
-    for key in losers:  # a loser is not resumed: it keeps its best checkpoint only
-        drop_progress(Path(cfg.checkpoint_dir) / name(*key))
-    record["rung_winner"] = best[0]
-    record["rung_winner_seed"] = cfg.seed + best[1]
-    record["rung_loser_seconds"] = sum(seconds[name(*key)] for key in losers)
-    study.set_user_attr(ONESHOT_ATTR, record)
-    aucs = ", ".join(f"{name(*entry)}: {auc(entry):.4f}" for entry in entries)
-    span = f"{pause} steps'" if pause else "one epoch's"
-    log(f"final rung: {name(*best)} goes on ({span} val AUC {aucs})")
-    folder = Path(cfg.checkpoint_dir) / name(*best)
-    return by_number[best[0]], dataclasses.replace(cfg, seed=cfg.seed + best[1], checkpoint_dir=str(folder))
-
-
 def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any],
              trials: list[FrozenTrial], samples: int | None) -> dict[int, dict[str, float]]:
     """Trial number -> the scores of ``trials`` on ``samples`` validation samples: those in
@@ -411,38 +330,3 @@ def _rescore(study: optuna.Study, search: CandidateSearch, record: dict[str, Any
         record["rescored"] = have
         study.set_user_attr(ONESHOT_ATTR, record)
     return {int(k): v for k, v in have.items()}
-
-
-def _train_stage(config: Any, study: optuna.Study, runner: Any, proxy: FrozenTrial, stage: str,
-                 train_config: Any, log: Callable[[str], None],
-                 scores: dict[str, float], keep_progress: bool = False) -> FrozenTrial:
-    """Train ``proxy``'s architecture stand-alone and record it as a trial of ``stage``;
-    ``scores``: the inherited-weight scores that chose it (its own, or a rescore's); with
-    ``keep_progress`` its resumable checkpoint stays (a training that may go on)."""
-    from autorec.train.checkpoints import drop_progress
-    from autorec.train.trainer import Trainer
-
-    spec = ArchSpec.from_dict(proxy.user_attrs["arch"]).replace(
-        name=f"{config.name}-{stage}{proxy.number}")
-    log(f"{stage}: training candidate {proxy.number} (proxy val AUC {scores['val_auc']:.4f})")
-    result = Trainer(spec, runner.dataset, train_config).fit()
-    metrics = {"val": result.val, "test": result.test, "best_epoch": result.best_epoch,
-               "train_samples_per_s": result.samples_per_s, "train_samples": result.train_samples,
-               "data_wait_share": result.data_wait_share,
-               "seconds": result.seconds, "resumed_from": result.resumed_from}
-    costs = proxy.user_attrs["costs"]
-    values = scores_to_values({"val_auc": result.val["auc"], "val_loss": result.val["logloss"]}, costs,
-                              config.objectives)
-    trial = optuna.trial.create_trial(
-        params=dict(proxy.params),
-        distributions={k: CategoricalDistribution(v.choices) if isinstance(v, CategoricalDistribution) else v
-                       for k, v in proxy.distributions.items()},
-        values=values,
-        user_attrs={STAGE_ATTR: stage, "proxy_trial": proxy.number, "arch": spec.to_dict(), "costs": costs,
-                    "metrics": metrics, "train_seed": train_config.seed,
-                    "checkpoint": str(train_config.checkpoint_dir) + "/best",
-                    PROXY_ATTR: scores, "screen": proxy.user_attrs[PROXY_ATTR]})
-    study.add_trial(trial)
-    if not keep_progress:
-        drop_progress(Path(train_config.checkpoint_dir))  # a finished training keeps its best checkpoint
-    return trial  # what the stages read of it (its user attributes) is what was stored

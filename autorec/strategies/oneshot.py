@@ -61,7 +61,11 @@ best of every rung training goes on: the restarts of the winner only, cheaper th
 when a finalist is slow), ``rung_fraction`` (default 1; with f < 1 each rung training stops
 after that share of the first epoch, validated on ``rerank_val_samples``, and only the one that
 goes on finishes it: successive halving, so a rung's loser costs a share of an epoch, not one;
-on the ``scale`` workload the rung's loser was 1.0-1.5 TE, BENCHMARKS.md ``k18``),
+on the ``scale`` workload the rung's loser was 1.0-1.5 TE, BENCHMARKS.md ``k18``; a list of
+increasing shares, such as ``[0.25, 0.6]``, reads the rung at each: every finalist trains to the
+first, the better half go on from there to the next, and the best at the last goes on to the
+final, so the last read comes later in the epoch for the price of one read at an earlier share,
+with one training seed per finalist),
 ``drop_tolerance`` (default null, off; with a margin d each finalist of the rung, or the winner,
 is scored with each embedded feature dropped in turn on the rescore's samples, and every feature
 whose drop costs the path at most d of inherited-weight AUC is dropped before it trains, when
@@ -103,6 +107,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Annotated, Any
 
 import optuna
@@ -152,7 +157,8 @@ class OneShotStrategy(Strategy):
                  diverse: bool = False, capacity_tie: float = 0.0, rerank_tie: float = 0.0,
                  shared_crossings: int = 0, family: str = "layers", final_candidates: int = 1,
                  rerank_speed_tie: float = 0.0, rung_seeds: int = 1, rung_winner_seeds: int = 1,
-                 kind_neighbours: int = 0, hash_choice: str = "search", rung_fraction: float = 1.0,
+                 kind_neighbours: int = 0, hash_choice: str = "search",
+                 rung_fraction: list[float] | float = 1.0,
                  drop_tolerance: float | None = None, drop_read: str = "supernet",
                  drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
                  screen_drops: bool = True, rerank_from: str = "all", drop_from: str = "each",
@@ -221,12 +227,7 @@ class OneShotStrategy(Strategy):
         if final_candidates > rerank:
             raise ValueError(f"strategy 'oneshot': final_candidates: expected at most rerank ({rerank}) "
                              f"re-ranked candidates, got {final_candidates}")
-        if not 0.0 < rung_fraction <= 1.0:
-            raise ValueError(f"strategy 'oneshot': rung_fraction: expected a share of an epoch in (0, 1], "
-                             f"got {rung_fraction}")
-        if rung_fraction < 1 and final_candidates == rung_seeds == rung_winner_seeds == 1:
-            raise ValueError(f"strategy 'oneshot': rung_fraction: {rung_fraction} is set without a rung "
-                             "(final_candidates, rung_seeds or rung_winner_seeds above 1)")
+        self.rung_fractions = rung_shares(rung_fraction, final_candidates, rung_seeds, rung_winner_seeds)
         if drop_tolerance is not None and not 0.0 <= drop_tolerance < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_tolerance: expected an AUC margin in [0, 0.5) "
                              f"or null (off), got {drop_tolerance}")
@@ -322,3 +323,42 @@ class OneShotStrategy(Strategy):
         names = self._candidates.proposed
         params = {name: trial.suggest_categorical(name, values) for name, values in names.items()}
         return self._candidates.net.derive(self._candidates.values_of(params))
+
+
+def rung_shares(rung_fraction: Any, final_candidates: int, rung_seeds: int,
+                rung_winner_seeds: int) -> list[float]:
+    """The shares of the first epoch at which the final rung is read (``rung_fraction``: one
+    share, or a list of increasing shares for successive halving), checked against the rung they
+    read; an error names the value at fault and what was expected.
+
+    Example:
+        >>> rung_shares(0.3, 4, 1, 1), rung_shares([0.25, 0.6], 4, 1, 1)
+        ([0.3], [0.25, 0.6])
+        >>> rung_shares([0.25, 0.5, 0.75], 4, 1, 1)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: strategy 'oneshot': rung_fraction: 3 reads of a rung of 4 finalists: ...
+    """
+    shares = rung_fraction if isinstance(rung_fraction, list) else [rung_fraction]
+    if not shares or any(isinstance(f, bool) or not isinstance(f, int | float) or not 0.0 < f <= 1.0
+                         for f in shares):
+        raise ValueError(f"strategy 'oneshot': rung_fraction: expected a share of an epoch in (0, 1], "
+                         f"or a list of them, got {rung_fraction}")
+    if any(b <= a for a, b in itertools.pairwise(shares)):
+        raise ValueError(f"strategy 'oneshot': rung_fraction: expected increasing shares of the epoch, "
+                         f"got {rung_fraction}")
+    if shares != [1.0] and final_candidates == rung_seeds == rung_winner_seeds == 1:
+        raise ValueError(f"strategy 'oneshot': rung_fraction: {rung_fraction} is set without a rung "
+                         "(final_candidates, rung_seeds or rung_winner_seeds above 1)")
+    if len(shares) > 1:
+        if (rung_seeds, rung_winner_seeds) != (1, 1):
+            raise ValueError(f"strategy 'oneshot': rung_fraction: a list ({rung_fraction}) halves the "
+                             "finalists, one training seed each; set rung_seeds and rung_winner_seeds to 1")
+        alive, reads = final_candidates, 1  # the reads before halving leaves one
+        while alive > 1:
+            alive, reads = -(-alive // 2), reads + 1
+        if len(shares) > reads - 1 or final_candidates == 1:
+            raise ValueError(f"strategy 'oneshot': rung_fraction: {len(shares)} reads of a rung of "
+                             f"{final_candidates} finalists: halving leaves one after {reads - 1}")
+    return [float(f) for f in shares]
+

@@ -6,6 +6,7 @@ import optuna
 
 from autorec.oneshot.ranking import (
     crossing_bases,
+    halving,
     family_bests,
     in_family_turns,
     kind_neighbours,
@@ -158,3 +159,23 @@ def test_the_rung_asks_for_its_trainings_in_order_and_restarts_only_the_leader()
     assert rung_runs(["a", "b"], 2, 2, val.get) == (("b", 1), runs[:4])  # no restarts past the seeds
     assert rung_runs(["a"], 1, 1, val.get) == (("a", 0), [("a", 0)])
     assert rung_runs(["a", "c"], 1, 1, val.get) is None  # "c" has no training on record
+
+
+def test_halving_keeps_the_better_half_at_each_read_and_asks_only_for_the_survivors():
+    val = {("a", 0): 0.60, ("b", 0): 0.63, ("c", 0): 0.61, ("d", 0): 0.62, ("e", 0): 0.59,
+           ("b", 1): 0.64, ("c", 1): 0.67, ("d", 1): 0.65, ("c", 2): 0.70, ("d", 2): 0.71}
+    asked: list[tuple[str, int]] = []
+
+    def auc(f: str, read: int) -> float | None:
+        asked.append((f, read))
+        return val.get((f, read))
+
+    # five finalists: three (rounded up) go on from the first read, two from the second
+    best, runs = halving(list("abcde"), 3, auc)  # type: ignore[misc]
+    assert best == "d" and runs == asked
+    assert [f for f, read in runs if read == 1] == ["b", "d", "c"]  # by the first read's order
+    assert [f for f, read in runs if read == 2] == ["c", "d"]
+    assert halving(list("abcde"), 2, lambda f, r: val.get((f, r))) == ("c", runs[:8])
+    # equals: the first given goes on; a record that lacks a read gives None
+    assert halving(["x", "y"], 1, lambda f, r: 0.5) == ("x", [("x", 0), ("y", 0)])
+    assert halving(["a", "e"], 2, lambda f, r: val.get((f, r))) is None  # a went on, (a, 1) is missing

@@ -22,7 +22,8 @@ from autorec.oneshot.ranking import (
     kind_neighbours,
     layer_setting,
 )
-from autorec.oneshot.run import ONESHOT_ATTR, _final_rung, rank_correlation
+from autorec.oneshot.run import ONESHOT_ATTR, rank_correlation
+from autorec.oneshot.rung import final_rung
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR
 from autorec.report import data as report_data
 from autorec.report.data import proxy_data
@@ -110,9 +111,21 @@ def test_rank_correlation():
     ({"rung_seeds": 1.5}, "rung_seeds: expected an integer, got 1.5"),
     ({"rung_winner_seeds": 0}, "rung_winner_seeds: expected an integer >= 1, got 0"),
     ({"rung_fraction": 0, "final_candidates": 2},
-     r"rung_fraction: expected a share of an epoch in \(0, 1\], got 0"),
+     r"rung_fraction: expected a share of an epoch in \(0, 1\], or a list of them, got 0"),
     ({"rung_fraction": 1.5, "final_candidates": 2}, r"rung_fraction: expected a share .* got 1.5"),
     ({"rung_fraction": 0.25}, r"rung_fraction: 0.25 is set without a rung \(final_candidates, rung_seeds"),
+    ({"rung_fraction": [], "final_candidates": 2},
+     r"rung_fraction: expected a share .* or a list of them, got \[\]"),
+    ({"rung_fraction": [0.2, "half"], "final_candidates": 4},
+     r"rung_fraction.list\[float\]\[1\]: expected a number, got 'half'"),
+    ({"rung_fraction": [0.5, 0.3], "final_candidates": 4},
+     r"rung_fraction: expected increasing shares .* \[0.5, 0.3\]"),
+    ({"rung_fraction": [0.2, 0.5], "final_candidates": 2},
+     r"rung_fraction: 2 reads of a rung of 2 finalists: halving leaves one after 1"),
+    ({"rung_fraction": [0.2, 0.5, 0.8], "final_candidates": 4, "rerank": 4},
+     r"rung_fraction: 3 reads of a rung of 4 finalists: halving leaves one after 2"),
+    ({"rung_fraction": [0.2, 0.5], "final_candidates": 4, "rerank": 4, "rung_winner_seeds": 2},
+     r"rung_fraction: a list \(\[0.2, 0.5\]\) halves the finalists, one training seed each"),
     ({"drop_tolerance": 0.7},
      r"drop_tolerance: expected an AUC margin in \[0, 0.5\) or null \(off\), got 0.7"),
     ({"drop_tolerance": -0.001}, r"drop_tolerance: expected an AUC margin .* got -0.001"),
@@ -474,7 +487,7 @@ def test_final_candidates_each_train_the_first_epoch_and_the_best_goes_on(tmp_pa
     folder = Path(loser.user_attrs["checkpoint"]).parents[1]
     cfg = TrainConfig(checkpoint_dir=str(folder))
     for order in (finalists, finalists[::-1]):
-        chosen, chosen_cfg = _final_rung(None, study, None, order, cfg, dict(record), lambda t: {}, quiet)
+        chosen, chosen_cfg = final_rung(None, study, None, order, cfg, dict(record), lambda t: {}, quiet)
         assert chosen.number == record["rung_winner"]
         assert chosen_cfg.checkpoint_dir == str(folder / str(chosen.number))
 
@@ -523,7 +536,7 @@ def test_rung_seeds_restart_the_first_epoch_and_the_best_seed_goes_on(tmp_path):
     folder = Path(best.user_attrs["checkpoint"]).parents[1]
     proxies = {t.number: t for t in study.trials}
     cfg = TrainConfig(checkpoint_dir=str(folder), seed=config.seed)
-    chosen, chosen_cfg = _final_rung(None, study, None, [proxies[number]], cfg, dict(record), lambda t: {},
+    chosen, chosen_cfg = final_rung(None, study, None, [proxies[number]], cfg, dict(record), lambda t: {},
                                      quiet, seeds=2)
     assert (chosen.number, chosen_cfg.seed) == (number, record["rung_winner_seed"])
     assert chosen_cfg.checkpoint_dir == str(Path(best.user_attrs["checkpoint"]).parent)

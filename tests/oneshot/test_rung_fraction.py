@@ -62,3 +62,51 @@ def test_a_rung_of_whole_epochs_keeps_the_finals_lr_schedule(tmp_path: Path) -> 
     straight = Trainer(ArchSpec.from_dict(final[0].user_attrs["arch"]), runner.dataset, cfg).fit()
     assert metrics["test"]["auc"] == pytest.approx(straight.test["auc"], abs=1e-6)
     assert metrics["val"]["auc"] == pytest.approx(straight.val["auc"], abs=1e-6)
+
+
+def test_a_list_of_shares_halves_the_rung_and_the_last_reads_leader_goes_on(tmp_path: Path) -> None:
+    """``rung_fraction: [0.25, 0.6]`` with three finalists: all three train to the first pause,
+    the better two go on from there to the second, and the best there finishes the epoch; a rerun
+    trains nothing more (every leg is on record)."""
+    import dataclasses
+
+    from autorec.oneshot.rung import final_rung
+    from autorec.train.records import TrainConfig
+
+    options = {"steps": 6, "candidates": 10, "rerank": 3, "calibrate": 0, "rerank_steps": 1,
+               "rerank_val_samples": 100, "final_epochs": 1, "final_candidates": 3,
+               "rung_fraction": [0.25, 0.6]}
+    config, study = run_oneshot(tmp_path, options)
+    rung, final = of_stage(study, "final_rung"), of_stage(study, "final")
+    record = study.user_attrs[ONESHOT_ATTR]
+    steps = -(-TrialRunner(config).dataset.num_rows("train") // 128)
+    first, second = record["rung_pause_steps"]
+    assert (first, second) == (round(0.25 * steps), round(0.6 * steps)) and 1 < first < second < steps
+    legs = {(t.user_attrs["proxy_trial"], t.user_attrs["pause_at_step"]): t for t in rung}
+    at_first = {n: t for (n, p), t in legs.items() if p == first}
+    at_second = {n: t for (n, p), t in legs.items() if p == second}
+    assert len(rung) == 5 and len(at_first) == 3 and len(at_second) == 2
+
+    def val(t: object) -> float:
+        return t.user_attrs["metrics"]["val"]["auc"]  # type: ignore[attr-defined]
+
+    # the better two at the first pause went on, each from its own pause; the best at the second won
+    assert set(at_second) == set(sorted(at_first, key=lambda n: -val(at_first[n]))[:2])
+    for number, t in at_second.items():
+        metrics = t.user_attrs["metrics"]
+        assert metrics["resumed_from"] == {"epoch": 0, "step": first, "world_size": 1}
+        assert metrics["train_samples"] == second * 128 and metrics["val"]["n"] == 100
+    winner = max(at_second, key=lambda n: val(at_second[n]))
+    assert final[0].user_attrs["proxy_trial"] == winner == record["rung_winner"]
+    assert final[0].user_attrs["metrics"]["resumed_from"] == {"epoch": 0, "step": second, "world_size": 1}
+    losers = [n for n in at_first if n != winner]
+    assert record["rung_loser_seconds"] == pytest.approx(sum(record["rung_seconds"][str(n)] for n in losers))
+    for n in losers:  # a loser keeps no resumable checkpoint
+        assert sorted(p.name for p in Path(at_first[n].user_attrs["checkpoint"]).parent.iterdir()) == []
+    # a rerun reads every leg back: nothing trains (runner None would fail if one did)
+    proxies = {t.number: t for t in study.trials}
+    folder = Path(final[0].user_attrs["checkpoint"]).parents[1]
+    cfg = dataclasses.replace(TrainConfig(checkpoint_dir=str(folder)), seed=final[0].user_attrs["train_seed"])
+    chosen, chosen_cfg = final_rung(None, study, None, [proxies[n] for n in at_first], cfg, dict(record),
+                                    lambda t: {}, lambda message: None, pauses=[first, second])
+    assert chosen.number == winner and chosen_cfg.checkpoint_dir == str(folder / str(winner))
