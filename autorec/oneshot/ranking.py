@@ -218,3 +218,19 @@ def halving(finalists: Sequence[T], reads: int,
         ranked = sorted(alive, key=lambda f: -values[f])  # (sorted is stable: the first of equals first)
         alive = ranked[:1] if read == reads - 1 else ranked[:-(-len(alive) // 2)]
     return alive[0], asked
+
+
+def first_layer(params: Mapping[str, str], names: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """``params`` (a candidate's Optuna parameters, choice name -> value name; ``names``: each
+    choice's value names) cut to its first interaction layer: every later ``layer<i>.kind`` that
+    may be skipped is set to ``skip``, every other choice kept (a later layer's own choices are
+    then unread).
+
+    Example:
+        >>> first_layer({"layer0.kind": "dcnv2", "layer1.kind": "dhen", "emb.a": "8"},
+        ...             {"layer0.kind": ["dcnv2", "dhen"], "layer1.kind": ["dcnv2", "dhen", "skip"],
+        ...              "emb.a": ["4", "8"]})
+        {'layer0.kind': 'dcnv2', 'layer1.kind': 'skip', 'emb.a': '8'}
+    """
+    return {name: "skip" if (LAYER_KIND.fullmatch(name) and name != "layer0.kind" and "skip" in names[name])
+            else value for name, value in params.items()}

@@ -46,6 +46,7 @@ search from the trials already recorded, and each stage from what it has not rec
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -62,6 +63,7 @@ from autorec.oneshot.ranking import (
     crossing_bases,
     distinct_best,
     family_bests,
+    first_layer,
     in_family_turns,
     kind_neighbours,
     prefer_capacity,
@@ -122,16 +124,18 @@ def space_samples(study: optuna.Study, search: CandidateSearch, n: int, seed: in
 
 def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
                  on_trial: Callable[[optuna.Study, FrozenTrial], None] | None,
-                 log: Callable[[str], None], by: str = "layers") -> int:
+                 log: Callable[[str], None], by: str = "layers", first: bool = False) -> int:
     """Score every all-alike embedding setting (:meth:`CandidateSearch.shared_settings`) on each
     of the ``k`` layer settings of :func:`crossing_bases` (families ``by``), as more candidates
     (trials of stage ``proxy``, user attribute ``crossing``); returns how many were scored now. A
     rerun after a kill scores only those not recorded yet (the screen's best are the same:
-    crossings are not counted among them)."""
+    crossings are not counted among them). With ``first`` each layer setting is cut to its first
+    layer (:func:`~autorec.oneshot.ranking.first_layer`)."""
     layers = crossing_bases(screen_trials(study), k, by)
     settings = search.shared_settings()
     for t in layers:
         own = {name: str(value) for name, value in t.params.items() if not name.startswith("emb.")}
+        own = first_layer(own, search.names) if first else own
         for setting in settings:
             study.enqueue_trial({**own, **setting}, user_attrs={CROSSING_ATTR: t.number}, skip_if_exists=True)
     return _score_enqueued(study, search, on_trial, log,
@@ -196,7 +200,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                        callbacks=[on_trial] if on_trial else None)
         record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
-    for cross, k in ((cross_shared, strategy.shared_crossings), (cross_kinds, strategy.kind_neighbours)):
+    shared = functools.partial(cross_shared, first=strategy.crossing_layers == "first")
+    for cross, k in ((shared, strategy.shared_crossings), (cross_kinds, strategy.kind_neighbours)):
         start = time.perf_counter()
         if k and cross(study, search, k, on_trial, log, strategy.family):  # more candidates: search time
             record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start

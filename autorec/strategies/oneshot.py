@@ -87,6 +87,11 @@ workload a 2000-step supernet's screen dropped strong tables, BENCHMARKS.md ``k2
 choosing the layers: on the ``scale`` workload every final since ``k18`` that reached TPE's AUC
 was an all-alike crossing, the per-feature widths the proxy ranks first narrowing strong tables,
 BENCHMARKS.md ``k29``),
+``crossing_layers`` (``screen``, the default: ``shared_crossings`` crosses the all-alike
+settings with the screen's layer settings as they are; ``first``: each cut to its first layer,
+the later ones skipped, so every block kind meets the re-rank in its plain one-layer form: on the
+``scale`` workload the screen's best of a kind was often a slow two-layer stack and the proxy
+cannot judge a second layer, BENCHMARKS.md ``k35``),
 ``drop_from`` (``each``, the default: every finalist's drops are read; ``first``: only the
 first finalist's, and each other finalist is offered those of them it embeds, kept when they
 hold jointly on its own path: a read is a pass per feature, and which tables carry signal is the
@@ -125,6 +130,7 @@ SEARCHES = ("tpe", "nsga2", "random")
 FAMILIES = ("layers", "kind")  # what a family is (autorec.oneshot.run.family's ``by``)
 DROP_READS = ("supernet", "rerank")  # what reads a finalist's free tables (drop_tolerance)
 RERANK_POOLS = ("all", "crossings")  # what the rescore and re-rank rank (rerank_from)
+CROSSING_LAYERS = ("screen", "first")  # the layer settings the crossings take (crossing_layers)
 DROP_FROM = ("each", "first")  # whose read gives the finalists' drops (drop_from)
 
 
@@ -162,6 +168,7 @@ class OneShotStrategy(Strategy):
                  drop_tolerance: float | None = None, drop_read: str = "supernet",
                  drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
                  screen_drops: bool = True, rerank_from: str = "all", drop_from: str = "each",
+                 crossing_layers: str = "screen",
                  **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
@@ -259,6 +266,12 @@ class OneShotStrategy(Strategy):
         if rerank_from not in RERANK_POOLS:
             raise ValueError(f"strategy 'oneshot': rerank_from: expected one of {', '.join(RERANK_POOLS)}, "
                              f"got {rerank_from!r}")
+        if crossing_layers not in CROSSING_LAYERS:
+            raise ValueError(f"strategy 'oneshot': crossing_layers: expected one of "
+                             f"{', '.join(CROSSING_LAYERS)}, got {crossing_layers!r}")
+        if crossing_layers != "screen" and not shared_crossings:
+            raise ValueError(f"strategy 'oneshot': crossing_layers: {crossing_layers!r} is set without "
+                             "shared_crossings (no crossings to cut)")
         if rerank_from == "crossings" and not shared_crossings:
             raise ValueError("strategy 'oneshot': rerank_from: 'crossings' is set without shared_crossings "
                              "(the all-alike settings it re-ranks)")
@@ -282,7 +295,7 @@ class OneShotStrategy(Strategy):
         self.hash_choice, self.rung_fraction = hash_choice, rung_fraction
         self.drop_tolerance, self.drop_read, self.drop_samples = drop_tolerance, drop_read, drop_samples
         self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
-        self.rerank_from, self.drop_from = rerank_from, drop_from
+        self.rerank_from, self.drop_from, self.crossing_layers = rerank_from, drop_from, crossing_layers
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

@@ -6,8 +6,8 @@ import optuna
 
 from autorec.oneshot.ranking import (
     crossing_bases,
-    halving,
     family_bests,
+    halving,
     in_family_turns,
     kind_neighbours,
     prefer_capacity,

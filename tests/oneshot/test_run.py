@@ -142,6 +142,9 @@ def test_rank_correlation():
     ({"rerank_from": "crossing", "shared_crossings": 2}, "rerank_from: expected one of all, crossings, "
                                                           "got 'crossing'"),
     ({"rerank_from": "crossings"}, "rerank_from: 'crossings' is set without shared_crossings"),
+    ({"crossing_layers": "last", "shared_crossings": 2},
+     "crossing_layers: expected one of screen, first, got 'last'"),
+    ({"crossing_layers": "first"}, r"crossing_layers: 'first' is set without shared_crossings"),
     ({"drop_from": "all", "drop_tolerance": 0.0}, "drop_from: expected one of each, first, got 'all'"),
     ({"drop_from": "first"}, r"drop_from: set without drop_tolerance \(no finalist's drops"),
     ({"screen_drops": "no", "drop_tolerance": 0.0}, "screen_drops: expected true or false, got 'no'"),

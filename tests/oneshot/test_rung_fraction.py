@@ -92,7 +92,7 @@ def test_a_list_of_shares_halves_the_rung_and_the_last_reads_leader_goes_on(tmp_
 
     # the better two at the first pause went on, each from its own pause; the best at the second won
     assert set(at_second) == set(sorted(at_first, key=lambda n: -val(at_first[n]))[:2])
-    for number, t in at_second.items():
+    for t in at_second.values():
         metrics = t.user_attrs["metrics"]
         assert metrics["resumed_from"] == {"epoch": 0, "step": first, "world_size": 1}
         assert metrics["train_samples"] == second * 128 and metrics["val"]["n"] == 100
