@@ -91,7 +91,8 @@ BENCHMARKS.md ``k29``),
 settings with the screen's layer settings as they are; ``first``: each cut to its first layer,
 the later ones skipped, so every block kind meets the re-rank in its plain one-layer form: on the
 ``scale`` workload the screen's best of a kind was often a slow two-layer stack and the proxy
-cannot judge a second layer, BENCHMARKS.md ``k35``),
+cannot judge a second layer, BENCHMARKS.md ``k35``; on seed 0 there the cut one-layer DCNv2 still
+lost the rung to DHEN, ``k37``),
 ``drop_from`` (``each``, the default: every finalist's drops are read; ``first``: only the
 first finalist's, and each other finalist is offered those of them it embeds, kept when they
 hold jointly on its own path: a read is a pass per feature, and which tables carry signal is the
