@@ -226,9 +226,14 @@ class OneShotStrategy(Strategy):
         if len(ties) > 1:
             raise ValueError(f"strategy 'oneshot': {' and '.join(ties)}: set one (each orders the "
                              "re-ranked candidates that tie with the best)")
-        if family not in FAMILIES:
-            raise ValueError(f"strategy 'oneshot': family: expected one of {', '.join(FAMILIES)}, "
-                             f"got {family!r}")
+        for key, value, choices in (("family", family, FAMILIES), ("drop_read", drop_read, DROP_READS),
+                                    ("drop_from", drop_from, DROP_FROM),
+                                    ("rerank_from", rerank_from, RERANK_POOLS),
+                                    ("crossing_layers", crossing_layers, CROSSING_LAYERS),
+                                    ("hash_choice", hash_choice, HASH_CHOICES), ("search", search, SEARCHES)):
+            if value not in choices:
+                raise ValueError(f"strategy 'oneshot': {key}: expected one of {', '.join(choices)}, "
+                                 f"got {value!r}")
         if family != "layers" and not diverse:
             raise ValueError(f"strategy 'oneshot': family: {family!r} is set without diverse (families "
                              "are only read by the diverse rescore and re-rank)")
@@ -239,18 +244,12 @@ class OneShotStrategy(Strategy):
         if drop_tolerance is not None and not 0.0 <= drop_tolerance < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_tolerance: expected an AUC margin in [0, 0.5) "
                              f"or null (off), got {drop_tolerance}")
-        if drop_read not in DROP_READS:
-            raise ValueError(f"strategy 'oneshot': drop_read: expected one of {', '.join(DROP_READS)}, "
-                             f"got {drop_read!r}")
         drop_set = (("drop_read", drop_read != "supernet"), ("drop_samples", drop_samples is not None),
                     ("drop_screen", drop_screen is not None))
         for key, given in drop_set:
             if given and drop_tolerance is None:
                 raise ValueError(f"strategy 'oneshot': {key}: set without drop_tolerance (the margin a drop "
                                  "may cost)")
-        if drop_from not in DROP_FROM:
-            raise ValueError(f"strategy 'oneshot': drop_from: expected one of {', '.join(DROP_FROM)}, "
-                             f"got {drop_from!r}")
         if drop_from != "each" and drop_tolerance is None:
             raise ValueError("strategy 'oneshot': drop_from: set without drop_tolerance (no finalist's drops "
                              "are read)")
@@ -264,12 +263,6 @@ class OneShotStrategy(Strategy):
             raise ValueError("strategy 'oneshot': screen_drops: false without drop_tolerance would drop no "
                              "feature at all (set drop_tolerance, the finalists' read, or take width 0 out "
                              "of the space)")
-        if rerank_from not in RERANK_POOLS:
-            raise ValueError(f"strategy 'oneshot': rerank_from: expected one of {', '.join(RERANK_POOLS)}, "
-                             f"got {rerank_from!r}")
-        if crossing_layers not in CROSSING_LAYERS:
-            raise ValueError(f"strategy 'oneshot': crossing_layers: expected one of "
-                             f"{', '.join(CROSSING_LAYERS)}, got {crossing_layers!r}")
         if crossing_layers != "screen" and not shared_crossings:
             raise ValueError(f"strategy 'oneshot': crossing_layers: {crossing_layers!r} is set without "
                              "shared_crossings (no crossings to cut)")
@@ -279,12 +272,6 @@ class OneShotStrategy(Strategy):
         if not 0.0 < drop_clear < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_clear: expected an AUC cost in (0, 0.5), "
                              f"got {drop_clear}")
-        if hash_choice not in HASH_CHOICES:
-            raise ValueError(f"strategy 'oneshot': hash_choice: expected one of {', '.join(HASH_CHOICES)}, "
-                             f"got {hash_choice!r}")
-        if search not in SEARCHES:
-            raise ValueError(f"strategy 'oneshot': search: expected one of {', '.join(SEARCHES)}, "
-                             f"got {search!r}")
         self.candidates, self.search, self.selection_samples = candidates, search, selection_samples
         self.rerank, self.calibrate, self.final_epochs = rerank, calibrate, final_epochs
         self.rerank_steps, self.rescore, self.rescore_samples = rerank_steps, rescore, rescore_samples
