@@ -1,6 +1,6 @@
 """The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
 
-Each run recorded in BENCHMARKS.md (``k8i`` ... ``k37``) changed one or
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k38``) changed one or
 two settings of the one before it, and its flags were kept in a shell script under ``~/.cache``,
 which a new machine does not have. Here each is spelled out whole: the benchmark's flags
 (argparse names) and the one-shot strategy's options. ``--variant NAME`` makes them the defaults
@@ -190,6 +190,17 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
              "hash_choice": "full", "calibrate": 0, "drop_tolerance": 0.0001, "drop_read": "rerank",
              "drop_screen": 32768, "screen_drops": False, "rerank_from": "crossings", "drop_from": "first",
              "crossing_layers": "first"}),
+    # every k34 supernet ranked each DHEN-ending layer setting above the DCNv2 ones (the best DCNv2
+    # 45th-47th of 264 at width 16), and 300 steps of the over-arch alone on a DCNv2 path lifted it
+    # past them: the one shared over-arch favours the kind it fits best. So each last layer kind
+    # gets its own over-arch, trained alone 300 steps (kind_heads), and the proxy's two best kinds
+    # go to a rung read once, at 0.6 of the epoch, where the DCNv2 finals parted from DHEN in k36
+    "k38": ({**_SEARCH, "candidates": 60, "rerank": 2, "supernet_from": "_k34", "supernet_steps": 2000,
+             "final_epochs": 1},
+            {**_K14, "shared_paths": 1.0, "final_candidates": 2, "rung_fraction": 0.6,
+             "hash_choice": "full", "calibrate": 0, "drop_tolerance": 0.0001, "drop_read": "rerank",
+             "drop_screen": 32768, "screen_drops": False, "rerank_from": "crossings", "drop_from": "first",
+             "kind_heads": 300}),
 }
 
 

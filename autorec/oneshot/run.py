@@ -58,6 +58,7 @@ from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import kendalltau
 
 from autorec.oneshot.drops import DROPPED_ATTR, SupernetDrops, drop_finalists
+from autorec.oneshot.heads import KindHeads
 from autorec.oneshot.importance import TrainedDrops
 from autorec.oneshot.ranking import (
     crossing_bases,
@@ -190,8 +191,15 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                           "resumed_from": state.resumed_from, "final_loss": state.losses[-1]}
     study.set_user_attr(ONESHOT_ATTR, record)
 
+    heads = None
+    if strategy.kind_heads:  # one over-arch per last layer kind, before any candidate is scored
+        heads = KindHeads(training, strategy.kind_heads, root / "heads")
+        seconds = heads.fit(log)
+        record["heads"] = {"steps": strategy.kind_heads, "kinds": heads.kinds}
+        record["search_seconds"] = record.get("search_seconds", 0.0) + seconds
+        study.set_user_attr(ONESHOT_ATTR, record)
     search = CandidateSearch(training, strategy.selection_samples, config.objectives, trial_attrs,
-                             strategy.hash_choice, strategy.screen_drops)
+                             strategy.hash_choice, strategy.screen_drops, heads)
     done = len(screen_trials(study))
     if done < strategy.candidates:
         log(f"one-shot search: {strategy.candidates - done} more candidates on inherited weights")

@@ -68,13 +68,16 @@ class CandidateSearch:
     """Proposes, derives, scores and records candidates of ``training``'s supernet; with
     ``screen_drops`` False no feature is dropped in what it proposes (no width 0: the drops are
     left to a read of the finalists, :mod:`autorec.oneshot.drops`), though a thinned finalist
-    enqueued with user attribute ``dropped_choices`` is scored with those widths at 0."""
+    enqueued with user attribute ``dropped_choices`` is scored with those widths at 0. With
+    ``heads`` (a fitted :class:`~autorec.oneshot.heads.KindHeads`) each path is scored with the
+    over-arch of its last layer kind."""
 
     def __init__(self, training: SupernetTraining, selection_samples: int,
                  objectives: Sequence[str], trial_attrs: Mapping[str, Any] | None = None,
-                 hash_choice: str = "search", screen_drops: bool = True) -> None:
+                 hash_choice: str = "search", screen_drops: bool = True, heads: Any = None) -> None:
         check_objectives(objectives, hash_choice)
         self.search = training.search
+        self.heads = heads
         self.objectives = tuple(objectives)
         self.trial_attrs = dict(trial_attrs or {})  # set on every candidate first (the worker, for recovery)
         self.net = self.search.supernet
@@ -106,7 +109,7 @@ class CandidateSearch:
         spec = self.net.derive(values)
         key = spec.to_json()
         if key not in self._cache:  # the costs a study records (autorec.study.trial.cost_summary)
-            self._cache[key] = (self.search.path_scores(values, self._batches), arch_cost(spec).summary())
+            self._cache[key] = (self._scores(values, self._batches), arch_cost(spec).summary())
         scores, costs = self._cache[key]
         return spec, scores, costs
 
@@ -146,7 +149,13 @@ class CandidateSearch:
         look at the few candidates the screen put first."""
         if samples not in self._rescore_batches:
             self._rescore_batches[samples] = self.search.selection_batches(samples)
-        return self.search.path_scores(values, self._rescore_batches[samples])
+        return self._scores(values, self._rescore_batches[samples])
+
+    def _scores(self, values: Mapping[str, Any], batches: list[Any]) -> dict[str, float]:
+        """The path's inherited-weight scores on ``batches`` (with its kind's head, if any)."""
+        if self.heads is not None:
+            self.heads.use(values)
+        return self.search.path_scores(values, batches)
 
     def objective(self, trial: optuna.Trial) -> float | list[float]:
         for key, value in self.trial_attrs.items():

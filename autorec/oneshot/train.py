@@ -192,9 +192,11 @@ class SupernetTraining:
             paths = [{**path, **self.widest_embeddings} for path in paths]
         return self.train_paths(batch, paths)
 
-    def uniform_path(self) -> dict[str, int]:
-        """One path drawn uniformly: choice name -> index of its value."""
-        return {c.name: int(torch.randint(len(c.values), (1,), generator=self.generator))
+    def uniform_path(self, generator: torch.Generator | None = None) -> dict[str, int]:
+        """One path drawn uniformly: choice name -> index of its value (from ``generator``,
+        default the training's own)."""
+        generator = generator or self.generator
+        return {c.name: int(torch.randint(len(c.values), (1,), generator=generator))
                 for c in self.choices}
 
     def extreme_path(self, largest: bool) -> dict[str, int]:
@@ -213,20 +215,21 @@ class SupernetTraining:
                                     key=lambda i, c=c: (sum(c.values[i]), len(c.values[i])))
         return path
 
-    def shared_embeddings(self) -> dict[str, int]:
+    def shared_embeddings(self, generator: torch.Generator | None = None) -> dict[str, int]:
         """One draw of the all-alike corner: a width drawn uniformly from the width choices'
         values and a hash size from the hash choices', every embedding choice set to it (choice
         name -> value index; a choice that lacks the drawn value draws its own)."""
+        generator = generator or self.generator
         out: dict[str, int] = {}
         for group in embedding_groups(self.choices):
             # ascending, as the benchmark's runs drew them; a dim_ratio may be a string ("1/4")
             values = sorted({v for c in group for v in c.values}, key=lambda v: Fraction(str(v)))
             if not values:
                 continue
-            value = values[int(torch.randint(len(values), (1,), generator=self.generator))]
+            value = values[int(torch.randint(len(values), (1,), generator=generator))]
             for c in group:
                 out[c.name] = (c.values.index(value) if value in c.values
-                               else int(torch.randint(len(c.values), (1,), generator=self.generator)))
+                               else int(torch.randint(len(c.values), (1,), generator=generator)))
         return out
 
     @cached_property

@@ -93,6 +93,12 @@ the later ones skipped, so every block kind meets the re-rank in its plain one-l
 ``scale`` workload the screen's best of a kind was often a slow two-layer stack and the proxy
 cannot judge a second layer, BENCHMARKS.md ``k35``; on seed 0 there the cut one-layer DCNv2 still
 lost the rung to DHEN, ``k37``),
+``kind_heads`` (default 0, off; with n, after the supernet trains, each layer kind a path can
+end in gets its own copy of the over-arch, trained alone for n steps on paths ending there, and
+every candidate is scored with its last kind's: the one shared over-arch reads every kind's
+outputs in the same columns and favours the kind it fits best; on the ``scale`` workload every
+supernet ranked all DHEN-ending settings above the DCNv2 ones a one-epoch training puts first,
+:mod:`autorec.oneshot.heads`),
 ``drop_from`` (``each``, the default: every finalist's drops are read; ``first``: only the
 first finalist's, and each other finalist is offered those of them it embeds, kept when they
 hold jointly on its own path: a read is a pass per feature, and which tables carry signal is the
@@ -169,7 +175,7 @@ class OneShotStrategy(Strategy):
                  drop_tolerance: float | None = None, drop_read: str = "supernet",
                  drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
                  screen_drops: bool = True, rerank_from: str = "all", drop_from: str = "each",
-                 crossing_layers: str = "screen",
+                 crossing_layers: str = "screen", kind_heads: int = 0,
                  **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
@@ -191,7 +197,7 @@ class OneShotStrategy(Strategy):
                                 ("rerank_steps", rerank_steps or 1, 1),
                                 ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0),
                                 ("shared_crossings", shared_crossings, 0),
-                                ("kind_neighbours", kind_neighbours, 0),
+                                ("kind_neighbours", kind_neighbours, 0), ("kind_heads", kind_heads, 0),
                                 ("final_candidates", final_candidates, 1), ("rung_seeds", rung_seeds, 1),
                                 ("rung_winner_seeds", rung_winner_seeds, 1),
                                 ("rerank_val_samples", 1 if rerank_val_samples is None
@@ -284,6 +290,7 @@ class OneShotStrategy(Strategy):
         self.drop_tolerance, self.drop_read, self.drop_samples = drop_tolerance, drop_read, drop_samples
         self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
         self.rerank_from, self.drop_from, self.crossing_layers = rerank_from, drop_from, crossing_layers
+        self.kind_heads = kind_heads
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

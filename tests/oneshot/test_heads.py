@@ -1,0 +1,128 @@
+"""One over-arch per last layer kind (``kind_heads``): trained alone from the shared one, used
+by the kind each candidate ends in, kept on disk so a rerun trains none again."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autorec.blocks import identity_kind
+from autorec.data import load_dataset
+from autorec.oneshot.heads import NONE, KindHeads, end_kinds, last_kind
+from autorec.oneshot.search import CandidateSearch
+from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
+from autorec.space import SearchSpace
+from tests.oneshot.test_run import of_stage, run_oneshot
+
+SPACE = {"dim": [8], "dense_arch": [[16]], "over_arch": [[16], [32]],
+         "layers": {"num": {"low": 1, "high": 2}, "kinds": ["dlrm", "dcnv2"]}}
+SKIP = identity_kind()
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_dataset("synthetic", preset="tiny", num_samples=3000)
+
+
+@pytest.fixture()
+def trained(data, tmp_path):
+    config = OneShotTrainConfig(steps=4, batch_size=64, seed=1, shared_paths=0.5)
+    run = SupernetTraining(SearchSpace.from_dict(SPACE), data, config, tmp_path / "supernet")
+    run.fit()
+    return run
+
+
+def head_weights(run: SupernetTraining) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in run.search.supernet.over_arch.state_dict().items()}
+
+
+def differ(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return any(not torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_last_kind_is_the_last_layer_not_skipped():
+    kinds = [("dlrm", "dcnv2"), ("dlrm", "dcnv2", SKIP)]
+    assert last_kind(kinds, {"layer0.kind": "dcnv2", "layer1.kind": SKIP}) == "dcnv2"
+    assert last_kind(kinds, {"layer0.kind": "dcnv2", "layer1.kind": "dlrm"}) == "dlrm"
+    assert last_kind([("dlrm",)], {}) == "dlrm"  # one kind: no choice, it runs
+    assert last_kind([("dlrm", SKIP)], {"layer0.kind": SKIP}) == NONE
+    assert end_kinds(kinds) == ["dlrm", "dcnv2"]
+    assert end_kinds([("dlrm", SKIP)]) == ["dlrm", NONE]
+
+
+def test_each_kind_gets_its_own_head_trained_alone(trained, tmp_path):
+    shared = head_weights(trained)
+    body = {k: v.detach().clone() for k, v in trained.search.supernet.layers.state_dict().items()}
+    heads = KindHeads(trained, 3, tmp_path / "heads")
+    assert heads.fit() > 0
+    assert heads.kinds == ["dlrm", "dcnv2"]
+    assert not differ(head_weights(trained), shared)  # the shared head is back after fitting
+    assert differ(heads.heads["dlrm"], shared) and differ(heads.heads["dcnv2"], shared)
+    assert differ(heads.heads["dlrm"], heads.heads["dcnv2"])
+    after = trained.search.supernet.layers.state_dict()
+    assert all(torch.equal(body[k], after[k]) for k in body)  # the layers stayed frozen
+    assert all(p.requires_grad for p in trained.search.supernet.layers.parameters())
+
+    heads.use({"layer0.kind": "dlrm", "layer1.kind": "dcnv2"})
+    assert not differ(head_weights(trained), heads.heads["dcnv2"])
+    heads.use({"layer0.kind": "dcnv2", "layer1.kind": SKIP})
+    assert not differ(head_weights(trained), heads.heads["dcnv2"])
+    heads.use({"layer0.kind": "dcnv2", "layer1.kind": "dlrm"})
+    assert not differ(head_weights(trained), heads.heads["dlrm"])
+    heads.use(None)
+    assert not differ(head_weights(trained), shared)
+
+
+def test_a_candidate_is_scored_with_its_kinds_head(trained, tmp_path):
+    heads = KindHeads(trained, 3, tmp_path / "heads")
+    heads.fit()
+    plain = CandidateSearch(trained, 256, ("val_auc",))
+    with_heads = CandidateSearch(trained, 256, ("val_auc",), heads=heads)
+    names = {n: v[0] for n, v in plain.names.items()}
+    values = plain.values_of({**names, "layer0.kind": "dcnv2", "layer1.kind": "dlrm"})
+    own = with_heads.rescore(values, 512)["val_auc"]
+    heads.use(None)
+    assert plain.rescore(values, 512)["val_auc"] != own
+
+
+def test_saved_heads_are_loaded_not_trained_again(trained, tmp_path):
+    first = KindHeads(trained, 3, tmp_path / "heads")
+    first.fit()
+    again = KindHeads(trained, 3, tmp_path / "heads")
+    assert again.fit() == 0.0
+    for kind in first.kinds:
+        assert not differ(first.heads[kind], again.heads[kind])
+    (tmp_path / "heads" / "dlrm.json").unlink()  # a head without its record is trained again
+    more = KindHeads(trained, 3, tmp_path / "heads")
+    assert more.fit() > 0
+    other = KindHeads(trained, 2, tmp_path / "heads")  # so is one of another length
+    assert other.fit() > 0
+
+
+def test_steps_must_be_a_positive_integer(trained, tmp_path):
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError, match=f"kind_heads: expected an integer >= 1 .* got {bad!r}"):
+            KindHeads(trained, bad, tmp_path)
+
+
+def test_a_study_with_kind_heads_records_them_and_counts_their_seconds(tmp_path):
+    config, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 6, "rerank": 2, "calibrate": 0,
+                                           "kind_heads": 2})
+    record = study.user_attrs["oneshot"]
+    assert record["heads"]["steps"] == 2 and record["heads"]["kinds"]
+    assert record["search_seconds"] > 0
+    heads = config.directory / "oneshot" / "heads"
+    assert sorted(p.name for p in heads.glob("*.safetensors")) == sorted(
+        f"{k}.safetensors" for k in record["heads"]["kinds"])
+    assert len(of_stage(study, "final")) == 1
+
+
+@pytest.mark.parametrize("value, message", [
+    (-1, "kind_heads: expected an integer >= 0, got -1"),
+    ("many", "kind_heads"),
+])
+def test_a_bad_kind_heads_is_named(tmp_path, value, message):
+    from autorec.strategies.oneshot import OneShotStrategy
+
+    with pytest.raises(ValueError, match=message):
+        OneShotStrategy(kind_heads=value)
