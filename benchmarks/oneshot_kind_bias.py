@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--samples", type=int, default=16384)
     parser.add_argument("--heads", type=int, default=300, help="steps per kind head (0: shared only)")
     parser.add_argument("--probe-steps", type=int, default=0)
-    parser.add_argument("--probe", default=",".join(PROBES),
-                        help="the settings probed (labels as printed, comma-separated)")
+    parser.add_argument("--probe", default=";".join(PROBES),
+                        help="the settings probed (labels as printed, separated by ';')")
     parser.add_argument("--tpe", action="store_true")
     parser.add_argument("--tau-from", default=None, help="a run's tag whose tau trainings to use (e.g. _k18)")
     parser.add_argument("--root", type=Path, default=ROOT)
@@ -194,6 +194,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if name not in seen:
             seen.add(name)
             settings.append((name, arch["layers"][0]["kind"], values))
+    by_name = {name: values for name, _, values in settings}
+    probes = args.probe.split(";") if args.probe_steps else []
+    unknown = [name for name in probes if name not in by_name]
+    if unknown:  # before any scoring
+        known = sorted(by_name)
+        more = f" (and {len(known) - 8} more, labelled alike)" if len(known) > 8 else ""
+        raise SystemExit(f"--probe: no layer setting {unknown[0]!r}; the space's are, for example: "
+                         f"{', '.join(known[:8])}{more}")
     key = f"{args.tag.lstrip('_')}_s{args.seed}_w{args.width}"
     figures: dict[str, Any] = {}
     modes: list[tuple[str, Any]] = [("shared", None)]
@@ -220,11 +228,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if heads is not None:
             heads.use(None)
     search.heads = None
-    by_name = {name: values for name, _, values in settings}
-    for name in args.probe.split(",") if args.probe_steps else ():
-        if name not in by_name:
-            raise SystemExit(f"--probe: no layer setting {name!r}; the space's are: "
-                             f"{', '.join(sorted(by_name))}")
+    for name in probes:
         figures[f"{key}_probe_{slug(name)}_before"] = search.rescore(by_name[name], args.samples)["val_auc"]
         figures[f"{key}_probe{args.probe_steps}_{slug(name)}_after"] = head_probe(
             loaded, by_name[name], args.probe_steps, args.samples)

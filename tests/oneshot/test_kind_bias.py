@@ -50,7 +50,7 @@ def test_a_run_scores_every_setting_with_both_heads(tmp_path: Path) -> None:
     assert figures["x_s0_w8_shared_settings"] == figures["x_s0_w8_heads2_settings"] > 2
     assert {"x_s0_w8_shared_best_rank_dcnv2", "x_s0_w8_heads2_best_rank_dlrm"} <= set(figures)
     assert json.loads(out.read_text())["x_s0_w8_probe2_dlrm_16_after"] > 0
-    with pytest.raises(SystemExit, match="--probe: no layer setting 'wukong 16'; the space's are: "):
-        main([*args, "--probe-steps", "2", "--probe", "wukong 16"])
+    with pytest.raises(SystemExit, match="--probe: no layer setting 'wukong 16'; the space's are, for "):
+        main([*args, "--probe-steps", "2", "--probe", "dlrm 16;wukong 16"])
     with pytest.raises(SystemExit, match="--width: '16' is not a width"):
         main([*args[:4], "--width", "16", *args[6:]])
