@@ -4,10 +4,10 @@ The supernet has one over-arch, and it reads the last layer's (padded) output co
 kind filled them: a DHEN ensemble's outputs on one step, a DCNv2 cross's or DLRM's dots on the
 next. Its weights settle where the kinds the shared weights fit best put their outputs, and the
 inherited-weight score of every other kind pays for that. On issue 20's ``scale`` workload every
-supernet ranked each DHEN-ending layer setting above every DCNv2-first one (rank 45-47 of 264 for
+supernet ranked every DHEN-first layer setting above every DCNv2-first one (rank 45-47 of 264 for
 the best DCNv2 at width 16, where a one-epoch training puts DCNv2 first), and 300 steps of the
 over-arch alone on one DCNv2 path, the rest frozen, lifted its score past the DHEN's
-(BENCHMARKS.md, "kind heads").
+(BENCHMARKS.md, "Why the proxy sends DHEN").
 
 So after the supernet trains, each kind a path can end in gets its own copy of the over-arch,
 trained alone (every other weight frozen, the embeddings detached) for ``steps`` steps on paths
