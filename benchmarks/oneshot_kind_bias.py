@@ -36,11 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import torch
 from optuna.trial import TrialState
 from scipy.stats import kendalltau
 
-from autorec.oneshot.heads import KindHeads
+from autorec.oneshot.heads import KindHeads, train_head
 from benchmarks.oneshot_cross_scores import calibration_pairs
 from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, supernet_values
 from benchmarks.results_file import RESULTS, merge_results
@@ -124,24 +123,12 @@ def kind_figures(rows: list[tuple[str, str, float]], prefix: str) -> dict[str, A
 def head_probe(loaded: Any, values: Mapping[str, Any], steps: int, samples: int) -> float:
     """The score of the path at ``values`` after ``steps`` steps of the over-arch alone on it
     (from the shared weights, restored after)."""
-    search, training = loaded.search, loaded.training
-    ss, head = training.search, training.search.supernet.over_arch
+    head = loaded.training.search.supernet.over_arch
     shared = {k: v.detach().clone() for k, v in head.state_dict().items()}
-    own = {id(p) for p in head.parameters()}
-    frozen = [p for p in ss.model.parameters() if id(p) not in own and p.is_leaf and p.requires_grad]
-    optimizer = torch.optim.Adam(head.parameters(), lr=training.config.dense_lr)
-    train, _ = ss.batches()
-    for p in frozen:
-        p.requires_grad_(False)
     try:
-        for _ in range(steps):
-            optimizer.zero_grad()
-            ss._bce(next(train).to(ss.device), ss.one_hot(values), detach_embeddings=True).backward()
-            optimizer.step()
-        return search.rescore(values, samples)["val_auc"]
+        train_head(loaded.training, itertools.repeat(values), steps)
+        return loaded.search.rescore(values, samples)["val_auc"]
     finally:
-        for p in frozen:
-            p.requires_grad_(True)
         head.load_state_dict(shared)
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,31 +136,10 @@ class KindHeads:
 
     def _train(self, kind: str) -> dict[str, torch.Tensor]:
         """The over-arch trained alone on paths ending in ``kind``, from the shared weights."""
-        search, config = self.training.search, self.training.config
+        generator = torch.Generator().manual_seed(self.training.config.seed + 1 + self.kinds.index(kind))
         self.head.load_state_dict(self.shared)
         self.current = None
-        params = list(self.head.parameters())
-        own = {id(p) for p in params}
-        frozen = [p for p in search.model.parameters()
-                  if id(p) not in own and p.is_leaf and p.requires_grad]
-        optimizer = torch.optim.Adam(params, lr=config.dense_lr)
-        generator = torch.Generator().manual_seed(config.seed + 1 + self.kinds.index(kind))
-        paths = self._paths(kind, generator)
-        train, _ = search.batches()
-        for p in frozen:
-            p.requires_grad_(False)
-        try:
-            for _ in range(self.steps):
-                values = next(paths)
-                optimizer.zero_grad()
-                loss = search._bce(next(train).to(search.device), search.one_hot(values),
-                                   detach_embeddings=True)
-                loss.backward()
-                optimizer.step()
-        finally:
-            for p in frozen:
-                p.requires_grad_(True)
-        trained = {k: v.detach().clone().contiguous() for k, v in self.head.state_dict().items()}
+        trained = train_head(self.training, self._paths(kind, generator), self.steps)
         self.head.load_state_dict(self.shared)
         return trained
 
@@ -178,3 +157,29 @@ class KindHeads:
         partial = meta.with_name(f".{meta.name}.partial")
         partial.write_text(json.dumps({"steps": self.steps}))
         os.replace(partial, meta)
+
+
+def train_head(training: Any, paths: Iterator[Mapping[str, Any]], steps: int) -> dict[str, torch.Tensor]:
+    """Train the over-arch of ``training``'s supernet alone (every other weight frozen, the
+    embeddings detached) for ``steps`` steps of the training batch stream, one path of ``paths``
+    (choice name -> value) a step, from the weights it holds; returns its trained weights (left in
+    place: the caller restores what it needs)."""
+    search, config = training.search, training.config
+    head = search.supernet.over_arch
+    own = {id(p) for p in head.parameters()}
+    frozen = [p for p in search.model.parameters() if id(p) not in own and p.is_leaf and p.requires_grad]
+    optimizer = torch.optim.Adam(head.parameters(), lr=config.dense_lr)
+    train, _ = search.batches()
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        for _ in range(steps):
+            values = next(paths)
+            optimizer.zero_grad()
+            loss = search._bce(next(train).to(search.device), search.one_hot(values), detach_embeddings=True)
+            loss.backward()
+            optimizer.step()
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
+    return {k: v.detach().clone().contiguous() for k, v in head.state_dict().items()}
