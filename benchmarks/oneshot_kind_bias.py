@@ -193,8 +193,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     modes: list[tuple[str, Any]] = [("shared", None)]
     if args.heads:
-        heads = KindHeads(loaded.training, args.heads, Path(tempfile.mkdtemp(prefix="kind_heads_")))
-        figures[f"{key}_heads{args.heads}_seconds"] = heads.fit()
+        with tempfile.TemporaryDirectory(prefix="kind_heads_") as scratch:  # the heads stay in memory
+            heads = KindHeads(loaded.training, args.heads, Path(scratch))
+            figures[f"{key}_heads{args.heads}_seconds"] = heads.fit()
         modes.append((f"heads{args.heads}", heads))
     for mode, heads in modes:
         search.heads = heads

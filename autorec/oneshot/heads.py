@@ -4,8 +4,8 @@ The supernet has one over-arch, and it reads the last layer's (padded) output co
 kind filled them: a DHEN ensemble's outputs on one step, a DCNv2 cross's or DLRM's dots on the
 next. Its weights settle where the kinds the shared weights fit best put their outputs, and the
 inherited-weight score of every other kind pays for that. On issue 20's ``scale`` workload every
-supernet ranked every DHEN-first layer setting above every DCNv2-first one (rank 45-47 of 264 for
-the best DCNv2 at width 16, where a one-epoch training puts DCNv2 first), and 300 steps of the
+supernet's 44-46 best of 264 layer settings at width 16 were all DHEN-first (the best DCNv2
+45th-47th, where a one-epoch training puts DCNv2 first), and 300 steps of the
 over-arch alone on one DCNv2 path, the rest frozen, lifted its score past the DHEN's
 (BENCHMARKS.md, "Why the proxy sends DHEN").
 
@@ -43,6 +43,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from autorec.blocks import identity_kind
+from autorec.train.checkpoints import write_json
 
 NONE = "none"  # the head of a path that skips every layer (the embeddings go to the over-arch)
 _MAX_TRIES = 10_000  # uniform draws per path before a kind is called unreachable
@@ -153,10 +154,7 @@ class KindHeads:
         partial = path.with_name(f".{path.name}.partial")
         save_file(self.heads[kind], str(partial))
         os.replace(partial, path)
-        meta = self.directory / f"{kind}.json"
-        partial = meta.with_name(f".{meta.name}.partial")
-        partial.write_text(json.dumps({"steps": self.steps}))
-        os.replace(partial, meta)
+        write_json(self.directory / f"{kind}.json", {"steps": self.steps})
 
 
 def train_head(training: Any, paths: Iterator[Mapping[str, Any]], steps: int) -> dict[str, torch.Tensor]:

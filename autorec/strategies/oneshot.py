@@ -96,9 +96,9 @@ lost the rung to DHEN, ``k37``),
 ``kind_heads`` (default 0, off; with n, after the supernet trains, each layer kind a path can
 end in gets its own copy of the over-arch, trained alone for n steps on paths ending there, and
 every candidate is scored with its last kind's: the one shared over-arch reads every kind's
-outputs in the same columns and favours the kind it fits best; on the ``scale`` workload every
-supernet ranked every DHEN-first setting above the DCNv2-first ones a one-epoch training puts
-first, and 300-step heads lifted the best DCNv2 from 45th-47th of 264 to 1st, 19th and 5th,
+outputs in the same columns and favours the kind it fits best; on the ``scale`` workload each
+supernet's 44-46 best settings were DHEN-first, above the DCNv2-first ones a one-epoch training
+puts first, and 300-step heads lifted the best DCNv2 from 45th-47th of 264 to 1st, 19th and 5th,
 :mod:`autorec.oneshot.heads`, BENCHMARKS.md ``k38``),
 ``drop_from`` (``each``, the default: every finalist's drops are read; ``first``: only the
 first finalist's, and each other finalist is offered those of them it embeds, kept when they

@@ -115,6 +115,12 @@ def test_a_study_with_kind_heads_records_them_and_counts_their_seconds(tmp_path)
     assert sorted(p.name for p in heads.glob("*.safetensors")) == sorted(
         f"{k}.safetensors" for k in record["heads"]["kinds"])
     assert len(of_stage(study, "final")) == 1
+    # the same study without the heads scores the same first candidate with the shared over-arch
+    (tmp_path / "plain").mkdir()
+    _, plain = run_oneshot(tmp_path / "plain", {"steps": 6, "candidates": 6, "rerank": 2, "calibrate": 0})
+    first, shared = of_stage(study, "proxy")[0], of_stage(plain, "proxy")[0]
+    assert first.params == shared.params
+    assert first.user_attrs["proxy"]["val_auc"] != shared.user_attrs["proxy"]["val_auc"]
 
 
 @pytest.mark.parametrize("value, message", [
