@@ -201,6 +201,18 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
              "hash_choice": "full", "calibrate": 0, "drop_tolerance": 0.0001, "drop_read": "rerank",
              "drop_screen": 32768, "screen_drops": False, "rerank_from": "crossings", "drop_from": "first",
              "kind_heads": 300}),
+    # k38's rung read both finalists at 0.6 of the epoch: the losing DHEN (10-12k samples/s) cost
+    # 198-234 s there, 1.4-1.6 TE, and its 150-step re-rank trainings re-ranked the same two the
+    # rung then read. So the rung is read at equal seconds (the fastest at 0.6, the other as far
+    # as it gets in that time, speeds measured on the first 5% of the epoch) and the re-rank does
+    # not train: the proxy's two kinds go straight to the rung; no drops (their read was the
+    # re-rank's trainings; the all-alike crossings embed every feature)
+    "k39": ({**_SEARCH, "candidates": 60, "rerank": 2, "short_rerank": 0, "supernet_from": "_k34",
+             "supernet_steps": 2000, "final_epochs": 1},
+            {**_K14, "shared_paths": 1.0, "final_candidates": 2, "rung_fraction": 0.6,
+             "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False, "rerank_speed_tie": 0.0,
+             "hash_choice": "full", "calibrate": 0, "screen_drops": False, "rerank_from": "crossings",
+             "kind_heads": 300}),
 }
 
 

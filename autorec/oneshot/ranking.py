@@ -194,6 +194,27 @@ def rung_runs(finalists: Sequence[T], seeds: int, winner_seeds: int,
     return max(runs, key=values.__getitem__), runs
 
 
+def priced_pauses(speeds: Mapping[T, float], probe: int, pause: int) -> dict[T, int]:
+    """The steps at which a rung read at equal seconds pauses each finalist (``rung_price:
+    seconds``): every finalist trained to ``probe`` steps, where ``speeds`` (samples per second
+    over those steps) were measured; the fastest then goes on to ``pause``, and each other one
+    to the step it reaches in the seconds the fastest takes from ``probe`` to ``pause`` (at least
+    one step past ``probe``). A finalist at half the speed is read at about half the steps: a
+    slow finalist is priced by the time its read costs, and a loser costs the leader's seconds.
+
+    Example:
+        >>> priced_pauses({"dcnv2": 30000.0, "dhen": 12000.0}, 100, 1100)
+        {'dcnv2': 1100, 'dhen': 500}
+        >>> priced_pauses({"a": 1.0, "b": 0.0001}, 100, 1100)["b"]  # at least one step on
+        101
+    """
+    fastest = max(speeds.values())
+    if not fastest > 0 or not 0 < probe < pause:
+        raise ValueError(f"priced_pauses: expected positive speeds and 0 < probe < pause, got speeds "
+                         f"{dict(speeds)}, probe {probe}, pause {pause}")
+    return {f: max(probe + 1, probe + round((pause - probe) * s / fastest)) for f, s in speeds.items()}
+
+
 def halving(finalists: Sequence[T], reads: int,
             auc: Callable[[T, int], float | None]) -> tuple[T, list[tuple[T, int]]] | None:
     """Successive halving over ``reads`` reads of the final rung: every finalist is read at the

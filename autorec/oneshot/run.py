@@ -32,7 +32,9 @@ best by validation AUC goes on; with ``rung_seeds`` m > 1, each under m training
 (restarts), the best (candidate, seed) going on; with ``rung_winner_seeds`` m, only the rung's
 leader is restarted, up to m seeds; with ``rung_fraction`` f < 1 the rung's trainings stop after
 that share of the epoch and only the one that goes on finishes it; with a list of shares, by
-successive halving (:func:`autorec.oneshot.rung.final_rung`). With
+successive halving (:func:`autorec.oneshot.rung.final_rung`); with ``rung_price: seconds``, at
+equal seconds (a slow finalist read where the fastest's time runs out). With ``rerank_train:
+false`` step 3 trains nothing: its candidates go to the rung in the proxy's order. With
 ``drop_tolerance`` the finalists first lose the tables they do without: read off the supernet
 (:mod:`autorec.oneshot.drops`), or with ``drop_read: rerank`` off each one's re-rank training
 by permutation importance (:mod:`autorec.oneshot.importance`).
@@ -243,7 +245,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     trained = {t.user_attrs["proxy_trial"]: t for t in stage_trials(study, "rerank")}
     # The method's cost is the chosen ones' trainings; the calibration set only measures the proxy
     # (on the trial budget: with short re-ranks, the chosen ones are trained on it once more).
-    jobs = [(t, "rerank", "rerank_seconds") for t in chosen]
+    method = [(t, "rerank", "rerank_seconds") for t in chosen] if strategy.rerank_train else []
+    jobs = list(method)
     if short:
         jobs += [(t, "calibrate", "calibration_seconds") for t in [*chosen, *calibration]]
     else:
@@ -265,14 +268,15 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
             record[key] = record.get(key, 0.0) + time.perf_counter() - start
             study.set_user_attr(ONESHOT_ATTR, record)
 
-    train(jobs[:len(chosen)])  # the method's re-rank, then its winner; tau's trainings last
-    record["rerank_numbers"] = sorted(t.number for t in chosen)
+    train(jobs[:len(method)])  # the method's re-rank, then its winner; tau's trainings last
+    record["rerank_numbers"] = sorted(t.number for t, _, _ in method)  # (untrained: none)
     record["calibration_numbers"] = sorted(t.number for t in calibration)
     if not stage_trials(study, "final"):
-        order = rerank_order(chosen, lambda t: trained[t.number].user_attrs["metrics"]["val"]["auc"],
-                             strategy.capacity_tie, lambda t: proxy_of(t)["val_auc"], strategy.rerank_tie,
-                             lambda t: trained[t.number].user_attrs["metrics"]["train_samples_per_s"],
-                             strategy.rerank_speed_tie)
+        order = list(chosen) if not strategy.rerank_train else rerank_order(  # (untrained: the proxy's)
+            chosen, lambda t: trained[t.number].user_attrs["metrics"]["val"]["auc"], strategy.capacity_tie,
+            lambda t: proxy_of(t)["val_auc"], strategy.rerank_tie,
+            lambda t: trained[t.number].user_attrs["metrics"]["train_samples_per_s"],
+            strategy.rerank_speed_tie)
         record["final_order"] = [t.number for t in order]
         if strategy.drop_tolerance is not None:  # the finalists' free tables dropped: rescore time
             start = time.perf_counter()
@@ -291,13 +295,14 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
         epoch_steps = -(-runner.dataset.num_rows("train") // cfg.batch_size)
         fractions = strategy.rung_fractions  # the rung trains these shares of the first epoch's steps
         pauses = [] if fractions == [1.0] else [max(1, round(f * epoch_steps)) for f in fractions]
+        probe = None if strategy.rung_probe is None else max(1, round(strategy.rung_probe * epoch_steps))
         if len(pauses) == 1:
             record["rung_pause_step"] = pauses[0]
         elif pauses:
             record["rung_pause_steps"] = pauses
         proxy, cfg = final_rung(config, study, runner, order[:strategy.final_candidates], cfg, record,
                                 proxy_of, log, strategy.rung_seeds, strategy.rung_winner_seeds,
-                                pauses, strategy.rerank_val_samples, epoch_steps)
+                                pauses, strategy.rerank_val_samples, epoch_steps, probe)
         start = time.perf_counter()
         train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
         entry = rung_entry(proxy.number, cfg.seed - base_seed, base_seed)
@@ -305,7 +310,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
         record["final_seconds"] = rung + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
 
-    train(jobs[len(chosen):])
+    train(jobs[len(method):])
     on_budget = calibrated if short else trained  # the trainings on the trial budget
     pairs = [(proxy_of(t)["val_auc"], on_budget[t.number].user_attrs["metrics"]["val"]["auc"])
              for t in [*chosen, *calibration] if t.number in on_budget]

@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from autorec.oneshot.ranking import halving, rung_runs
+from autorec.oneshot.ranking import halving, priced_pauses, rung_runs
 from autorec.oneshot.stages import ONESHOT_ATTR, PAUSE_ATTR, stage_trials, train_stage
 
 
@@ -32,7 +32,8 @@ def rung_entry(number: int, restart: int, seed: int) -> str:
 def final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[FrozenTrial], cfg: Any,
                record: dict[str, Any], proxy_of: Callable[[FrozenTrial], dict[str, float]],
                log: Callable[[str], None], seeds: int = 1, winner_seeds: int = 1, pauses: Sequence[int] = (),
-               val_samples: int | None = None, epoch_steps: int | None = None) -> tuple[FrozenTrial, Any]:
+               val_samples: int | None = None, epoch_steps: int | None = None,
+               probe: int | None = None) -> tuple[FrozenTrial, Any]:
     """With several ``finalists`` (``final_candidates``) or ``seeds`` > 1 (``rung_seeds``), each
     finalist trains the final's first epoch under ``seeds`` training seeds (``cfg.seed``, then
     the next ones: restarts), each in its own folder (stage ``final_rung``), and the best
@@ -54,7 +55,11 @@ def final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[Fr
     Each rung training runs under the final's whole budget (``cfg.epochs``; ``epoch_steps``, the
     steps of an epoch, pauses it at the first epoch's end when no pause comes sooner), so an LR
     schedule over the final's steps is the same in the rung and in the final that goes on from
-    it. With one finalist and one seed: it, and ``cfg``. A rerun after a kill trains only the
+    it. With ``probe`` (``rung_price: seconds``; one pause, one seed) the read is at equal
+    seconds: every finalist trains to ``probe`` steps, its speed measured there, and goes on to
+    the step :func:`~autorec.oneshot.ranking.priced_pauses` gives it (the fastest to the pause,
+    a slower one as far as it gets in the fastest's seconds; ``record["rung_pauses"]``). With one
+    finalist and one seed: it, and ``cfg``. A rerun after a kill trains only the
     legs not on record (user attribute ``pause_at_step`` tells a training's legs apart)."""
     if len(finalists) == 1 and seeds == 1 and winner_seeds == 1:
         return finalists[0], cfg
@@ -93,7 +98,19 @@ def final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[Fr
             study.set_user_attr(ONESHOT_ATTR, record)
         return done[number, seed, pause].user_attrs["metrics"]["val"]["auc"]
 
-    if len(pauses) > 1:
+    if probe is not None:
+        if len(pauses) != 1 or (seeds, winner_seeds) != (1, 1):
+            raise ValueError("final_rung: a read at equal seconds takes one pause and one seed per finalist")
+        speeds = {}
+        for number in by_number:  # each finalist's first leg, where its speed is measured
+            auc((number, 0), probe)
+            speeds[number] = done[number, cfg.seed, probe].user_attrs["metrics"]["train_samples_per_s"]
+        priced = priced_pauses(speeds, probe, pauses[0])
+        record["rung_pauses"] = {str(number): step for number, step in priced.items()}
+        entries = [((number, 0), priced[number]) for number in by_number]
+        best = max((run for run, _ in entries), key=lambda run: auc(run, priced[run[0]]))
+        runs = [run for run, _ in entries]
+    elif len(pauses) > 1:
         halved = halving(list(by_number), len(pauses), lambda number, read: auc((number, 0), pauses[read]))
         assert halved is not None  # every training is made when asked for
         best, entries = (halved[0], 0), [((number, 0), pauses[read]) for number, read in halved[1]]
@@ -112,7 +129,8 @@ def final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[Fr
     record["rung_winner_seed"] = cfg.seed + best[1]
     record["rung_loser_seconds"] = sum(seconds[name(*key)] for key in losers)
     study.set_user_attr(ONESHOT_ATTR, record)
-    aucs = ", ".join(f"{name(*run)}{f' at {pause}' if len(pauses) > 1 else ''}: {auc(run, pause):.4f}"
+    at = len(pauses) > 1 or probe is not None  # (reads at several steps)
+    aucs = ", ".join(f"{name(*run)}{f' at {pause}' if at else ''}: {auc(run, pause):.4f}"
                      for run, pause in entries)
     span = f"{', '.join(map(str, pauses))} steps'" if pauses else "one epoch's"
     log(f"final rung: {name(*best)} goes on ({span} val AUC {aucs})")

@@ -100,6 +100,16 @@ outputs in the same columns and favours the kind it fits best; on the ``scale`` 
 supernet's 44-46 best settings were DHEN-first, above the DCNv2-first ones a one-epoch training
 puts first, and 300-step heads lifted the best DCNv2 from 45th-47th of 264 to 1st, 19th and 5th,
 :mod:`autorec.oneshot.heads`, BENCHMARKS.md ``k38``),
+``rung_price`` (``steps``, the default: the rung reads every finalist at the same step;
+``seconds``: at equal seconds, with one ``rung_fraction`` f < 1: every finalist trains to
+``rung_probe`` of the epoch, default 0.05, where its speed is measured, the fastest goes on to f
+and each other one as far as it gets in the fastest's seconds, so a slow finalist's read costs no
+more than the leader's, :func:`autorec.oneshot.ranking.priced_pauses`: on the ``scale`` workload
+a losing DHEN at 10-12k samples/s cost the search 1.4-1.6 training-equivalents at 0.6 of the
+epoch, BENCHMARKS.md ``k38``), ``rerank_train`` (default true; false: the re-rank's candidates
+are not trained, they go to the final's rung in the proxy's order and the rung's reads rank
+them, as the re-rank would, from the first steps of the final's own trainings; not with
+``rerank_steps``, ``drop_read: rerank`` or the ties that read the re-rank's trainings),
 ``drop_from`` (``each``, the default: every finalist's drops are read; ``first``: only the
 first finalist's, and each other finalist is offered those of them it embeds, kept when they
 hold jointly on its own path: a read is a pass per feature, and which tables carry signal is the
@@ -140,6 +150,7 @@ DROP_READS = ("supernet", "rerank")  # what reads a finalist's free tables (drop
 RERANK_POOLS = ("all", "crossings")  # what the rescore and re-rank rank (rerank_from)
 CROSSING_LAYERS = ("screen", "first")  # the layer settings the crossings take (crossing_layers)
 DROP_FROM = ("each", "first")  # whose read gives the finalists' drops (drop_from)
+RUNG_PRICES = ("steps", "seconds")  # at what the final's rung reads its finalists (rung_price)
 
 
 def _bool_or_kinds(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -176,7 +187,8 @@ class OneShotStrategy(Strategy):
                  drop_tolerance: float | None = None, drop_read: str = "supernet",
                  drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
                  screen_drops: bool = True, rerank_from: str = "all", drop_from: str = "each",
-                 crossing_layers: str = "screen", kind_heads: int = 0,
+                 crossing_layers: str = "screen", kind_heads: int = 0, rung_price: str = "steps",
+                 rung_probe: float | None = None, rerank_train: bool = True,
                  **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
@@ -213,7 +225,7 @@ class OneShotStrategy(Strategy):
         if rescore and (rescore_samples is None or rescore_samples <= selection_samples):
             raise ValueError(f"strategy 'oneshot': rescore_samples: expected more than selection_samples "
                              f"({selection_samples}) when rescore is set, got {rescore_samples}")
-        if rerank_val_samples is not None and rerank_steps is None:
+        if rerank_val_samples is not None and rerank_steps is None and rerank_train:
             raise ValueError("strategy 'oneshot': rerank_val_samples: set without rerank_steps (re-ranks on "
                              "the trial budget are tau's trainings and validate on the whole split)")
         if not rescore and rescore_samples is not None:
@@ -248,6 +260,15 @@ class OneShotStrategy(Strategy):
             raise ValueError(f"strategy 'oneshot': final_candidates: expected at most rerank ({rerank}) "
                              f"re-ranked candidates, got {final_candidates}")
         self.rung_fractions = rung_shares(rung_fraction, final_candidates, rung_seeds, rung_winner_seeds)
+        self.rung_probe = rung_probe_share(rung_price, rung_probe, self.rung_fractions,
+                                           (rung_seeds, rung_winner_seeds))
+        untrained = [key for key, given in (("rerank_steps", rerank_steps is not None),
+                                            ("drop_read 'rerank'", drop_read == "rerank"),
+                                            ("rerank_tie", rerank_tie),
+                                            ("rerank_speed_tie", rerank_speed_tie)) if given]
+        if not rerank_train and untrained:
+            raise ValueError(f"strategy 'oneshot': rerank_train: false with {', '.join(untrained)}, which "
+                             "read the re-rank's trainings")
         if drop_tolerance is not None and not 0.0 <= drop_tolerance < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_tolerance: expected an AUC margin in [0, 0.5) "
                              f"or null (off), got {drop_tolerance}")
@@ -266,7 +287,7 @@ class OneShotStrategy(Strategy):
         if not isinstance(screen_drops, bool):
             raise ValueError(f"strategy 'oneshot': screen_drops: expected true or false, "
                              f"got {screen_drops!r}")
-        if not screen_drops and drop_tolerance is None:
+        if not screen_drops and drop_tolerance is None and rerank_from != "crossings":
             raise ValueError("strategy 'oneshot': screen_drops: false without drop_tolerance would drop no "
                              "feature at all (set drop_tolerance, the finalists' read, or take width 0 out "
                              "of the space)")
@@ -291,7 +312,7 @@ class OneShotStrategy(Strategy):
         self.drop_tolerance, self.drop_read, self.drop_samples = drop_tolerance, drop_read, drop_samples
         self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
         self.rerank_from, self.drop_from, self.crossing_layers = rerank_from, drop_from, crossing_layers
-        self.kind_heads = kind_heads
+        self.kind_heads, self.rung_price, self.rerank_train = kind_heads, rung_price, rerank_train
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None
@@ -332,6 +353,39 @@ class OneShotStrategy(Strategy):
         names = self._candidates.proposed
         params = {name: trial.suggest_categorical(name, values) for name, values in names.items()}
         return self._candidates.net.derive(self._candidates.values_of(params))
+
+
+def rung_probe_share(rung_price: str, rung_probe: float | None, shares: list[float],
+                     seeds: tuple[int, int]) -> float | None:
+    """The share of the epoch at which a rung read at equal seconds measures each finalist's
+    speed (``rung_price: seconds``; ``rung_probe``, default 0.05), or None for a read at equal
+    steps; an error names the option at fault and what was expected.
+
+    Example:
+        >>> rung_probe_share("seconds", None, [0.6], (1, 1)), rung_probe_share("steps", None, [1.0], (1, 1))
+        (0.05, None)
+        >>> rung_probe_share("seconds", 0.7, [0.6], (1, 1))
+        Traceback (most recent call last):
+        ...
+        ValueError: strategy 'oneshot': rung_probe: expected a share of the epoch in (0, 0.6), got 0.7
+    """
+    if rung_price not in RUNG_PRICES:
+        raise ValueError(f"strategy 'oneshot': rung_price: expected one of {', '.join(RUNG_PRICES)}, "
+                         f"got {rung_price!r}")
+    if rung_price == "steps":
+        if rung_probe is not None:
+            raise ValueError("strategy 'oneshot': rung_probe: set without rung_price 'seconds' (only a read "
+                             "at equal seconds measures speeds)")
+        return None
+    if len(shares) != 1 or shares[0] >= 1.0 or seeds != (1, 1):
+        raise ValueError(f"strategy 'oneshot': rung_price: 'seconds' reads a rung of finalists once, inside "
+                         f"the epoch: expected one rung_fraction below 1 and rung_seeds and "
+                         f"rung_winner_seeds 1, got rung_fraction {shares}, seeds {list(seeds)}")
+    probe = 0.05 if rung_probe is None else rung_probe
+    if isinstance(probe, bool) or not 0.0 < probe < shares[0]:
+        raise ValueError(f"strategy 'oneshot': rung_probe: expected a share of the epoch in "
+                         f"(0, {shares[0]}), got {probe}")
+    return float(probe)
 
 
 def rung_shares(rung_fraction: Any, final_candidates: int, rung_seeds: int,

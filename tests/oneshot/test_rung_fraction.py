@@ -110,3 +110,52 @@ def test_a_list_of_shares_halves_the_rung_and_the_last_reads_leader_goes_on(tmp_
     chosen, chosen_cfg = final_rung(None, study, None, [proxies[n] for n in at_first], cfg, dict(record),
                                     lambda t: {}, lambda message: None, pauses=[first, second])
     assert chosen.number == winner and chosen_cfg.checkpoint_dir == str(folder / str(winner))
+
+
+def test_a_rung_at_equal_seconds_reads_a_finalist_where_the_fastests_seconds_run_out(tmp_path: Path) -> None:
+    """``rung_price: seconds`` with ``rerank_train: false``: nothing trains for the re-rank; the
+    proxy's two best go to the rung, each trains to the probe step (its speed measured there),
+    the fastest on to the pause and the other to the step ``priced_pauses`` gives it; the best
+    read goes on from its own step, and a rerun trains nothing more."""
+    import dataclasses
+
+    from autorec.oneshot.ranking import priced_pauses
+    from autorec.oneshot.rung import final_rung
+    from autorec.train.records import TrainConfig
+
+    config, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 0,
+                                           "rerank_val_samples": 100, "final_epochs": 1,
+                                           "final_candidates": 2, "rung_fraction": 0.6,
+                                           "rung_price": "seconds", "rung_probe": 0.2, "rerank_train": False})
+    record = study.user_attrs[ONESHOT_ATTR]
+    assert of_stage(study, "rerank") == [] and record["rerank_numbers"] == []
+    assert "rerank_seconds" not in record
+    steps = -(-TrialRunner(config).dataset.num_rows("train") // 128)
+    probe, pause = round(0.2 * steps), record["rung_pause_step"]
+    assert pause == round(0.6 * steps) and 1 < probe < pause
+    legs = {(t.user_attrs["proxy_trial"], t.user_attrs["pause_at_step"]): t
+            for t in of_stage(study, "final_rung")}
+    finalists = record["final_order"]
+    assert len(finalists) == 2 and all((n, probe) in legs for n in finalists)
+    speeds = {n: legs[n, probe].user_attrs["metrics"]["train_samples_per_s"] for n in finalists}
+    priced = priced_pauses(speeds, probe, pause)
+    assert record["rung_pauses"] == {str(n): step for n, step in priced.items()}
+    assert max(priced.values()) == pause and len(legs) == 4
+    reads = {n: legs[n, priced[n]] for n in finalists}
+    for n, t in reads.items():  # each went on from its probe to its own priced step
+        metrics = t.user_attrs["metrics"]
+        assert metrics["resumed_from"] == {"epoch": 0, "step": probe, "world_size": 1}
+        assert metrics["train_samples"] == priced[n] * 128 and metrics["val"]["n"] == 100
+    winner = max(finalists, key=lambda n: reads[n].user_attrs["metrics"]["val"]["auc"])
+    final = of_stage(study, "final")[0]
+    assert final.user_attrs["proxy_trial"] == winner == record["rung_winner"]
+    resumed = final.user_attrs["metrics"]["resumed_from"]
+    assert resumed == {"epoch": 0, "step": priced[winner], "world_size": 1}
+    loser = next(n for n in finalists if n != winner)
+    assert record["rung_loser_seconds"] == record["rung_seconds"][str(loser)] > 0
+    proxies = {t.number: t for t in study.trials}  # a rerun reads every leg back (runner None trains nothing)
+    folder = Path(final.user_attrs["checkpoint"]).parents[1]
+    cfg = dataclasses.replace(TrainConfig(checkpoint_dir=str(folder)), seed=final.user_attrs["train_seed"])
+    chosen, _ = final_rung(None, study, None, [proxies[n] for n in finalists], cfg, dict(record),
+                           lambda t: {}, lambda message: None, pauses=[pause], probe=probe)
+    assert chosen.number == winner
