@@ -39,6 +39,7 @@ import optuna
 from optuna.trial import TrialState
 from scipy.stats import kendalltau
 
+from autorec.oneshot.grid import layer_settings
 from autorec.oneshot.heads import KindHeads, train_head
 from benchmarks.oneshot_cross_scores import calibration_pairs
 from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, supernet_values
@@ -73,32 +74,6 @@ def label(arch: Mapping[str, Any]) -> str:
 def slug(text: str) -> str:
     """``text`` as a JSON key part: ``dcnv2(1,0)+dhen2 512`` -> ``dcnv2_1_0_dhen2_512``."""
     return re.sub(r"_+", "_", re.sub(r"[^a-z0-9]", "_", text.lower())).strip("_")
-
-
-def layer_settings(names: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
-    """Every layer setting of the supernet's choices (choice name -> value names): each layer's
-    kind with every combination of its own options (other kinds' options at their first value),
-    crossed over the layers and the other non-embedding choices (the over-arch)."""
-    layer_names = [n for n in names if not n.startswith("emb.")]
-    layers = sorted({int(m.group(1)) for n in layer_names if (m := re.match(r"layer(\d+)\.kind$", n))})
-    base = {n: names[n][0] for n in layer_names}
-    per_layer = []
-    for i in layers:
-        options = []
-        for kind in names[f"layer{i}.kind"]:
-            own = [n for n in layer_names if n.startswith(f"layer{i}.{kind}.")]
-            for combo in itertools.product(*(names[n] for n in own)):
-                options.append({f"layer{i}.kind": kind, **dict(zip(own, combo, strict=True))})
-        per_layer.append(options)
-    others = [n for n in layer_names if not n.startswith("layer")]
-    out = []
-    for picks in itertools.product(*per_layer, *(names[n] for n in others)):
-        setting = dict(base)
-        for pick in picks[:len(per_layer)]:
-            setting.update(pick)
-        setting.update(dict(zip(others, picks[len(per_layer):], strict=True)))
-        out.append(setting)
-    return out
 
 
 def all_alike(names: Mapping[str, Sequence[str]], width: str) -> dict[str, str]:

@@ -213,6 +213,15 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
              "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False, "rerank_speed_tie": 0.0,
              "hash_choice": "full", "calibrate": 0, "screen_drops": False, "rerank_from": "crossings",
              "kind_heads": 300}),
+    # k39's seed 0 sent the only DCNv2 its screen held, one rank-16 layer over the narrow over-arch
+    # (tested 0.658), where the kind-bias grid with heads ranked a two-layer full-rank DCNv2 over
+    # the wide one first of 264: the crossings take the grid's best layer settings of each kind
+    "k40": ({**_SEARCH, "candidates": 60, "rerank": 2, "short_rerank": 0, "supernet_from": "_k34",
+             "supernet_steps": 2000, "final_epochs": 1},
+            {**_K14, "shared_paths": 1.0, "final_candidates": 2, "rung_fraction": 0.6,
+             "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False, "rerank_speed_tie": 0.0,
+             "hash_choice": "full", "calibrate": 0, "screen_drops": False, "rerank_from": "crossings",
+             "kind_heads": 300, "crossing_from": "grid"}),
 }
 
 

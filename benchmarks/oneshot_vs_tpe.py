@@ -146,7 +146,7 @@ def adopt_supernet(args: argparse.Namespace, seed: int, config: StudyConfig) -> 
     not depend on what follows it, so variants of the search after it share one. The resume
     refuses a checkpoint written with another supernet configuration; the seconds the adopted
     training took are in its checkpoint and count in the variant's time as they did there."""
-    if args.supernet_from is None:
+    if args.supernet_from in (None, "none"):  # none: a variant's own supernet, where --out lost the source
         return
     source = args.out / f"oneshot{args.supernet_from}_seed{seed}"
     source = source / source.name / "oneshot" / "supernet"
@@ -614,7 +614,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--rerank-val-samples", type=int, default=0,
                         help="a short re-rank validates on this many samples (0: the whole split)")
     parser.add_argument("--supernet-from", default=None,
-                        help="a tag whose supernet checkpoints (same seed) this variant starts from")
+                        help="a tag whose supernet checkpoints (same seed) this variant starts from "
+                             "('none': the variant trains its own, as where --out lost the source's)")
     parser.add_argument("--tag", default="_s3k",
                         help="one-shot studies are oneshot<TAG>_seed<N>: each variant its own (the default "
                              "configuration's: _s3k; earlier ones: _u3k, _u2k, the fair pilot's '')")

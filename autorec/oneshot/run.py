@@ -60,6 +60,7 @@ from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import kendalltau
 
 from autorec.oneshot.drops import DROPPED_ATTR, SupernetDrops, drop_finalists
+from autorec.oneshot.grid import grid_bases
 from autorec.oneshot.heads import KindHeads
 from autorec.oneshot.importance import TrainedDrops
 from autorec.oneshot.ranking import (
@@ -77,7 +78,7 @@ from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, chec
 from autorec.oneshot.stages import ONESHOT_ATTR, stage_trials, train_stage
 from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 
-CROSSING_ATTR = "crossing"  # trial user attr: the screen's trial whose layers a shared setting took
+CROSSING_ATTR = "crossing"  # trial user attr: the screen trial whose layers a crossing took, or "grid"
 NEIGHBOUR_ATTR = "neighbour_of"  # trial user attr: the candidate a kind neighbour changed one layer kind of
 SAMPLE_ATTR = "sample_index"  # trial user attr: which draw from the space a calibration sample is
 
@@ -127,22 +128,34 @@ def space_samples(study: optuna.Study, search: CandidateSearch, n: int, seed: in
 
 def cross_shared(study: optuna.Study, search: CandidateSearch, k: int,
                  on_trial: Callable[[optuna.Study, FrozenTrial], None] | None,
-                 log: Callable[[str], None], by: str = "layers", first: bool = False) -> int:
+                 log: Callable[[str], None], by: str = "layers", first: bool = False,
+                 record: dict[str, Any] | None = None) -> int:
     """Score every all-alike embedding setting (:meth:`CandidateSearch.shared_settings`) on each
     of the ``k`` layer settings of :func:`crossing_bases` (families ``by``), as more candidates
     (trials of stage ``proxy``, user attribute ``crossing``); returns how many were scored now. A
     rerun after a kill scores only those not recorded yet (the screen's best are the same:
     crossings are not counted among them). With ``first`` each layer setting is cut to its first
-    layer (:func:`~autorec.oneshot.ranking.first_layer`)."""
-    layers = crossing_bases(screen_trials(study), k, by)
+    layer (:func:`~autorec.oneshot.ranking.first_layer`). With ``record`` (``crossing_from:
+    grid``) the k layer settings are :func:`~autorec.oneshot.grid.grid_bases`' instead, the best
+    of every layer setting of the space (``crossing``: ``grid``), kept in ``record["layer_grid"]``
+    so a rerun crosses the same ones."""
+    if record is not None:
+        if "layer_grid" not in record:
+            record["layer_grid"] = grid_bases(search, k, by, log)[1]
+            study.set_user_attr(ONESHOT_ATTR, record)
+        bases: list[tuple[dict[str, str], int | str]] = [(b["params"], "grid")
+                                                         for b in record["layer_grid"]["bases"]]
+    else:
+        bases = [({name: str(value) for name, value in t.params.items() if not name.startswith("emb.")},
+                  t.number) for t in crossing_bases(screen_trials(study), k, by)]
     settings = search.shared_settings()
-    for t in layers:
-        own = {name: str(value) for name, value in t.params.items() if not name.startswith("emb.")}
+    for own, base in bases:
         own = first_layer(own, search.names) if first else own
         for setting in settings:
-            study.enqueue_trial({**own, **setting}, user_attrs={CROSSING_ATTR: t.number}, skip_if_exists=True)
+            study.enqueue_trial({**own, **setting}, user_attrs={CROSSING_ATTR: base}, skip_if_exists=True)
+    where = "the layer grid's" if record is not None else "the screen's"
     return _score_enqueued(study, search, on_trial, log,
-                           f"all-alike embedding settings on the screen's {len(layers)} best layers")
+                           f"all-alike embedding settings on {where} {len(bases)} best layers")
 
 
 def cross_kinds(study: optuna.Study, search: CandidateSearch, k: int,
@@ -211,7 +224,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                        callbacks=[on_trial] if on_trial else None)
         record["search_seconds"] = record.get("search_seconds", 0.0) + time.perf_counter() - start
         study.set_user_attr(ONESHOT_ATTR, record)
-    shared = functools.partial(cross_shared, first=strategy.crossing_layers == "first")
+    shared = functools.partial(cross_shared, first=strategy.crossing_layers == "first",
+                               record=record if strategy.crossing_from == "grid" else None)
     for cross, k in ((shared, strategy.shared_crossings), (cross_kinds, strategy.kind_neighbours)):
         start = time.perf_counter()
         if k and cross(study, search, k, on_trial, log, strategy.family):  # more candidates: search time

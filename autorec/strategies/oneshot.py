@@ -93,6 +93,12 @@ the later ones skipped, so every block kind meets the re-rank in its plain one-l
 ``scale`` workload the screen's best of a kind was often a slow two-layer stack and the proxy
 cannot judge a second layer, BENCHMARKS.md ``k35``; on seed 0 there the cut one-layer DCNv2 still
 lost the rung to DHEN, ``k37``),
+``crossing_from`` (``screen``, the default: ``shared_crossings`` k crosses the screen's k best
+layer settings; ``grid``: every layer setting of the space is scored at the widest all-alike
+embedding setting and its k best, in turns over families, are crossed instead,
+:mod:`autorec.oneshot.grid`: on the ``scale`` workload the screen's sampler, drawing every
+per-feature choice too, met one DCNv2 stack on seed 0, the one-layer rank-16 cross that tested
+0.658, BENCHMARKS.md ``k39``),
 ``kind_heads`` (default 0, off; with n, after the supernet trains, each layer kind a path can
 end in gets its own copy of the over-arch, trained alone for n steps on paths ending there, and
 every candidate is scored with its last kind's: the one shared over-arch reads every kind's
@@ -150,6 +156,7 @@ DROP_READS = ("supernet", "rerank")  # what reads a finalist's free tables (drop
 RERANK_POOLS = ("all", "crossings")  # what the rescore and re-rank rank (rerank_from)
 CROSSING_LAYERS = ("screen", "first")  # the layer settings the crossings take (crossing_layers)
 DROP_FROM = ("each", "first")  # whose read gives the finalists' drops (drop_from)
+CROSSING_FROM = ("screen", "grid")  # where the crossed layer settings come from (crossing_from)
 RUNG_PRICES = ("steps", "seconds")  # at what the final's rung reads its finalists (rung_price)
 
 
@@ -188,7 +195,7 @@ class OneShotStrategy(Strategy):
                  drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
                  screen_drops: bool = True, rerank_from: str = "all", drop_from: str = "each",
                  crossing_layers: str = "screen", kind_heads: int = 0, rung_price: str = "steps",
-                 rung_probe: float | None = None, rerank_train: bool = True,
+                 rung_probe: float | None = None, rerank_train: bool = True, crossing_from: str = "screen",
                  **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
@@ -249,6 +256,7 @@ class OneShotStrategy(Strategy):
                                     ("drop_from", drop_from, DROP_FROM),
                                     ("rerank_from", rerank_from, RERANK_POOLS),
                                     ("crossing_layers", crossing_layers, CROSSING_LAYERS),
+                                    ("crossing_from", crossing_from, CROSSING_FROM),
                                     ("hash_choice", hash_choice, HASH_CHOICES), ("search", search, SEARCHES)):
             if value not in choices:
                 raise ValueError(f"strategy 'oneshot': {key}: expected one of {', '.join(choices)}, "
@@ -294,6 +302,9 @@ class OneShotStrategy(Strategy):
         if crossing_layers != "screen" and not shared_crossings:
             raise ValueError(f"strategy 'oneshot': crossing_layers: {crossing_layers!r} is set without "
                              "shared_crossings (no crossings to cut)")
+        if crossing_from != "screen" and not shared_crossings:
+            raise ValueError(f"strategy 'oneshot': crossing_from: {crossing_from!r} is set without "
+                             "shared_crossings (how many layer settings to cross)")
         if rerank_from == "crossings" and not shared_crossings:
             raise ValueError("strategy 'oneshot': rerank_from: 'crossings' is set without shared_crossings "
                              "(the all-alike settings it re-ranks)")
@@ -313,6 +324,7 @@ class OneShotStrategy(Strategy):
         self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
         self.rerank_from, self.drop_from, self.crossing_layers = rerank_from, drop_from, crossing_layers
         self.kind_heads, self.rung_price, self.rerank_train = kind_heads, rung_price, rerank_train
+        self.crossing_from = crossing_from
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

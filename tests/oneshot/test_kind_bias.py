@@ -8,18 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.oneshot_kind_bias import all_alike, kind_figures, label, layer_settings, main, slug
+from benchmarks.oneshot_kind_bias import all_alike, kind_figures, label, main, slug
 
 
-def test_every_layer_setting_once_each_layer_with_its_own_options():
-    names = {"layer0.kind": ["dcnv2", "dlrm"], "layer0.dcnv2.rank": ["0", "16"],
-             "layer1.kind": ["dcnv2", "dlrm", "skip"], "layer1.dcnv2.rank": ["0", "16"],
-             "over_arch": ["256-128", "512-256"], "emb.a": ["4", "8"], "emb.a.hash": ["1", "0.25"]}
-    settings = layer_settings(names)
-    assert len(settings) == 3 * 4 * 2  # layer0: dcnv2 x 2 ranks + dlrm; layer1: 2 + 1 + skip; over-arch
-    assert all(not any(n.startswith("emb.") for n in s) for s in settings)
-    assert {"layer0.kind": "dlrm", "layer0.dcnv2.rank": "0", "layer1.kind": "skip",
-            "layer1.dcnv2.rank": "0", "over_arch": "512-256"} in settings
+def test_all_alike_sets_every_feature_to_one_width_and_every_row():
+    names = {"layer0.kind": ["dcnv2"], "emb.a": ["4", "8"], "emb.a.hash": ["1", "0.25"]}
     assert all_alike(names, "8") == {"emb.a": "8", "emb.a.hash": "1"}
 
 
