@@ -1,6 +1,6 @@
 """The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
 
-Each run recorded in BENCHMARKS.md (``k8i`` ... ``k38``) changed one or
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k41``) changed one or
 two settings of the one before it, and its flags were kept in a shell script under ``~/.cache``,
 which a new machine does not have. Here each is spelled out whole: the benchmark's flags
 (argparse names) and the one-shot strategy's options. ``--variant NAME`` makes them the defaults
@@ -219,6 +219,17 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "k40": ({**_SEARCH, "candidates": 60, "rerank": 2, "short_rerank": 0, "supernet_from": "_k34",
              "supernet_steps": 2000, "final_epochs": 1},
             {**_K14, "shared_paths": 1.0, "final_candidates": 2, "rung_fraction": 0.6,
+             "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False, "rerank_speed_tie": 0.0,
+             "hash_choice": "full", "calibrate": 0, "screen_drops": False, "rerank_from": "crossings",
+             "kind_heads": 300, "crossing_from": "grid"}),
+    # k40's seed 0 sent a DCNv2 pair (two full-rank crosses, over-arch 512) to the rung, where a
+    # DHEN + Wukong led it at 0.6 by 0.0017 and tested 0.6588. Every DHEN/DCNv2 learning curve
+    # recorded every 150 steps (benchmarks/results/learning_curves_*o3t*.json) has the DCNv2 rise
+    # late, between 0.7 and 0.85 of the epoch (0.007-0.009 a 150 steps); at 0.6 one of the three
+    # pairs still had DHEN ahead, at 0.85 none. So the rung reads at 0.85, on k40's supernets
+    "k41": ({**_SEARCH, "candidates": 60, "rerank": 2, "short_rerank": 0, "supernet_from": "_k40",
+             "supernet_steps": 2000, "final_epochs": 1},
+            {**_K14, "shared_paths": 1.0, "final_candidates": 2, "rung_fraction": 0.85,
              "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False, "rerank_speed_tie": 0.0,
              "hash_choice": "full", "calibrate": 0, "screen_drops": False, "rerank_from": "crossings",
              "kind_heads": 300, "crossing_from": "grid"}),
