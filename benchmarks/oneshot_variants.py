@@ -1,6 +1,6 @@
 """The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
 
-Each run recorded in BENCHMARKS.md (``k8i`` ... ``k41``) changed one or
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k42``) changed one or
 two settings of the one before it, and its flags were kept in a shell script under ``~/.cache``,
 which a new machine does not have. Here each is spelled out whole: the benchmark's flags
 (argparse names) and the one-shot strategy's options. ``--variant NAME`` makes them the defaults
@@ -233,6 +233,17 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
              "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False, "rerank_speed_tie": 0.0,
              "hash_choice": "full", "calibrate": 0, "screen_drops": False, "rerank_from": "crossings",
              "kind_heads": 300, "crossing_from": "grid"}),
+    # k40's seed 2 sent its grid's second DCNv2 setting, one rank-16 layer (tested 0.6667), where the
+    # first, that layer and a two-layer rank-16 cross, scored 0.0002 below it after the rescore;
+    # the one-layer rank-16 DCNv2s tested 0.6577-0.6667 in k39-k40 and the DCNv2 pairs 0.6743-0.6839
+    # in k36-k40. So candidates within 0.001 of the best by the proxy go largest (FLOPs) first
+    # before each kind's best is taken (capacity_tie), on k40's supernets
+    "k42": ({**_SEARCH, "candidates": 60, "rerank": 2, "short_rerank": 0, "supernet_from": "_k40",
+             "supernet_steps": 2000, "final_epochs": 1},
+            {**_K14, "shared_paths": 1.0, "final_candidates": 2, "rung_fraction": 0.85,
+             "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False, "rerank_speed_tie": 0.0,
+             "hash_choice": "full", "calibrate": 0, "screen_drops": False, "rerank_from": "crossings",
+             "kind_heads": 300, "crossing_from": "grid", "capacity_tie": 0.001}),
 }
 
 
