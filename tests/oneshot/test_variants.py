@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -11,7 +12,7 @@ import yaml
 from autorec.strategies import make_strategy
 from autorec.study import StudyConfig
 from benchmarks.oneshot_variants import VARIANTS, merged_options, variant_defaults
-from benchmarks.oneshot_vs_tpe import parse, study_file
+from benchmarks.oneshot_vs_tpe import adopt_supernet, parse, study_file
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -66,3 +67,20 @@ def test_a_variant_on_anothers_supernets_trains_them_as_long() -> None:
         source = flags.get("supernet_from")
         if source is not None:
             assert flags["supernet_steps"] == VARIANTS[source[1:]][0]["supernet_steps"], name
+
+
+def test_a_supernet_is_adopted_whole_or_the_missing_source_is_named(tmp_path: Path) -> None:
+    """``--supernet-from _kA`` copies seed N's supernet folder of study ``oneshot_kA_seedN``; a
+    source that ``--out`` lost is an error naming its path, and ``none`` trains the variant's own."""
+    target = SimpleNamespace(name="oneshot_kB_seed0", directory=tmp_path / "oneshot_kB_seed0")
+    args = parse(["--stage", "oneshot", "--out", str(tmp_path), "--supernet-from", "_kA"])
+    with pytest.raises(SystemExit, match=r"--supernet-from _kA: no supernet at .*oneshot_kA_seed0"):
+        adopt_supernet(args, 0, target)
+    assert not (target.directory / "oneshot").exists()  # nothing half-made
+    adopt_supernet(parse(["--stage", "oneshot", "--out", str(tmp_path), "--supernet-from", "none"]), 0, target)
+    assert not (target.directory / "oneshot").exists()  # its own: nothing adopted, no error
+    source = tmp_path / "oneshot_kA_seed0" / "oneshot_kA_seed0" / "oneshot" / "supernet"
+    source.mkdir(parents=True)
+    (source / "step-2000.safetensors").write_bytes(b"weights")
+    adopt_supernet(args, 0, target)
+    assert (target.directory / "oneshot" / "supernet" / "step-2000.safetensors").read_bytes() == b"weights"
