@@ -77,7 +77,8 @@ def test_a_supernet_is_adopted_whole_or_the_missing_source_is_named(tmp_path: Pa
     with pytest.raises(SystemExit, match=r"--supernet-from _kA: no supernet at .*oneshot_kA_seed0"):
         adopt_supernet(args, 0, target)
     assert not (target.directory / "oneshot").exists()  # nothing half-made
-    adopt_supernet(parse(["--stage", "oneshot", "--out", str(tmp_path), "--supernet-from", "none"]), 0, target)
+    own = parse(["--stage", "oneshot", "--out", str(tmp_path), "--supernet-from", "none"])
+    adopt_supernet(own, 0, target)
     assert not (target.directory / "oneshot").exists()  # its own: nothing adopted, no error
     source = tmp_path / "oneshot_kA_seed0" / "oneshot_kA_seed0" / "oneshot" / "supernet"
     source.mkdir(parents=True)
