@@ -1,6 +1,6 @@
 """The named one-shot configurations of issue 20's runs, so that ``--variant k15`` runs one again.
 
-Each run recorded in BENCHMARKS.md (``k8i`` ... ``k43``) changed one or
+Each run recorded in BENCHMARKS.md (``k8i`` ... ``k44``) changed one or
 two settings of the one before it, and its flags were kept in a shell script under ``~/.cache``,
 which a new machine does not have. Here each is spelled out whole: the benchmark's flags
 (argparse names) and the one-shot strategy's options. ``--variant NAME`` makes them the defaults
@@ -253,6 +253,16 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
              "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False, "rerank_speed_tie": 0.0,
              "hash_choice": "full", "calibrate": 0, "screen_drops": False, "rerank_from": "crossings",
              "kind_heads": 300, "crossing_from": "grid", "capacity_tie": 0.001}),
+    # the rung's losing DHEN read at 0.85 cost 91-134 s (1.0-1.4 TE), and by 0.6 two of k40's three
+    # pairs already stood 0.0065 and 0.016 apart (the third 0.0017 the wrong way): so the rung is a
+    # race read at 0.6 and 0.85 at equal seconds, where a finalist behind by 0.005 (about 2.5
+    # standard errors of an AUC on the read's 100k samples) stops at 0.6; on k43's supernets
+    "k44": ({**_SEARCH, "candidates": 60, "rerank": 2, "short_rerank": 0, "supernet_from": "_k43",
+             "supernet_steps": 2000, "final_epochs": 1},
+            {**_K14, "shared_paths": 1.0, "final_candidates": 2, "rung_fraction": [0.6, 0.85],
+             "rung_margin": 0.005, "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False,
+             "rerank_speed_tie": 0.0, "hash_choice": "full", "calibrate": 0, "screen_drops": False,
+             "rerank_from": "crossings", "kind_heads": 300, "crossing_from": "grid", "capacity_tie": 0.001}),
 }
 
 

@@ -241,6 +241,39 @@ def halving(finalists: Sequence[T], reads: int,
     return alive[0], asked
 
 
+def race(finalists: Sequence[T], reads: int, auc: Callable[[T, int], float | None],
+         margin: float) -> tuple[T, list[tuple[T, int]]] | None:
+    """A race over ``reads`` reads of the final rung (``rung_margin``): every finalist is read at
+    the first read (``auc(finalist, 0)``); each that trails the leader by ``margin`` or more stops
+    there, the others go on to the next read, and so on until one is left, or until the last read,
+    whose best goes on to the final. Returns (that finalist, every (finalist, read) in the order
+    they are needed), or None when a record lacks one (``auc`` returns None). A close call is read
+    again later in the epoch; a clear one costs the loser only its first read.
+
+    Example:
+        >>> val = {("a", 0): 0.600, ("b", 0): 0.610, ("a", 1): 0.640, ("b", 1): 0.630}
+        >>> race(["a", "b"], 2, lambda f, i: val.get((f, i)), 0.005)  # b leads by 0.01: a stops
+        ('b', [('a', 0), ('b', 0)])
+        >>> race(["a", "b"], 2, lambda f, i: val.get((f, i)), 0.02)  # within the margin: read again
+        ('a', [('a', 0), ('b', 0), ('a', 1), ('b', 1)])
+    """
+    if not margin > 0:
+        raise ValueError(f"race: expected a positive AUC margin, got {margin}")
+    alive, asked = list(finalists), []
+    for read in range(reads):
+        values = {f: auc(f, read) for f in alive}
+        asked += [(f, read) for f in alive]
+        if None in values.values():
+            return None
+        lead = max(v for v in values.values() if v is not None)
+        if read == reads - 1:
+            return max(alive, key=lambda f: values[f] or 0.0), asked  # (the first of equals)
+        alive = [f for f in alive if lead - (values[f] or 0.0) < margin]
+        if len(alive) == 1:
+            return alive[0], asked
+    raise ValueError(f"race: expected at least one read, got {reads}")
+
+
 def first_layer(params: Mapping[str, str], names: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """``params`` (a candidate's Optuna parameters, choice name -> value name; ``names``: each
     choice's value names) cut to its first interaction layer: every later ``layer<i>.kind`` that

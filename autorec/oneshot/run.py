@@ -32,7 +32,8 @@ best by validation AUC goes on; with ``rung_seeds`` m > 1, each under m training
 (restarts), the best (candidate, seed) going on; with ``rung_winner_seeds`` m, only the rung's
 leader is restarted, up to m seeds; with ``rung_fraction`` f < 1 the rung's trainings stop after
 that share of the epoch and only the one that goes on finishes it; with a list of shares, by
-successive halving (:func:`autorec.oneshot.rung.final_rung`); with ``rung_price: seconds``, at
+successive halving (:func:`autorec.oneshot.rung.final_rung`), or with ``rung_margin`` by a race
+(a finalist that trails by the margin stops at that read); with ``rung_price: seconds``, at
 equal seconds (a slow finalist read where the fastest's time runs out). With ``rerank_train:
 false`` step 3 trains nothing: its candidates go to the rung in the proxy's order. With
 ``drop_tolerance`` the finalists first lose the tables they do without: read off the supernet
@@ -316,7 +317,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
             record["rung_pause_steps"] = pauses
         proxy, cfg = final_rung(config, study, runner, order[:strategy.final_candidates], cfg, record,
                                 proxy_of, log, strategy.rung_seeds, strategy.rung_winner_seeds,
-                                pauses, strategy.rerank_val_samples, epoch_steps, probe)
+                                pauses, strategy.rerank_val_samples, epoch_steps, probe,
+                                strategy.rung_margin)
         start = time.perf_counter()
         train_stage(config, study, runner, proxy, "final", cfg, log, proxy_of(proxy))
         entry = rung_entry(proxy.number, cfg.seed - base_seed, base_seed)

@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from autorec.oneshot.ranking import halving, priced_pauses, rung_runs
+from autorec.oneshot.ranking import halving, priced_pauses, race, rung_runs
 from autorec.oneshot.stages import ONESHOT_ATTR, PAUSE_ATTR, stage_trials, train_stage
 
 
@@ -33,7 +33,7 @@ def final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[Fr
                record: dict[str, Any], proxy_of: Callable[[FrozenTrial], dict[str, float]],
                log: Callable[[str], None], seeds: int = 1, winner_seeds: int = 1, pauses: Sequence[int] = (),
                val_samples: int | None = None, epoch_steps: int | None = None,
-               probe: int | None = None) -> tuple[FrozenTrial, Any]:
+               probe: int | None = None, margin: float = 0.0) -> tuple[FrozenTrial, Any]:
     """With several ``finalists`` (``final_candidates``) or ``seeds`` > 1 (``rung_seeds``), each
     finalist trains the final's first epoch under ``seeds`` training seeds (``cfg.seed``, then
     the next ones: restarts), each in its own folder (stage ``final_rung``), and the best
@@ -58,8 +58,12 @@ def final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[Fr
     it. With ``probe`` (``rung_price: seconds``; one pause, one seed) the read is at equal
     seconds: every finalist trains to ``probe`` steps, its speed measured there, and goes on to
     the step :func:`~autorec.oneshot.ranking.priced_pauses` gives it (the fastest to the pause,
-    a slower one as far as it gets in the fastest's seconds; ``record["rung_pauses"]``). With one
-    finalist and one seed: it, and ``cfg``. A rerun after a kill trains only the
+    a slower one as far as it gets in the fastest's seconds; ``record["rung_pauses"]``). With a
+    ``margin`` (``rung_margin``) the reads at several ``pauses`` are a race
+    (:func:`~autorec.oneshot.ranking.race`) instead of halving: a finalist that trails the leader
+    by the margin stops at that read, and one left alone goes on from there; at equal seconds each
+    read's steps are priced from the one probe (``record["rung_pauses"]``: a list per finalist).
+    With one finalist and one seed: it, and ``cfg``. A rerun after a kill trains only the
     legs not on record (user attribute ``pause_at_step`` tells a training's legs apart)."""
     if len(finalists) == 1 and seeds == 1 and winner_seeds == 1:
         return finalists[0], cfg
@@ -99,19 +103,29 @@ def final_rung(config: Any, study: optuna.Study, runner: Any, finalists: list[Fr
         return done[number, seed, pause].user_attrs["metrics"]["val"]["auc"]
 
     if probe is not None:
-        if len(pauses) != 1 or (seeds, winner_seeds) != (1, 1):
-            raise ValueError("final_rung: a read at equal seconds takes one pause and one seed per finalist")
+        if not pauses or (len(pauses) > 1 and not margin) or (seeds, winner_seeds) != (1, 1):
+            raise ValueError("final_rung: a read at equal seconds takes one pause (or a margin to race "
+                             "several) and one seed per finalist")
         speeds = {}
         for number in by_number:  # each finalist's first leg, where its speed is measured
             auc((number, 0), probe)
             speeds[number] = done[number, cfg.seed, probe].user_attrs["metrics"]["train_samples_per_s"]
-        priced = priced_pauses(speeds, probe, pauses[0])
-        record["rung_pauses"] = {str(number): step for number, step in priced.items()}
-        entries = [((number, 0), priced[number]) for number in by_number]
-        best = max((run for run, _ in entries), key=lambda run: auc(run, priced[run[0]]))
-        runs = [run for run, _ in entries]
+        priced = [priced_pauses(speeds, probe, pause) for pause in pauses]
+        record["rung_pauses"] = {str(number): priced[0][number] if len(pauses) == 1
+                                 else [steps[number] for steps in priced] for number in by_number}
+        def priced_read(number: int, read: int) -> float:
+            return auc((number, 0), priced[read][number])
+
+        raced = race(list(by_number), len(pauses), priced_read, margin or 1.0)  # (one read: any margin)
+        assert raced is not None  # every training is made when asked for
+        best, entries = (raced[0], 0), [((number, 0), priced[read][number]) for number, read in raced[1]]
+        runs = list(dict.fromkeys(run for run, _ in entries))
     elif len(pauses) > 1:
-        halved = halving(list(by_number), len(pauses), lambda number, read: auc((number, 0), pauses[read]))
+        def read_at(number: int, read: int) -> float:
+            return auc((number, 0), pauses[read])
+
+        halved = race(list(by_number), len(pauses), read_at, margin) if margin else \
+            halving(list(by_number), len(pauses), read_at)
         assert halved is not None  # every training is made when asked for
         best, entries = (halved[0], 0), [((number, 0), pauses[read]) for number, read in halved[1]]
         runs = sorted({run for run, _ in entries})

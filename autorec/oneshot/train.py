@@ -302,7 +302,9 @@ class SupernetTraining:
         staged = staging(self.directory / name)  # renamed into place when whole (checkpoints.py)
         shutil.rmtree(staged, ignore_errors=True)
         states = {"model": self.search.model.state_dict(), "optim": self.search.weight_optimizer.state_dict()}
-        dcp.save(states, storage_writer=dcp.FileSystemWriter(str(staged), overwrite=True))
+        # no_dist: the supernet trains in one process, and a save through the process group left
+        # every later step about a fifth slower (measured, BENCHMARKS.md issue 20 k43; no_dist not)
+        dcp.save(states, storage_writer=dcp.FileSystemWriter(str(staged), overwrite=True), no_dist=True)
         torch.save(self.generator.get_state(), staged / "generator.pt")
         write_json(staged / META, {**asdict(state), "config": _jsonable(asdict(self.config))})
         publish(staged, self.directory / name)

@@ -112,7 +112,13 @@ puts first, and 300-step heads lifted the best DCNv2 from 45th-47th of 264 to 1s
 and each other one as far as it gets in the fastest's seconds, so a slow finalist's read costs no
 more than the leader's, :func:`autorec.oneshot.ranking.priced_pauses`: on the ``scale`` workload
 a losing DHEN at 10-12k samples/s cost the search 1.4-1.6 training-equivalents at 0.6 of the
-epoch, BENCHMARKS.md ``k38``), ``rerank_train`` (default true; false: the re-rank's candidates
+epoch, BENCHMARKS.md ``k38``), ``rung_margin`` (default 0, off; with an AUC margin m and a list
+of ``rung_fraction`` shares the rung is a race: at each read every finalist that trails the
+leader by at least m stops there, and once one is left it goes on to the final; the best at the
+last read goes on otherwise; at equal seconds each read is priced from the one probe: on the
+``scale`` workload the losing DHEN of a read at 0.85 cost 0.9-1.4 training-equivalents, and two
+of three seeds' finalists stood 0.0065 and 0.016 apart by 0.6, BENCHMARKS.md ``k40``),
+``rerank_train`` (default true; false: the re-rank's candidates
 are not trained, they go to the final's rung in the proxy's order and the rung's reads rank
 them, as the re-rank would, from the first steps of the final's own trainings; not with
 ``rerank_steps``, ``drop_read: rerank`` or the ties that read the re-rank's trainings),
@@ -136,13 +142,13 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Annotated, Any
 
 import optuna
 from pydantic import ValidationError, ValidatorFunctionWrapHandler, WrapValidator
 
 from autorec.strategies.base import Strategy, checked_options
+from autorec.strategies.rung_options import rung_margin_value, rung_probe_share, rung_shares
 
 if TYPE_CHECKING:
     from autorec.arch import ArchSpec
@@ -157,7 +163,6 @@ RERANK_POOLS = ("all", "crossings")  # what the rescore and re-rank rank (rerank
 CROSSING_LAYERS = ("screen", "first")  # the layer settings the crossings take (crossing_layers)
 DROP_FROM = ("each", "first")  # whose read gives the finalists' drops (drop_from)
 CROSSING_FROM = ("screen", "grid")  # where the crossed layer settings come from (crossing_from)
-RUNG_PRICES = ("steps", "seconds")  # at what the final's rung reads its finalists (rung_price)
 
 
 def _bool_or_kinds(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -196,7 +201,7 @@ class OneShotStrategy(Strategy):
                  screen_drops: bool = True, rerank_from: str = "all", drop_from: str = "each",
                  crossing_layers: str = "screen", kind_heads: int = 0, rung_price: str = "steps",
                  rung_probe: float | None = None, rerank_train: bool = True, crossing_from: str = "screen",
-                 **options: Any) -> None:
+                 rung_margin: float = 0.0, **options: Any) -> None:
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -267,9 +272,11 @@ class OneShotStrategy(Strategy):
         if final_candidates > rerank:
             raise ValueError(f"strategy 'oneshot': final_candidates: expected at most rerank ({rerank}) "
                              f"re-ranked candidates, got {final_candidates}")
-        self.rung_fractions = rung_shares(rung_fraction, final_candidates, rung_seeds, rung_winner_seeds)
+        self.rung_fractions = rung_shares(rung_fraction, final_candidates, rung_seeds, rung_winner_seeds,
+                                          rung_margin)
+        self.rung_margin = rung_margin_value(rung_margin, self.rung_fractions)
         self.rung_probe = rung_probe_share(rung_price, rung_probe, self.rung_fractions,
-                                           (rung_seeds, rung_winner_seeds))
+                                           (rung_seeds, rung_winner_seeds), self.rung_margin)
         untrained = [key for key, given in (("rerank_steps", rerank_steps is not None),
                                             ("drop_read 'rerank'", drop_read == "rerank"),
                                             ("rerank_tie", rerank_tie),
@@ -365,75 +372,3 @@ class OneShotStrategy(Strategy):
         names = self._candidates.proposed
         params = {name: trial.suggest_categorical(name, values) for name, values in names.items()}
         return self._candidates.net.derive(self._candidates.values_of(params))
-
-
-def rung_probe_share(rung_price: str, rung_probe: float | None, shares: list[float],
-                     seeds: tuple[int, int]) -> float | None:
-    """The share of the epoch at which a rung read at equal seconds measures each finalist's
-    speed (``rung_price: seconds``; ``rung_probe``, default 0.05), or None for a read at equal
-    steps; an error names the option at fault and what was expected.
-
-    Example:
-        >>> rung_probe_share("seconds", None, [0.6], (1, 1)), rung_probe_share("steps", None, [1.0], (1, 1))
-        (0.05, None)
-        >>> rung_probe_share("seconds", 0.7, [0.6], (1, 1))
-        Traceback (most recent call last):
-        ...
-        ValueError: strategy 'oneshot': rung_probe: expected a share of the epoch in (0, 0.6), got 0.7
-    """
-    if rung_price not in RUNG_PRICES:
-        raise ValueError(f"strategy 'oneshot': rung_price: expected one of {', '.join(RUNG_PRICES)}, "
-                         f"got {rung_price!r}")
-    if rung_price == "steps":
-        if rung_probe is not None:
-            raise ValueError("strategy 'oneshot': rung_probe: set without rung_price 'seconds' (only a read "
-                             "at equal seconds measures speeds)")
-        return None
-    if len(shares) != 1 or shares[0] >= 1.0 or seeds != (1, 1):
-        raise ValueError(f"strategy 'oneshot': rung_price: 'seconds' reads a rung of finalists once, inside "
-                         f"the epoch: expected one rung_fraction below 1 and rung_seeds and "
-                         f"rung_winner_seeds 1, got rung_fraction {shares}, seeds {list(seeds)}")
-    probe = 0.05 if rung_probe is None else rung_probe
-    if isinstance(probe, bool) or not 0.0 < probe < shares[0]:
-        raise ValueError(f"strategy 'oneshot': rung_probe: expected a share of the epoch in "
-                         f"(0, {shares[0]}), got {probe}")
-    return float(probe)
-
-
-def rung_shares(rung_fraction: Any, final_candidates: int, rung_seeds: int,
-                rung_winner_seeds: int) -> list[float]:
-    """The shares of the first epoch at which the final rung is read (``rung_fraction``: one
-    share, or a list of increasing shares for successive halving), checked against the rung they
-    read; an error names the value at fault and what was expected.
-
-    Example:
-        >>> rung_shares(0.3, 4, 1, 1), rung_shares([0.25, 0.6], 4, 1, 1)
-        ([0.3], [0.25, 0.6])
-        >>> rung_shares([0.25, 0.5, 0.75], 4, 1, 1)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        ValueError: strategy 'oneshot': rung_fraction: 3 reads of a rung of 4 finalists: ...
-    """
-    shares = rung_fraction if isinstance(rung_fraction, list) else [rung_fraction]
-    if not shares or any(isinstance(f, bool) or not isinstance(f, int | float) or not 0.0 < f <= 1.0
-                         for f in shares):
-        raise ValueError(f"strategy 'oneshot': rung_fraction: expected a share of an epoch in (0, 1], "
-                         f"or a list of them, got {rung_fraction}")
-    if any(b <= a for a, b in itertools.pairwise(shares)):
-        raise ValueError(f"strategy 'oneshot': rung_fraction: expected increasing shares of the epoch, "
-                         f"got {rung_fraction}")
-    if shares != [1.0] and final_candidates == rung_seeds == rung_winner_seeds == 1:
-        raise ValueError(f"strategy 'oneshot': rung_fraction: {rung_fraction} is set without a rung "
-                         "(final_candidates, rung_seeds or rung_winner_seeds above 1)")
-    if len(shares) > 1:
-        if (rung_seeds, rung_winner_seeds) != (1, 1):
-            raise ValueError(f"strategy 'oneshot': rung_fraction: a list ({rung_fraction}) halves the "
-                             "finalists, one training seed each; set rung_seeds and rung_winner_seeds to 1")
-        alive, reads = final_candidates, 1  # the reads before halving leaves one
-        while alive > 1:
-            alive, reads = -(-alive // 2), reads + 1
-        if len(shares) > reads - 1 or final_candidates == 1:
-            raise ValueError(f"strategy 'oneshot': rung_fraction: {len(shares)} reads of a rung of "
-                             f"{final_candidates} finalists: halving leaves one after {reads - 1}")
-    return [float(f) for f in shares]
-

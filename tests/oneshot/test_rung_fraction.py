@@ -159,3 +159,61 @@ def test_a_rung_at_equal_seconds_reads_a_finalist_where_the_fastests_seconds_run
     chosen, _ = final_rung(None, study, None, [proxies[n] for n in finalists], cfg, dict(record),
                            lambda t: {}, lambda message: None, pauses=[pause], probe=probe)
     assert chosen.number == winner
+
+
+@pytest.mark.parametrize("margin", [1e-9, 0.49])
+def test_a_race_at_equal_seconds_stops_a_trailing_finalist_at_the_first_read(tmp_path: Path,
+                                                                             margin: float) -> None:
+    """``rung_margin`` with ``rung_fraction: [0.4, 0.7]`` at equal seconds: both finalists train to
+    the probe, then to their priced first read; with a hair's margin the one behind stops there and
+    the leader goes on to the final from that read (no second read); with a margin no gap reaches,
+    both are read again at their priced second steps and the best there goes on. A rerun trains
+    nothing more."""
+    import dataclasses
+
+    from autorec.oneshot.ranking import priced_pauses
+    from autorec.oneshot.rung import final_rung
+    from autorec.train.records import TrainConfig
+
+    config, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 0,
+                                           "rerank_val_samples": 100, "final_epochs": 1,
+                                           "final_candidates": 2, "rung_fraction": [0.4, 0.7],
+                                           "rung_price": "seconds", "rung_probe": 0.1, "rerank_train": False,
+                                           "rung_margin": margin})
+    record = study.user_attrs[ONESHOT_ATTR]
+    steps = -(-TrialRunner(config).dataset.num_rows("train") // 128)
+    probe, (first, second) = round(0.1 * steps), record["rung_pause_steps"]
+    assert 1 < probe < first < second == round(0.7 * steps)
+    legs = {(t.user_attrs["proxy_trial"], t.user_attrs["pause_at_step"]): t
+            for t in of_stage(study, "final_rung")}
+    finalists = record["final_order"]
+    speeds = {n: legs[n, probe].user_attrs["metrics"]["train_samples_per_s"] for n in finalists}
+    priced = [priced_pauses(speeds, probe, pause) for pause in (first, second)]
+    assert record["rung_pauses"] == {str(n): [priced[0][n], priced[1][n]] for n in finalists}
+
+    def val(n: int, read: int) -> float:
+        return legs[n, priced[read][n]].user_attrs["metrics"]["val"]["auc"]
+
+    at_first = {n: val(n, 0) for n in finalists}
+    ahead = max(finalists, key=at_first.__getitem__)
+    if margin < 0.01:  # the one behind (by more than 1e-9) stopped at the first read
+        assert len(legs) == 4 and record["rung_winner"] == ahead
+        read = 0
+    else:  # no gap reaches 0.49: both read again, the best at the second read won
+        assert len(legs) == 6
+        assert record["rung_winner"] == max(finalists, key=lambda n: val(n, 1))
+        read = 1
+    winner = record["rung_winner"]
+    final = of_stage(study, "final")[0]
+    assert final.user_attrs["proxy_trial"] == winner
+    assert final.user_attrs["metrics"]["resumed_from"] == {"epoch": 0, "step": priced[read][winner],
+                                                          "world_size": 1}
+    loser = next(n for n in finalists if n != winner)
+    assert record["rung_loser_seconds"] == record["rung_seconds"][str(loser)] > 0
+    proxies = {t.number: t for t in study.trials}  # a rerun reads every leg back (runner None trains nothing)
+    folder = Path(final.user_attrs["checkpoint"]).parents[1]
+    cfg = dataclasses.replace(TrainConfig(checkpoint_dir=str(folder)), seed=final.user_attrs["train_seed"])
+    chosen, _ = final_rung(None, study, None, [proxies[n] for n in finalists], cfg, dict(record),
+                           lambda t: {}, lambda message: None, pauses=[first, second], probe=probe,
+                           margin=margin)
+    assert chosen.number == winner
