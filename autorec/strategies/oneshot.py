@@ -116,7 +116,7 @@ epoch, BENCHMARKS.md ``k38``), ``rung_margin`` (default 0, off; with an AUC marg
 of ``rung_fraction`` shares the rung is a race: at each read every finalist that trails the
 leader by at least m stops there, and once one is left it goes on to the final; the best at the
 last read goes on otherwise; at equal seconds each read is priced from the one probe: on the
-``scale`` workload the losing DHEN of a read at 0.85 cost 0.9-1.4 training-equivalents, and two
+``scale`` workload the losing DHEN of a read at 0.85 cost 1.0-1.5 training-equivalents (k42-k43), and two
 of three seeds' finalists stood 0.0065 and 0.016 apart by 0.6, BENCHMARKS.md ``k40``),
 ``rerank_train`` (default true; false: the re-rank's candidates
 are not trained, they go to the final's rung in the proxy's order and the rung's reads rank
