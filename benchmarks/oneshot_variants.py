@@ -256,9 +256,11 @@ VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # the rung's losing DHEN read at 0.85 cost 91-134 s (1.0-1.4 TE), and by 0.6 two of k40's three
     # pairs already stood 0.0065 and 0.016 apart (the third 0.0017 the wrong way): so the rung is a
     # race read at 0.6 and 0.85 at equal seconds, where a finalist behind by 0.005 (about 2.5
-    # standard errors of an AUC on the read's 100k samples) stops at 0.6; on k43's supernets
-    "k44": ({**_SEARCH, "candidates": 60, "rerank": 2, "short_rerank": 0, "supernet_from": "_k43",
-             "supernet_steps": 2000, "final_epochs": 1},
+    # standard errors of an AUC on the read's 100k samples) stops at 0.6; on own supernets (the
+    # same as k43's, the training being deterministic), so their seconds are measured with the
+    # checkpoint saved without the process group (benchmarks/checkpoint_slowdown.py)
+    "k44": ({**_SEARCH, "candidates": 60, "rerank": 2, "short_rerank": 0, "supernet_steps": 2000,
+             "final_epochs": 1},
             {**_K14, "shared_paths": 1.0, "final_candidates": 2, "rung_fraction": [0.6, 0.85],
              "rung_margin": 0.005, "rung_price": "seconds", "rung_probe": 0.05, "rerank_train": False,
              "rerank_speed_tie": 0.0, "hash_choice": "full", "calibrate": 0, "screen_drops": False,

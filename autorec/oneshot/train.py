@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
 
 from autorec.data import RecDataset
 from autorec.oneshot.fair import fair_paths
@@ -51,7 +50,7 @@ from autorec.supernet import SupernetConfig, SupernetSearch
 from autorec.supernet.hashing import HASH_ROWS
 from autorec.supernet.widths import WIDTH_COLUMNS
 from autorec.train.checkpoint_reader import load_state, read_meta, saved_keys
-from autorec.train.checkpoints import META, latest, point_latest, publish, staging, write_json
+from autorec.train.checkpoints import META, latest, point_latest, publish, save_states, staging, write_json
 
 SAMPLINGS = ("fair", "sandwich", "uniform")
 
@@ -302,9 +301,7 @@ class SupernetTraining:
         staged = staging(self.directory / name)  # renamed into place when whole (checkpoints.py)
         shutil.rmtree(staged, ignore_errors=True)
         states = {"model": self.search.model.state_dict(), "optim": self.search.weight_optimizer.state_dict()}
-        # no_dist: the supernet trains in one process, and a save through the process group left
-        # every later step about a fifth slower (measured, BENCHMARKS.md issue 20 k43; no_dist not)
-        dcp.save(states, storage_writer=dcp.FileSystemWriter(str(staged), overwrite=True), no_dist=True)
+        save_states(states, staged, self.directory / name, rank=0, world_size=1)  # one process
         torch.save(self.generator.get_state(), staged / "generator.pt")
         write_json(staged / META, {**asdict(state), "config": _jsonable(asdict(self.config))})
         publish(staged, self.directory / name)

@@ -24,6 +24,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+
 META, LATEST = "autorec.json", "LATEST"
 
 
@@ -51,6 +54,22 @@ def save_failure(exc: BaseException, path: Path, rank: int) -> Exception:
         return own
     named = "; ".join(f"rank {r}: {type(e).__name__}: {e}" for r, e in sorted(failures.items()))
     return CheckpointWriteError(f"{path}: writing the checkpoint failed on another rank ({named or exc})")
+
+
+def save_states(states: dict[str, Any], staged: Path, path: Path, rank: int, world_size: int) -> None:
+    """Write ``states`` (state dicts by name) into the staging folder ``staged`` of the checkpoint
+    at ``path`` with torch.distributed.checkpoint, each rank its own shards; a failed write raises
+    :func:`save_failure`'s error.
+
+    In one process the save runs without the process group (``no_dist``): a save through the
+    one-process gloo group left every later training step about a fifth slower, for the rest of
+    the process (measured by ``benchmarks/checkpoint_slowdown.py``, BENCHMARKS.md issue 20).
+    """
+    try:
+        dcp.save(states, storage_writer=dcp.FileSystemWriter(str(staged), overwrite=True),
+                 no_dist=world_size == 1)
+    except CheckpointException as exc:
+        raise save_failure(exc, path, rank) from None
 
 
 def staging(path: Path) -> Path:

@@ -21,9 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from rich.progress import Progress
-from torch.distributed.checkpoint.api import CheckpointException
 from torchrec.datasets.utils import Batch
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
@@ -43,7 +41,7 @@ from autorec.train.checkpoints import (
     point_latest,
     publish,
     restore,
-    save_failure,
+    save_states,
     staging,
     write_json,
 )
@@ -242,11 +240,8 @@ class Trainer:
             shutil.rmtree(staged, ignore_errors=True)  # what a save cut short left
         if self.world_size > 1:
             dist.barrier()
-        try:
-            dcp.save({"model": self.model.state_dict(), "optim": self.optimizer.state_dict()},
-                     storage_writer=dcp.FileSystemWriter(str(staged), overwrite=True))
-        except CheckpointException as exc:
-            raise save_failure(exc, path, self.rank) from None
+        save_states({"model": self.model.state_dict(), "optim": self.optimizer.state_dict()},
+                    staged, path, self.rank, self.world_size)
         if self.rank == 0:
             write_json(staged / META, {**(meta or {}), "layout": self._layout(), "arch": self.spec.name,
                                        "arch_key": _arch_key(self.spec)})

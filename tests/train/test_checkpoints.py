@@ -1,0 +1,29 @@
+"""autorec.train.checkpoints.save_states: a one-process save without the process group reads
+back whole, and a write that fails raises the writer's own error, never CheckpointException
+(which derives from BaseException and would end a whole search)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+
+from autorec.train.checkpoints import save_states
+
+
+def test_a_one_process_save_reads_back(tmp_path: Path) -> None:
+    states = {"model": {"w": torch.arange(6.0).reshape(2, 3)}, "optim": {"step": torch.tensor(4)}}
+    save_states(states, tmp_path / "ckpt", tmp_path / "ckpt", rank=0, world_size=1)
+    back = {"model": {"w": torch.zeros(2, 3)}, "optim": {"step": torch.tensor(0)}}
+    dcp.load(back, storage_reader=dcp.FileSystemReader(str(tmp_path / "ckpt")), no_dist=True)
+    assert torch.equal(back["model"]["w"], states["model"]["w"]) and int(back["optim"]["step"]) == 4
+
+
+def test_a_failed_write_raises_the_writers_own_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(OSError) as err:
+        save_states({"model": {"w": torch.ones(2)}}, tmp_path / "file" / "ckpt", tmp_path / "ckpt",
+                    rank=0, world_size=1)
+    assert "file" in str(err.value)
