@@ -24,6 +24,7 @@ figures merged into ``benchmarks/results/oneshot_cross_scores.json``.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -112,21 +113,50 @@ def calibration_pairs(tag: str, seed: int, root: Path,
             if t.user_attrs.get("stage") == "calibrate"]
 
 
-def borrowed_tau(tag: str, pairs_tag: str, seeds: list[int], samples: int, root: Path) -> dict[str, Any]:
-    """Kendall's tau of each seed's supernet of run ``tag`` over the architectures run
-    ``pairs_tag`` trained for its own tau (same seed): their stand-alone validation AUCs do not
-    depend on the supernet, so a new supernet's proxy is measured without training them again.
-    Flat figures ``<tag>_seed<i>_kendall_tau_on<pairs_tag>`` and ``..._pairs``."""
+def pooled_pairs(pairs_tags: list[str], seeds: list[int], root: Path,
+                 archive_dir: Path = ARCHIVE) -> list[tuple[dict[str, Any], float]]:
+    """Every architecture the runs ``pairs_tags`` trained for their taus, over ``seeds`` (each
+    once: a repeat keeps its first training). Their stand-alone validation AUCs depend on neither
+    the supernet nor the seed that drew them, so one pool serves every supernet."""
+    out: dict[str, tuple[dict[str, Any], float]] = {}
+    for pairs_tag in pairs_tags:
+        for seed in seeds:
+            for params, auc in calibration_pairs(pairs_tag, seed, root, archive_dir):
+                out.setdefault(json.dumps(params, sort_keys=True), (params, auc))
+    return list(out.values())
+
+
+def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, root: Path,
+                 pool: bool = False, heads: bool = False) -> dict[str, Any]:
+    """Kendall's tau of each seed's supernet of run ``tag`` over the architectures the runs
+    ``pairs_tags`` trained for their own taus (same seed; with ``pool``, every seed's, through
+    :func:`pooled_pairs`): their stand-alone validation AUCs do not depend on the supernet, so a
+    new supernet's proxy is measured without training them again. With ``heads``, each path is
+    scored with the over-arch of its last layer kind that the study trained (``kind_heads``, as
+    its search scored). Flat figures ``<tag>_seed<i>_kendall_tau_on<tags>`` (``_pooled``,
+    ``_heads`` appended as set) and ``..._pairs``."""
+    from autorec.oneshot.heads import KindHeads
+
     out: dict[str, Any] = {}
+    pooled = pooled_pairs(pairs_tags, seeds, root) if pool else None
     for i in seeds:
-        pairs = calibration_pairs(pairs_tag, i, root)
+        pairs = pooled if pooled is not None else pooled_pairs(pairs_tags, [i], root)
         if len(pairs) < 3:
-            raise SystemExit(f"oneshot{pairs_tag}_seed{i}: {len(pairs)} calibration trainings; "
+            raise SystemExit(f"{', '.join(pairs_tags)} seed {i}: {len(pairs)} calibration trainings; "
                              f"at least 3 are needed for a tau")
         loaded = load_supernet(tag, i, samples, root)
+        if heads:
+            steps = loaded.oneshot.user_attrs.get("oneshot", {}).get("heads", {}).get("steps")
+            if not steps:
+                raise SystemExit(f"{loaded.name}: its search trained no kind heads (kind_heads off)")
+            folder = loaded.training.directory.parent / "heads"  # as autorec.oneshot.run keeps them
+            loaded.search.heads = KindHeads(loaded.training, steps, folder)
+            if loaded.search.heads.fit():
+                print(f"{loaded.name}: kind heads missing from its folder were trained here")
         proxy = [loaded.search.rescore(loaded.search.values_of({n: str(p[n]) for n in loaded.search.names}),
                                        samples)["val_auc"] for p, _ in pairs]
-        key = f"{tag[1:]}_seed{i}_kendall_tau_on{pairs_tag}"
+        key = (f"{tag[1:]}_seed{i}_kendall_tau_on{''.join(pairs_tags)}"
+               f"{'_pooled' if pool else ''}{'_heads' if heads else ''}")
         out[key] = float(kendalltau(proxy, [v for _, v in pairs]).statistic)
         out[f"{key}_pairs"] = len(pairs)
     return out
@@ -137,8 +167,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tag", required=True, help="the run whose supernets score (e.g. _k8i)")
     parser.add_argument("--winners", required=True, help="the run whose winners are scored (e.g. _k9)")
     parser.add_argument("--tau-from", default=None,
-                        help="also Kendall's tau of --tag's supernets over this run's calibration "
-                             "trainings (e.g. _k8i: the 12 architectures it trained for its tau)")
+                        help="also Kendall's tau of --tag's supernets over these runs' calibration "
+                             "trainings (e.g. _k8i: the 12 architectures it trained for its tau; "
+                             "several separated by commas)")
+    parser.add_argument("--tau-pool", action="store_true",
+                        help="tau over every seed's calibration trainings, not the supernet's own seed's")
+    parser.add_argument("--tau-heads", action="store_true",
+                        help="tau with the study's kind heads (its search's proxy with kind_heads)")
     parser.add_argument("--full-hash", action="store_true",
                         help="also score each winner with every table's rows kept (what hashing costs it)")
     parser.add_argument("--seeds", default="0,1,2")
@@ -152,12 +187,14 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError:
         parser.error(f"--seeds: expected integers separated by commas, got {args.seeds!r}")
     for name in ("tag", "winners", "tau_from"):
-        if getattr(args, name) is not None and not getattr(args, name).startswith("_"):
+        given = getattr(args, name)
+        if given is not None and not all(t.startswith("_") for t in given.split(",")):
             parser.error(f"--{name.replace('_', '-')}: expected a run's tag, which starts with '_' (as _k9), "
-                         f"got {getattr(args, name)!r}")
+                         f"got {given!r}")
     figures = cross_scores(args.tag, args.winners, seeds, args.samples, args.root, args.full_hash)
     if args.tau_from:
-        figures.update(borrowed_tau(args.tag, args.tau_from, seeds, args.samples, args.root))
+        figures.update(borrowed_tau(args.tag, args.tau_from.split(","), seeds, args.samples, args.root,
+                                    args.tau_pool, args.tau_heads))
     for key, value in figures.items():
         print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
     merge_results(args.out, figures, prefix=f"{args.tag[1:]}_by{args.winners}")

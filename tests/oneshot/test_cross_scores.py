@@ -8,7 +8,14 @@ from pathlib import Path
 import optuna
 import pytest
 
-from benchmarks.oneshot_cross_scores import borrowed_tau, calibration_pairs, cross_scores, main, winners
+from benchmarks.oneshot_cross_scores import (
+    borrowed_tau,
+    calibration_pairs,
+    cross_scores,
+    main,
+    pooled_pairs,
+    winners,
+)
 from benchmarks.study_archive import archive_trained, trained_archive_path
 from tests.studyfiles import run_micro_oneshot
 
@@ -83,9 +90,22 @@ def test_a_tau_borrowed_from_a_runs_own_calibration_on_its_own_supernet_is_its_o
     record = study.user_attrs["oneshot"]
     pairs = calibration_pairs("_x", 1, root)
     assert len(pairs) == record["tau_pairs"] == 4  # the 2 re-ranked and the 2 draws, on the trial budget
-    figures = borrowed_tau("_x", "_x", [1], 512, root)
+    figures = borrowed_tau("_x", ["_x"], [1], 512, root)
     assert figures["x_seed1_kendall_tau_on_x_pairs"] == 4
     assert figures["x_seed1_kendall_tau_on_x"] == pytest.approx(record["kendall_tau"])
+
+
+def test_a_pooled_tau_scores_every_seeds_trainings_once_on_each_supernet(root):
+    pool = pooled_pairs(["_x", "_x"], [0, 1], root)  # a run named twice adds nothing
+    own = calibration_pairs("_x", 0, root) + calibration_pairs("_x", 1, root)
+    distinct = {json.dumps(p, sort_keys=True) for p, _ in own}
+    assert len(pool) == len(distinct) >= 5
+    figures = borrowed_tau("_x", ["_x"], [0, 1], 512, root, pool=True)
+    assert figures["x_seed0_kendall_tau_on_x_pooled_pairs"] == len(pool)
+    assert figures["x_seed1_kendall_tau_on_x_pooled_pairs"] == len(pool)
+    assert -1 <= figures["x_seed0_kendall_tau_on_x_pooled"] <= 1
+    with pytest.raises(SystemExit, match=r"oneshot_x_seed0: its search trained no kind heads"):
+        borrowed_tau("_x", ["_x"], [0], 512, root, heads=True)
 
 
 def test_a_runs_trainings_are_read_from_their_archive_once_its_study_is_gone(root, tmp_path):
