@@ -105,12 +105,15 @@ def calibration_pairs(tag: str, seed: int, root: Path,
                       archive_dir: Path = ARCHIVE) -> list[tuple[dict[str, Any], float]]:
     """(params, trained validation AUC) of every architecture study ``oneshot<tag>_seed<seed>``
     trained for its Kendall's tau (its ``calibrate`` trainings on the trial budget: the re-ranked
-    candidates and the draws from the space), from its database or, on a machine without it, from
-    the archive of its trainings (``oneshot_vs_tpe --stage archive``)."""
+    candidates and the draws from the space; where re-ranks train on the trial budget themselves,
+    the draws' ``rerank`` trainings), from its database or, on a machine without it, from the
+    archive of its trainings (``oneshot_vs_tpe --stage archive``)."""
     study = open_oneshot(root, f"oneshot{tag}_seed{seed}", archive_dir)
+    drawn = set(study.user_attrs.get("oneshot", {}).get("calibration_numbers", []))
     return [(dict(t.params), t.user_attrs["metrics"]["val"]["auc"])
             for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get("stage") == "calibrate"]
+            if t.user_attrs.get("stage") == "calibrate"  # (re-ranks shorter than the trial budget)
+            or (t.user_attrs.get("stage") == "rerank" and t.user_attrs.get("proxy_trial") in drawn)]
 
 
 def pooled_pairs(pairs_tags: list[str], seeds: list[int], root: Path,
@@ -127,18 +130,20 @@ def pooled_pairs(pairs_tags: list[str], seeds: list[int], root: Path,
 
 
 def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, root: Path,
-                 pool: bool = False, heads: bool = False) -> dict[str, Any]:
+                 pool: bool = False, heads: bool = False, pool_seeds: list[int] | None = None
+                 ) -> dict[str, Any]:
     """Kendall's tau of each seed's supernet of run ``tag`` over the architectures the runs
-    ``pairs_tags`` trained for their own taus (same seed; with ``pool``, every seed's, through
-    :func:`pooled_pairs`): their stand-alone validation AUCs do not depend on the supernet, so a
-    new supernet's proxy is measured without training them again. With ``heads``, each path is
-    scored with the over-arch of its last layer kind that the study trained (``kind_heads``, as
-    its search scored). Flat figures ``<tag>_seed<i>_kendall_tau_on<tags>`` (``_pooled``,
-    ``_heads`` appended as set) and ``..._pairs``."""
+    ``pairs_tags`` trained for their own taus (same seed; with ``pool``, every seed's, or
+    ``pool_seeds``, through :func:`pooled_pairs`): their stand-alone validation AUCs do not
+    depend on the supernet, so a new supernet's proxy is measured without training them again.
+    With ``heads``, each path is scored with the over-arch of its last layer kind that the study
+    trained (``kind_heads``, as its search scored). Flat figures
+    ``<tag>_seed<i>_kendall_tau_on<tags>`` (``_pooled``, ``_heads`` appended as set) and
+    ``..._pairs``."""
     from autorec.oneshot.heads import KindHeads
 
     out: dict[str, Any] = {}
-    pooled = pooled_pairs(pairs_tags, seeds, root) if pool else None
+    pooled = pooled_pairs(pairs_tags, pool_seeds or seeds, root) if pool else None
     for i in seeds:
         pairs = pooled if pooled is not None else pooled_pairs(pairs_tags, [i], root)
         if len(pairs) < 3:
@@ -172,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
                              "several separated by commas)")
     parser.add_argument("--tau-pool", action="store_true",
                         help="tau over every seed's calibration trainings, not the supernet's own seed's")
+    parser.add_argument("--tau-pool-seeds", default=None,
+                        help="with --tau-pool: the seeds whose trainings are pooled (default --seeds)")
     parser.add_argument("--tau-heads", action="store_true",
                         help="tau with the study's kind heads (its search's proxy with kind_heads)")
     parser.add_argument("--full-hash", action="store_true",
@@ -193,8 +200,15 @@ def main(argv: list[str] | None = None) -> None:
                          f"got {given!r}")
     figures = cross_scores(args.tag, args.winners, seeds, args.samples, args.root, args.full_hash)
     if args.tau_from:
+        pool_seeds = None
+        if args.tau_pool_seeds is not None:
+            try:
+                pool_seeds = [int(s) for s in args.tau_pool_seeds.split(",")]
+            except ValueError:
+                parser.error(f"--tau-pool-seeds: expected integers separated by commas, "
+                             f"got {args.tau_pool_seeds!r}")
         figures.update(borrowed_tau(args.tag, args.tau_from.split(","), seeds, args.samples, args.root,
-                                    args.tau_pool, args.tau_heads))
+                                    args.tau_pool, args.tau_heads, pool_seeds))
     for key, value in figures.items():
         print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
     merge_results(args.out, figures, prefix=f"{args.tag[1:]}_by{args.winners}")

@@ -126,3 +126,20 @@ def test_a_runs_trainings_are_read_from_their_archive_once_its_study_is_gone(roo
     trained_archive_path(archive_dir, "oneshot_x_seed2").write_text("")
     with pytest.raises(SystemExit, match=r"oneshot_x_seed2.jsonl holds no study 'oneshot_x_seed2'"):
         calibration_pairs("_x", 2, gone, archive_dir)
+
+
+def test_tau_pairs_are_the_draws_rerank_trainings_where_reranks_train_on_the_trial_budget(tmp_path):
+    """Re-ranks on the trial budget train the draws as stage ``rerank``: those named in
+    ``calibration_numbers`` are tau's pairs, the method's own re-ranks are not."""
+    name = "oneshot_y_seed0"
+    (tmp_path / name / name).mkdir(parents=True)
+    study = optuna.create_study(study_name=name, storage=f"sqlite:///{tmp_path / name / name / 'study.db'}")
+    dist = {"w": optuna.distributions.CategoricalDistribution(["4", "8", "16"])}
+    for number, (stage, proxy, auc) in enumerate([("rerank", 10, 0.61), ("rerank", 11, 0.62),
+                                                  ("rerank", 12, 0.63), ("calibrate", 13, 0.64)]):
+        study.add_trial(optuna.trial.create_trial(
+            params={"w": ["4", "8", "16", "8"][number]}, distributions=dist, value=auc,
+            user_attrs={"stage": stage, "proxy_trial": proxy, "metrics": {"val": {"auc": auc}}}))
+    study.set_user_attr("oneshot", {"calibration_numbers": [11, 12]})
+    pairs = [({"w": "8"}, 0.62), ({"w": "16"}, 0.63), ({"w": "8"}, 0.64)]
+    assert calibration_pairs("_y", 0, tmp_path) == pairs
