@@ -16,6 +16,7 @@ from benchmarks.oneshot_cross_scores import (
     pooled_pairs,
     winners,
 )
+from benchmarks.oneshot_tau_ceiling import retrain, tau_trials
 from benchmarks.study_archive import archive_trained, trained_archive_path
 from tests.studyfiles import run_micro_oneshot
 
@@ -143,3 +144,22 @@ def test_tau_pairs_are_the_draws_rerank_trainings_where_reranks_train_on_the_tri
     study.set_user_attr("oneshot", {"calibration_numbers": [11, 12]})
     pairs = [({"w": "8"}, 0.62), ({"w": "16"}, 0.63), ({"w": "8"}, 0.64)]
     assert calibration_pairs("_y", 0, tmp_path) == pairs
+
+
+def test_the_tau_ceiling_trains_taus_architectures_again_under_another_seed(root, tmp_path):
+    name = "oneshot_x_seed1"
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{root / name / name / 'study.db'}")
+    record = study.user_attrs["oneshot"]
+    own_seed = {t.user_attrs["train_seed"] for t, _ in tau_trials(study)}
+    assert len(tau_trials(study)) == record["tau_pairs"] == 4 and len(own_seed) == 1
+    with pytest.raises(SystemExit, match=r"--train-seed .*: the study trained trial \d+ under that seed"):
+        retrain("_x", 1, own_seed.pop(), root, tmp_path)
+    figures = retrain("_x", 1, 99, root, tmp_path)
+    assert figures["pairs"] == 4
+    assert figures["proxy_tau"] == pytest.approx(record["kendall_tau"])  # the study's own tau
+    assert -1 <= figures["retest_tau"] <= 1 and figures["mean_abs_retest_diff"] > 0  # another seed
+    kept = json.loads((tmp_path / f"{name}_train_seed99.json").read_text())
+    assert len(kept) == 4
+    assert retrain("_x", 1, 99, root, tmp_path) == figures  # a rerun trains nothing again
+    with pytest.raises(SystemExit, match=r"oneshot_x_seed7/study.db: no study"):
+        retrain("_x", 7, 99, root, tmp_path)

@@ -1,0 +1,135 @@
+"""How high can Kendall's tau go on a set of architectures? Their trainings under a second seed.
+
+Issue 20's tau compares the proxy with one stand-alone training per architecture on the trial
+budget. When the architectures lie closer together than one training's seed noise, that one
+training ranks them no better than a coin: no proxy can reach a high tau against it. This script
+takes the architectures a one-shot study trained for its tau (the same pairs as
+:func:`benchmarks.oneshot_cross_scores.calibration_pairs`), trains each once more on the same
+trial budget and data under another training seed (``--train-seed``), and reports:
+
+- ``retest_tau``: Kendall's tau between the two trainings' validation AUCs (the ceiling: how far a
+  perfect ranker of the architectures' expected AUC would agree with one training);
+- ``proxy_tau``: the study's own tau (its proxy against the first training), and
+  ``proxy_tau_mean``: its proxy against the mean of the two trainings;
+- the spread of the trained AUCs and the mean absolute difference between the two trainings.
+
+Each retraining is kept as it ends (``--out-dir``, default under ``~/.cache``), so a killed run
+goes on where it stopped. Run (after the study's tau trainings; about 100 s a training idle):
+``python -m benchmarks.oneshot_tau_ceiling --tag _k44t --seed 0``; flat figures merged into
+``benchmarks/results/oneshot_tau_ceiling.json`` under the prefix ``<tag>_seed<i>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+from scipy.stats import kendalltau
+
+from benchmarks.oneshot_tpe_proxy import ROOT
+from benchmarks.results_file import RESULTS, merge_results
+
+CACHE = Path.home() / ".cache" / "autorec-bench" / "tau_ceiling"
+
+
+def tau_trials(study: optuna.Study) -> list[tuple[optuna.trial.FrozenTrial, float]]:
+    """(the tau training, the proxy score that ranked it) of every architecture ``study`` trained
+    for its tau: trials of stage ``calibrate``, or the draws' ``rerank`` trainings."""
+    record = study.user_attrs.get("oneshot", {})
+    drawn, rescored = set(record.get("calibration_numbers", [])), record.get("rescored", {})
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    by_number = {t.number: t for t in trials}
+    out = []
+    for t in trials:
+        stage, proxy = t.user_attrs.get("stage"), t.user_attrs.get("proxy_trial")
+        if stage == "calibrate" or (stage == "rerank" and proxy in drawn):
+            scores = rescored.get(str(proxy)) or by_number[proxy].user_attrs["proxy"]
+            out.append((t, scores["val_auc"]))
+    return out
+
+
+def ceiling(first: list[float], second: list[float], proxy: list[float]) -> dict[str, float]:
+    """The figures of the module docstring from the two trainings' and the proxy's AUCs.
+
+    Example:
+        >>> f = ceiling([0.60, 0.62, 0.64], [0.61, 0.60, 0.65], [0.50, 0.52, 0.51])
+        >>> round(f["retest_tau"], 3), round(f["proxy_tau"], 3), round(f["mean_abs_retest_diff"], 3)
+        (0.333, 0.333, 0.013)
+    """
+    mean = [(a + b) / 2 for a, b in zip(first, second, strict=True)]
+    return {"pairs": len(first), "retest_tau": float(kendalltau(first, second).statistic),
+            "proxy_tau": float(kendalltau(proxy, first).statistic),
+            "proxy_tau_second": float(kendalltau(proxy, second).statistic),
+            "proxy_tau_mean": float(kendalltau(proxy, mean).statistic),
+            "trained_auc_range": max(first) - min(first),
+            "trained_auc_sd": statistics.stdev(first),
+            "mean_abs_retest_diff": statistics.fmean(abs(a - b) for a, b in zip(first, second, strict=True))}
+
+
+def retrain(tag: str, seed: int, train_seed: int, root: Path, out_dir: Path) -> dict[str, Any]:
+    """Train every tau architecture of study ``oneshot<tag>_seed<seed>`` under ``train_seed``
+    (each kept in ``out_dir`` as it ends; one kept is not trained again); the figures."""
+    from autorec.arch import ArchSpec
+    from autorec.study import StudyConfig, TrialRunner
+    from autorec.train.trainer import Trainer
+
+    name = f"oneshot{tag}_seed{seed}"
+    db = root / name / name / "study.db"
+    if not db.exists():
+        raise SystemExit(f"{db}: no study (run the one-shot stage of {tag} seed {seed} first)")
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    pairs = tau_trials(study)
+    if len(pairs) < 3:
+        raise SystemExit(f"{name}: {len(pairs)} tau trainings; at least 3 are needed")
+    runner = TrialRunner(StudyConfig.load(root / name / "study.yaml"))
+    kept_path = out_dir / f"{name}_train_seed{train_seed}.json"
+    kept: dict[str, float] = json.loads(kept_path.read_text()) if kept_path.exists() else {}
+    for t, _ in pairs:
+        if str(t.number) in kept:
+            continue
+        if t.user_attrs.get("train_seed") == train_seed:
+            raise SystemExit(f"--train-seed {train_seed}: the study trained trial {t.number} under that seed")
+        config = dataclasses.replace(runner.train_config(out_dir / "checkpoints" / name / str(t.number)),
+                                     seed=train_seed)
+        spec = ArchSpec.from_dict(t.user_attrs["arch"])
+        result = Trainer(spec, runner.dataset, config).fit()
+        kept[str(t.number)] = result.val["auc"]
+        kept_path.parent.mkdir(parents=True, exist_ok=True)
+        kept_path.write_text(json.dumps(kept, indent=1))
+        print(f"trial {t.number}: val AUC {t.user_attrs['metrics']['val']['auc']:.4f} "
+              f"(seed {t.user_attrs.get('train_seed')}), {result.val['auc']:.4f} (seed {train_seed})",
+              flush=True)
+    first = [t.user_attrs["metrics"]["val"]["auc"] for t, _ in pairs]
+    second = [kept[str(t.number)] for t, _ in pairs]
+    return ceiling(first, second, [p for _, p in pairs])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tag", required=True, help="the one-shot run (e.g. _k44t)")
+    parser.add_argument("--seed", type=int, default=0, help="its search seed")
+    parser.add_argument("--train-seed", type=int, default=1, help="the second training's seed")
+    parser.add_argument("--root", type=Path, default=ROOT)
+    parser.add_argument("--out-dir", type=Path, default=CACHE)
+    parser.add_argument("--out", type=Path, default=RESULTS / "oneshot_tau_ceiling.json")
+    args = parser.parse_args(argv)
+    if not args.tag.startswith("_"):
+        parser.error(f"--tag: expected a run's tag, which starts with '_' (as _k44t), got {args.tag!r}")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    figures = retrain(args.tag, args.seed, args.train_seed, args.root, args.out_dir)
+    prefix = f"{args.tag[1:]}_seed{args.seed}"
+    for key, value in figures.items():
+        shown = f"{value:.4f}" if isinstance(value, float) else value
+        print(f"{prefix}_{key:30s} {shown}")
+    merge_results(args.out, {f"{prefix}_{k}": v for k, v in figures.items()}
+                  | {f"{prefix}_train_seed": args.train_seed}, prefix=prefix)
+
+
+if __name__ == "__main__":
+    main()
