@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
 from autorec.train.checkpoints import save_states
@@ -27,3 +28,22 @@ def test_a_failed_write_raises_the_writers_own_error(tmp_path: Path) -> None:
         save_states({"model": {"w": torch.ones(2)}}, tmp_path / "file" / "ckpt", tmp_path / "ckpt",
                     rank=0, world_size=1)
     assert "file" in str(err.value)
+
+
+def test_a_one_process_save_runs_no_collective_and_a_multi_rank_one_does(tmp_path: Path, monkeypatch) -> None:
+    """The one-process save leaves the process group alone (a save through it slowed every later
+    step, BENCHMARKS.md): with a group up and every collective dcp uses made to fail, it still
+    writes; told of two ranks, it goes through the group and meets the failure."""
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a collective was called")
+
+    for name in ("gather_object", "all_gather_object", "broadcast_object_list", "scatter_object_list",
+                 "barrier", "all_reduce"):
+        monkeypatch.setattr(dist, name, refuse)
+    save_states({"model": {"w": torch.ones(2)}}, tmp_path / "one", tmp_path / "one", rank=0, world_size=1)
+    assert (tmp_path / "one" / ".metadata").exists()
+    with pytest.raises(RuntimeError, match="a collective was called"):
+        save_states({"model": {"w": torch.ones(2)}}, tmp_path / "two", tmp_path / "two", rank=0, world_size=2)
