@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import kendalltau
 
 from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet
@@ -109,10 +109,15 @@ def calibration_pairs(tag: str, seed: int, root: Path,
     the draws' ``rerank`` trainings), from its database or, on a machine without it, from the
     archive of its trainings (``oneshot_vs_tpe --stage archive``)."""
     study = open_oneshot(root, f"oneshot{tag}_seed{seed}", archive_dir)
+    return [(dict(t.params), t.user_attrs["metrics"]["val"]["auc"]) for t in tau_trainings(study)]
+
+
+def tau_trainings(study: optuna.Study) -> list[FrozenTrial]:
+    """The trainings ``study`` made for its tau: trials of stage ``calibrate`` (re-ranks shorter
+    than the trial budget), or else the draws' ``rerank`` trainings (``calibration_numbers``)."""
     drawn = set(study.user_attrs.get("oneshot", {}).get("calibration_numbers", []))
-    return [(dict(t.params), t.user_attrs["metrics"]["val"]["auc"])
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.user_attrs.get("stage") == "calibrate"  # (re-ranks shorter than the trial budget)
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.user_attrs.get("stage") == "calibrate"
             or (t.user_attrs.get("stage") == "rerank" and t.user_attrs.get("proxy_trial") in drawn)]
 
 

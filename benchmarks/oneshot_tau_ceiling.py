@@ -32,6 +32,7 @@ import optuna
 from optuna.trial import TrialState
 from scipy.stats import kendalltau
 
+from benchmarks.oneshot_cross_scores import tau_trainings
 from benchmarks.oneshot_tpe_proxy import ROOT
 from benchmarks.results_file import RESULTS, merge_results
 
@@ -40,17 +41,15 @@ CACHE = Path.home() / ".cache" / "autorec-bench" / "tau_ceiling"
 
 def tau_trials(study: optuna.Study) -> list[tuple[optuna.trial.FrozenTrial, float]]:
     """(the tau training, the proxy score that ranked it) of every architecture ``study`` trained
-    for its tau: trials of stage ``calibrate``, or the draws' ``rerank`` trainings."""
-    record = study.user_attrs.get("oneshot", {})
-    drawn, rescored = set(record.get("calibration_numbers", [])), record.get("rescored", {})
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    by_number = {t.number: t for t in trials}
+    for its tau (:func:`~benchmarks.oneshot_cross_scores.tau_trainings`)."""
+    rescored = study.user_attrs.get("oneshot", {}).get("rescored", {})
+    trials = tau_trainings(study)
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))}
     out = []
     for t in trials:
-        stage, proxy = t.user_attrs.get("stage"), t.user_attrs.get("proxy_trial")
-        if stage == "calibrate" or (stage == "rerank" and proxy in drawn):
-            scores = rescored.get(str(proxy)) or by_number[proxy].user_attrs["proxy"]
-            out.append((t, scores["val_auc"]))
+        proxy = t.user_attrs["proxy_trial"]
+        scores = rescored.get(str(proxy)) or by_number[proxy].user_attrs["proxy"]
+        out.append((t, scores["val_auc"]))
     return out
 
 
