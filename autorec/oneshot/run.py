@@ -81,6 +81,7 @@ from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 
 CROSSING_ATTR = "crossing"  # trial user attr: the screen trial whose layers a crossing took, or "grid"
 NEIGHBOUR_ATTR = "neighbour_of"  # trial user attr: the candidate a kind neighbour changed one layer kind of
+CALIBRATE_FROM = ("space", "shared")  # where tau's architectures are drawn (calibrate_from)
 SAMPLE_ATTR = "sample_index"  # trial user attr: which draw from the space a calibration sample is
 
 
@@ -105,14 +106,28 @@ def rank_correlation(proxy: list[float], trained: list[float]) -> float | None:
 
 
 def space_samples(study: optuna.Study, search: CandidateSearch, n: int, seed: int,
-                  objectives: tuple[str, ...]) -> list[FrozenTrial]:
+                  objectives: tuple[str, ...], where: str = "space") -> list[FrozenTrial]:
     """``n`` architectures drawn from the whole space (every choice's value uniformly at random,
     seeded; the space the search proposes from, so with ``hash_choice: full`` at every row),
     scored on inherited weights and recorded as trials of stage ``sample``: the calibration set
     of Kendall's tau. (The search's candidates crowd where the proxy is high, so a sample of them
-    measures the proxy on a narrow band; the space is what it must rank.)"""
+    measures the proxy on a narrow band; the space is what it must rank.) With ``where``
+    ``shared`` (``calibrate_from``) the draws come from the sub-space a search that ends on the
+    all-alike crossings decides in: every layer and over-arch choice uniform as before, the
+    embedding choices one of :meth:`CandidateSearch.shared_settings` drawn uniformly (every
+    feature the same width and hash size)."""
+    if where not in CALIBRATE_FROM:
+        raise ValueError(f"strategy 'oneshot': calibrate_from: expected one of {', '.join(CALIBRATE_FROM)}, "
+                         f"got {where!r}")
+    if where == "shared" and not search.shared_settings():
+        raise ValueError("strategy 'oneshot': calibrate_from: 'shared' on a space without embedding width "
+                         "or hash choices (no all-alike settings to draw)")
     rng = random.Random(seed)
     draws = [{name: rng.randrange(len(names)) for name, names in search.proposed.items()} for _ in range(n)]
+    settings = search.shared_settings() if where == "shared" else []
+    for draw in draws if settings else []:
+        for name, value in settings[rng.randrange(len(settings))].items():
+            draw[name] = search.proposed[name].index(value)
     have = {t.user_attrs[SAMPLE_ATTR] for t in stage_trials(study, "sample")}
     distributions = {name: CategoricalDistribution(names) for name, names in search.proposed.items()}
     for i, draw in enumerate(draws):
@@ -249,7 +264,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     chosen = (family_bests(ranked, strategy.rerank, strategy.family) if strategy.diverse
               else ranked[:strategy.rerank])
     start = time.perf_counter()  # scoring the calibration samples is calibration time too
-    calibration = space_samples(study, search, strategy.calibrate, config.seed, config.objectives)
+    calibration = space_samples(study, search, strategy.calibrate, config.seed, config.objectives,
+                                strategy.calibrate_from)
     rescored = _rescore(study, search, record, calibration if strategy.rescore else [],
                         strategy.rescore_samples)
     record["calibration_seconds"] = record.get("calibration_seconds", 0.0) + time.perf_counter() - start

@@ -32,7 +32,10 @@ samples, and ranked by it: a cheap screen, then a precise look at its top; 0, th
 rescore), ``rerank`` (best candidates trained on the trial budget, or for ``rerank_steps`` steps,
 then validated on the first ``rerank_val_samples`` validation samples, default all: the candidates
 are compared on the same samples, so fewer suffice to order them), ``calibrate`` (architectures
-drawn at random from the space, for Kendall's tau, on the trial budget), ``diverse`` (the rescore
+drawn at random from the space, for Kendall's tau, on the trial budget), ``calibrate_from``
+(``space``, the default: every choice drawn uniformly; ``shared``: layers and over-arch drawn so,
+every feature one all-alike embedding setting, the sub-space a search ending on the all-alike
+crossings decides in), ``diverse`` (the rescore
 takes the screen's best in turns over families, a family being the sequence of layer kinds, and the
 re-rank the best of each of the ``rerank`` best families: a screen that TPE narrowed onto one family
 still re-ranks others), ``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation
@@ -201,7 +204,8 @@ class OneShotStrategy(Strategy):
                  screen_drops: bool = True, rerank_from: str = "all", drop_from: str = "each",
                  crossing_layers: str = "screen", kind_heads: int = 0, rung_price: str = "steps",
                  rung_probe: float | None = None, rerank_train: bool = True, crossing_from: str = "screen",
-                 rung_margin: float = 0.0, **options: Any) -> None:
+                 rung_margin: float = 0.0, calibrate_from: str = "space", **options: Any) -> None:
+        from autorec.oneshot.run import CALIBRATE_FROM
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
 
@@ -262,6 +266,7 @@ class OneShotStrategy(Strategy):
                                     ("rerank_from", rerank_from, RERANK_POOLS),
                                     ("crossing_layers", crossing_layers, CROSSING_LAYERS),
                                     ("crossing_from", crossing_from, CROSSING_FROM),
+                                    ("calibrate_from", calibrate_from, CALIBRATE_FROM),
                                     ("hash_choice", hash_choice, HASH_CHOICES), ("search", search, SEARCHES)):
             if value not in choices:
                 raise ValueError(f"strategy 'oneshot': {key}: expected one of {', '.join(choices)}, "
@@ -331,7 +336,7 @@ class OneShotStrategy(Strategy):
         self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
         self.rerank_from, self.drop_from, self.crossing_layers = rerank_from, drop_from, crossing_layers
         self.kind_heads, self.rung_price, self.rerank_train = kind_heads, rung_price, rerank_train
-        self.crossing_from = crossing_from
+        self.crossing_from, self.calibrate_from = crossing_from, calibrate_from
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

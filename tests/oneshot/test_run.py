@@ -165,6 +165,8 @@ def test_rank_correlation():
     ({"crossing_from": "all", "shared_crossings": 2},
      "crossing_from: expected one of screen, grid, got 'all'"),
     ({"crossing_from": "grid"}, r"crossing_from: 'grid' is set without shared_crossings \(how many"),
+    ({"calibrate_from": "crossings", "calibrate": 2},
+     "calibrate_from: expected one of space, shared, got 'crossings'"),
     ({"rung_price": "time"}, "rung_price: expected one of steps, seconds, got 'time'"),
     ({"rung_probe": 0.1}, r"rung_probe: set without rung_price 'seconds' \(only a read at equal seconds"),
     ({"rung_price": "seconds", "final_candidates": 2},
