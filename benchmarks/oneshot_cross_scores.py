@@ -24,8 +24,10 @@ figures merged into ``benchmarks/results/oneshot_cross_scores.json``.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +35,11 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import kendalltau
 
-from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet
+from benchmarks.oneshot_tpe_proxy import ROOT, LoadedSupernet, load_supernet
 from benchmarks.results_file import RESULTS, merge_results
 from benchmarks.study_archive import open_oneshot
 
+Loader = Callable[[str, int, int, Path], LoadedSupernet]  # (tag, seed, samples, root) -> its supernet
 ARCHIVE = RESULTS / "studies"  # where ``oneshot_vs_tpe --stage archive`` keeps the studies' trials
 
 
@@ -72,19 +75,21 @@ def full_hash(params: dict[str, str], names: dict[str, list[str]]) -> dict[str, 
 
 
 def cross_scores(tag: str, winners_tag: str, seeds: list[int], samples: int, root: Path,
-                 with_full_hash: bool = False) -> dict[str, Any]:
+                 with_full_hash: bool = False, supernets: list[int] | None = None,
+                 load: Loader = load_supernet) -> dict[str, Any]:
     """Flat figures: ``<winners>_seed<j>_val_auc_mean`` / ``_draws`` / ``_trial``, and for every
     supernet seed i and winner seed j ``<tag>_seed<i>_scores<winners>_seed<j>`` (the proxy) and
     ``..._rank`` (1 + the rescored candidates of seed i's study that score higher); with
-    ``with_full_hash`` also ``..._full_hash``, the winner's proxy with every table's rows kept."""
+    ``with_full_hash`` also ``..._full_hash``, the winner's proxy with every table's rows kept.
+    ``supernets``: the seeds i whose supernets score (default ``seeds``), loaded by ``load``."""
     won = winners(winners_tag, seeds, root)
     out: dict[str, Any] = {"samples": samples}
     for j, w in won.items():
         out[f"{winners_tag[1:]}_seed{j}_trial"] = w["trial"]
         out[f"{winners_tag[1:]}_seed{j}_val_auc_mean"] = statistics.fmean(w["val_aucs"])
         out[f"{winners_tag[1:]}_seed{j}_draws"] = len(w["val_aucs"])
-    for i in seeds:
-        loaded = load_supernet(tag, i, samples, root)
+    for i in seeds if supernets is None else supernets:
+        loaded = load(tag, i, samples, root)
         record = loaded.oneshot.user_attrs.get("oneshot", {})
         rescored = [v["val_auc"] for v in record.get("rescored", {}).values()]
         prefix = f"{tag[1:]}_seed{i}"
@@ -99,6 +104,23 @@ def cross_scores(tag: str, winners_tag: str, seeds: list[int], samples: int, roo
                 out[key] = loaded.search.rescore(kept, samples)["val_auc"]
             out[f"{prefix}_scores{winners_tag}_seed{j}_rank"] = 1 + sum(v > score for v in rescored)
     return out
+
+
+def one_at_a_time(load: Loader = load_supernet) -> Loader:
+    """``load`` that keeps the last supernet it loaded and gives it again for the same
+    arguments, and frees it before it loads another: a seed's supernet is read once for the
+    cross scores and the tau, and two are never held at once (each holds its dataset and
+    tables: three seeds' kept alive took 18.7 GiB)."""
+    held: dict[tuple[Any, ...], LoadedSupernet] = {}
+
+    def get(tag: str, seed: int, samples: int, root: Path) -> LoadedSupernet:
+        key = (tag, seed, samples, str(root))
+        if key not in held:
+            held.clear()
+            gc.collect()
+            held[key] = load(tag, seed, samples, root)
+        return held[key]
+    return get
 
 
 def calibration_pairs(tag: str, seed: int, root: Path,
@@ -135,8 +157,8 @@ def pooled_pairs(pairs_tags: list[str], seeds: list[int], root: Path,
 
 
 def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, root: Path,
-                 pool: bool = False, heads: bool = False, pool_seeds: list[int] | None = None
-                 ) -> dict[str, Any]:
+                 pool: bool = False, heads: bool = False, pool_seeds: list[int] | None = None,
+                 load: Loader = load_supernet) -> dict[str, Any]:
     """Kendall's tau of each seed's supernet of run ``tag`` over the architectures the runs
     ``pairs_tags`` trained for their own taus (same seed; with ``pool``, every seed's, or
     ``pool_seeds``, through :func:`pooled_pairs`): their stand-alone validation AUCs do not
@@ -154,7 +176,7 @@ def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int
         if len(pairs) < 3:
             raise SystemExit(f"{', '.join(pairs_tags)} seed {i}: {len(pairs)} calibration trainings; "
                              f"at least 3 are needed for a tau")
-        loaded = load_supernet(tag, i, samples, root)
+        loaded = load(tag, i, samples, root)
         if heads:
             steps = loaded.oneshot.user_attrs.get("oneshot", {}).get("heads", {}).get("steps")
             if not steps:
@@ -203,17 +225,20 @@ def main(argv: list[str] | None = None) -> None:
         if given is not None and not all(t.startswith("_") for t in given.split(",")):
             parser.error(f"--{name.replace('_', '-')}: expected a run's tag, which starts with '_' (as _k9), "
                          f"got {given!r}")
-    figures = cross_scores(args.tag, args.winners, seeds, args.samples, args.root, args.full_hash)
-    if args.tau_from:
-        pool_seeds = None
-        if args.tau_pool_seeds is not None:
-            try:
-                pool_seeds = [int(s) for s in args.tau_pool_seeds.split(",")]
-            except ValueError:
-                parser.error(f"--tau-pool-seeds: expected integers separated by commas, "
-                             f"got {args.tau_pool_seeds!r}")
-        figures.update(borrowed_tau(args.tag, args.tau_from.split(","), seeds, args.samples, args.root,
-                                    args.tau_pool, args.tau_heads, pool_seeds))
+    pool_seeds = seeds
+    if args.tau_pool_seeds is not None:
+        try:
+            pool_seeds = [int(s) for s in args.tau_pool_seeds.split(",")]
+        except ValueError:
+            parser.error(f"--tau-pool-seeds: expected integers separated by commas, "
+                         f"got {args.tau_pool_seeds!r}")
+    load, figures = one_at_a_time(load_supernet), {}
+    for i in seeds:  # supernet by supernet, each loaded once and freed before the next
+        figures.update(cross_scores(args.tag, args.winners, seeds, args.samples, args.root, args.full_hash,
+                                    supernets=[i], load=load))
+        if args.tau_from:
+            figures.update(borrowed_tau(args.tag, args.tau_from.split(","), [i], args.samples, args.root,
+                                        args.tau_pool, args.tau_heads, pool_seeds, load=load))
     for key, value in figures.items():
         print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
     merge_results(args.out, figures, prefix=f"{args.tag[1:]}_by{args.winners}")

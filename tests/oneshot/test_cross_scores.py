@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import json
+import weakref
 from pathlib import Path
 
 import optuna
 import pytest
 
+from benchmarks import oneshot_cross_scores as cross_module
 from benchmarks.oneshot_cross_scores import (
     borrowed_tau,
     calibration_pairs,
     cross_scores,
     main,
+    one_at_a_time,
     pooled_pairs,
     winners,
 )
 from benchmarks.oneshot_tau_ceiling import retrain, tau_trials
+from benchmarks.oneshot_tpe_proxy import load_supernet
 from benchmarks.study_archive import archive_trained, trained_archive_path
 from tests.studyfiles import run_micro_oneshot
 
@@ -163,3 +167,41 @@ def test_the_tau_ceiling_trains_taus_architectures_again_under_another_seed(root
     assert retrain("_x", 1, 99, root, tmp_path) == figures  # a rerun trains nothing again
     with pytest.raises(SystemExit, match=r"oneshot_x_seed7/study.db: no study"):
         retrain("_x", 7, 99, root, tmp_path)
+
+
+def test_the_command_line_loads_each_supernet_once_and_holds_one_at_a_time(root, tmp_path, monkeypatch):
+    loads: list[int] = []
+
+    def counted(tag, seed, samples, where):
+        assert len(loads) == len(set(loads))  # a seed is never loaded again
+        loads.append(seed)
+        return load_supernet(tag, seed, samples, where)
+    monkeypatch.setattr(cross_module, "load_supernet", counted)
+    out = tmp_path / "out.json"
+    main(["--tag", "_x", "--winners", "_x", "--seeds", "0,1", "--samples", "512", "--tau-from", "_x",
+          "--tau-pool", "--root", str(root), "--out", str(out)])
+    assert loads == [0, 1]  # cross scores and tau from one load each
+    record = json.loads(out.read_text())
+    alone = borrowed_tau("_x", ["_x"], [0, 1], 512, root, pool=True)  # the same figures as before
+    tau = "x_seed1_kendall_tau_on_x_pooled"
+    assert record[tau] == pytest.approx(alone[tau])
+    scores = cross_scores("_x", "_x", [0, 1], 512, root)
+    assert record["x_seed1_scores_x_seed0"] == pytest.approx(scores["x_seed1_scores_x_seed0"])
+
+
+def test_one_at_a_time_gives_the_held_supernet_again_and_frees_it_for_another():
+    class Supernet:  # a stand-in for the loaded supernet: only its identity and lifetime matter here
+        pass
+    made: list[tuple[str, int]] = []
+
+    def load(tag, seed, samples, where):
+        made.append((tag, seed))
+        return Supernet()
+    get = one_at_a_time(load)
+    first = get("_x", 0, 512, Path("r"))
+    assert get("_x", 0, 512, Path("r")) is first and made == [("_x", 0)]
+    alive = weakref.ref(first)
+    del first
+    second = get("_x", 1, 512, Path("r"))
+    assert alive() is None  # freed before the next was loaded
+    assert get("_x", 1, 512, Path("r")) is second and made == [("_x", 0), ("_x", 1)]
