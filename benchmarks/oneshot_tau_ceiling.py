@@ -13,10 +13,18 @@ trial budget and data under another training seed (``--train-seed``), and report
   ``proxy_tau_mean``: its proxy against the mean of the two trainings;
 - the spread of the trained AUCs and the mean absolute difference between the two trainings.
 
-Each retraining is kept as it ends (``--out-dir``, default under ``~/.cache``), so a killed run
-goes on where it stopped. Run (after the study's tau trainings; about 100 s a training idle):
-``python -m benchmarks.oneshot_tau_ceiling --tag _k44t --seed 0``; flat figures merged into
-``benchmarks/results/oneshot_tau_ceiling.json`` under the prefix ``<tag>_seed<i>``.
+With ``--epochs N`` the second training is on the final's budget instead (N whole epochs, every
+step, as the winner's final trains; by default under the first training's own seed, so only the
+budget differs): the figures then say how far the trial budget ranks the architectures as full
+trainings do (``retest_tau``) and how far the proxy does (``proxy_tau_second``), the question
+when the trial budget is too short to separate them.
+
+Each retraining is kept as it ends (``--out-dir``, default under ``~/.cache``; a full-budget one
+is also checkpointed every 500 steps and resumes), so a killed run goes on where it stopped. Run
+(after the study's tau trainings; about 100 s a training idle, 200-500 s an epoch):
+``python -m benchmarks.oneshot_tau_ceiling --tag _k44t --seed 0`` (``--epochs 1``); flat figures
+merged into ``benchmarks/results/oneshot_tau_ceiling.json`` under the prefix ``<tag>_seed<i>``
+(``<tag>_seed<i>_epochs<N>`` with ``--epochs``).
 """
 
 from __future__ import annotations
@@ -71,9 +79,13 @@ def ceiling(first: list[float], second: list[float], proxy: list[float]) -> dict
             "mean_abs_retest_diff": statistics.fmean(abs(a - b) for a, b in zip(first, second, strict=True))}
 
 
-def retrain(tag: str, seed: int, train_seed: int, root: Path, out_dir: Path) -> dict[str, Any]:
+def retrain(tag: str, seed: int, train_seed: int | None, root: Path, out_dir: Path,
+            epochs: int | None = None) -> dict[str, Any]:
     """Train every tau architecture of study ``oneshot<tag>_seed<seed>`` under ``train_seed``
-    (each kept in ``out_dir`` as it ends; one kept is not trained again); the figures."""
+    (each kept in ``out_dir`` as it ends; one kept is not trained again); the figures. With
+    ``epochs``, each on ``epochs`` whole epochs (the final's budget; ``train_seed`` None: the
+    first training's seed), checkpointed and resumed; without, on the trial budget under another
+    seed (``train_seed`` None: 1)."""
     from autorec.arch import ArchSpec
     from autorec.study import StudyConfig, TrialRunner
     from autorec.train.trainer import Trainer
@@ -86,16 +98,24 @@ def retrain(tag: str, seed: int, train_seed: int, root: Path, out_dir: Path) -> 
     pairs = tau_trials(study)
     if len(pairs) < 3:
         raise SystemExit(f"{name}: {len(pairs)} tau trainings; at least 3 are needed")
+    if epochs is not None and epochs < 1:
+        raise SystemExit(f"--epochs: expected a whole number of epochs >= 1, got {epochs}")
     runner = TrialRunner(StudyConfig.load(root / name / "study.yaml"))
-    kept_path = out_dir / f"{name}_train_seed{train_seed}.json"
+    budget = "" if epochs is None else f"_epochs{epochs}"
+    if train_seed is None:
+        train_seed = 1 if epochs is None else pairs[0][0].user_attrs.get("train_seed", runner.config.seed)
+    kept_path = out_dir / f"{name}_train_seed{train_seed}{budget}.json"
     kept: dict[str, float] = json.loads(kept_path.read_text()) if kept_path.exists() else {}
     for t, _ in pairs:
         if str(t.number) in kept:
             continue
-        if t.user_attrs.get("train_seed") == train_seed:
+        if epochs is None and t.user_attrs.get("train_seed") == train_seed:
             raise SystemExit(f"--train-seed {train_seed}: the study trained trial {t.number} under that seed")
-        config = dataclasses.replace(runner.train_config(out_dir / "checkpoints" / name / str(t.number)),
-                                     seed=train_seed)
+        folder = out_dir / "checkpoints" / f"{name}{budget}" / str(t.number)
+        config = dataclasses.replace(runner.train_config(folder), seed=train_seed)
+        if epochs is not None:  # as the winner's final trains: every step of every epoch, resumable
+            config = dataclasses.replace(config, epochs=epochs, max_steps_per_epoch=None, resume=True,
+                                         checkpoint_every=500, patience=max(config.patience, 2))
         spec = ArchSpec.from_dict(t.user_attrs["arch"])
         result = Trainer(spec, runner.dataset, config).fit()
         kept[str(t.number)] = result.val["auc"]
@@ -106,14 +126,17 @@ def retrain(tag: str, seed: int, train_seed: int, root: Path, out_dir: Path) -> 
               flush=True)
     first = [t.user_attrs["metrics"]["val"]["auc"] for t, _ in pairs]
     second = [kept[str(t.number)] for t, _ in pairs]
-    return ceiling(first, second, [p for _, p in pairs])
+    return {**ceiling(first, second, [p for _, p in pairs]), "train_seed": train_seed}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tag", required=True, help="the one-shot run (e.g. _k44t)")
     parser.add_argument("--seed", type=int, default=0, help="its search seed")
-    parser.add_argument("--train-seed", type=int, default=1, help="the second training's seed")
+    parser.add_argument("--train-seed", type=int, default=None,
+                        help="the second training's seed (default 1; with --epochs the first's own)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="train the second time on this many whole epochs (the final's budget)")
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--out-dir", type=Path, default=CACHE)
     parser.add_argument("--out", type=Path, default=RESULTS / "oneshot_tau_ceiling.json")
@@ -121,13 +144,14 @@ def main(argv: list[str] | None = None) -> None:
     if not args.tag.startswith("_"):
         parser.error(f"--tag: expected a run's tag, which starts with '_' (as _k44t), got {args.tag!r}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    figures = retrain(args.tag, args.seed, args.train_seed, args.root, args.out_dir)
-    prefix = f"{args.tag[1:]}_seed{args.seed}"
+    if args.epochs is not None and args.epochs < 1:
+        parser.error(f"--epochs: expected a whole number of epochs >= 1, got {args.epochs}")
+    figures = retrain(args.tag, args.seed, args.train_seed, args.root, args.out_dir, args.epochs)
+    prefix = f"{args.tag[1:]}_seed{args.seed}" + ("" if args.epochs is None else f"_epochs{args.epochs}")
     for key, value in figures.items():
         shown = f"{value:.4f}" if isinstance(value, float) else value
         print(f"{prefix}_{key:30s} {shown}")
-    merge_results(args.out, {f"{prefix}_{k}": v for k, v in figures.items()}
-                  | {f"{prefix}_train_seed": args.train_seed}, prefix=prefix)
+    merge_results(args.out, {f"{prefix}_{k}": v for k, v in figures.items()}, prefix=prefix)
 
 
 if __name__ == "__main__":

@@ -169,6 +169,31 @@ def test_the_tau_ceiling_trains_taus_architectures_again_under_another_seed(root
         retrain("_x", 7, 99, root, tmp_path)
 
 
+def test_the_tau_ceiling_on_the_finals_budget_trains_every_step_of_whole_epochs(root, tmp_path, monkeypatch):
+    from autorec.train import trainer as trainer_module
+
+    configs = []
+
+    class Recorded(trainer_module.Trainer):  # the real trainer, its configs kept
+        def __init__(self, spec, dataset, config, *args, **kwargs):
+            configs.append(config)
+            super().__init__(spec, dataset, config, *args, **kwargs)
+    monkeypatch.setattr(trainer_module, "Trainer", Recorded)
+    name = "oneshot_x_seed1"
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{root / name / name / 'study.db'}")
+    (own,) = {t.user_attrs["train_seed"] for t, _ in tau_trials(study)}
+    with pytest.raises(SystemExit, match=r"--epochs: expected a whole number of epochs >= 1, got 0"):
+        retrain("_x", 1, None, root, tmp_path, epochs=0)
+    figures = retrain("_x", 1, None, root, tmp_path, epochs=2)
+    assert figures["pairs"] == 4 and figures["train_seed"] == own  # only the budget differs
+    assert len(configs) == 4
+    assert all(c.epochs == 2 and c.max_steps_per_epoch is None and c.resume and c.seed == own
+               for c in configs)
+    assert figures["mean_abs_retest_diff"] > 0  # longer trainings: other AUCs
+    assert len(json.loads((tmp_path / f"{name}_train_seed{own}_epochs2.json").read_text())) == 4
+    assert retrain("_x", 1, None, root, tmp_path, epochs=2) == figures and len(configs) == 4  # kept
+
+
 def test_the_command_line_loads_each_supernet_once_and_holds_one_at_a_time(root, tmp_path, monkeypatch):
     loads: list[int] = []
 
