@@ -40,6 +40,7 @@ from benchmarks.results_file import RESULTS, merge_results
 from benchmarks.study_archive import open_oneshot
 
 Loader = Callable[[str, int, int, Path], LoadedSupernet]  # (tag, seed, samples, root) -> its supernet
+TAU_CACHE = Path.home() / ".cache" / "autorec-bench" / "tau_ceiling"  # oneshot_tau_ceiling's trainings
 ARCHIVE = RESULTS / "studies"  # where ``oneshot_vs_tpe --stage archive`` keeps the studies' trials
 
 
@@ -123,15 +124,35 @@ def one_at_a_time(load: Loader = load_supernet) -> Loader:
     return get
 
 
-def calibration_pairs(tag: str, seed: int, root: Path,
-                      archive_dir: Path = ARCHIVE) -> list[tuple[dict[str, Any], float]]:
+def full_budget_aucs(name: str, epochs: int, out_dir: Path = TAU_CACHE) -> dict[str, float]:
+    """Trial number -> validation AUC of the tau architectures of study ``name`` trained again on
+    ``epochs`` whole epochs (``benchmarks.oneshot_tau_ceiling --epochs``, kept in ``out_dir``);
+    SystemExit naming the file and the command when there is none."""
+    found = sorted(out_dir.glob(f"{name}_train_seed*_epochs{epochs}.json"))
+    if not found:
+        raise SystemExit(f"{out_dir / f'{name}_train_seed<N>_epochs{epochs}.json'}: no full-budget trainings "
+                         f"(run python -m benchmarks.oneshot_tau_ceiling --epochs {epochs} on {name})")
+    if len(found) > 1:
+        names = ", ".join(p.name for p in found)
+        raise SystemExit(f"{name}: full-budget trainings under several seeds ({names}); keep one")
+    return json.loads(found[0].read_text())
+
+
+def calibration_pairs(tag: str, seed: int, root: Path, archive_dir: Path = ARCHIVE, epochs: int | None = None,
+                      out_dir: Path = TAU_CACHE) -> list[tuple[dict[str, Any], float]]:
     """(params, trained validation AUC) of every architecture study ``oneshot<tag>_seed<seed>``
     trained for its Kendall's tau (its ``calibrate`` trainings on the trial budget: the re-ranked
     candidates and the draws from the space; where re-ranks train on the trial budget themselves,
     the draws' ``rerank`` trainings), from its database or, on a machine without it, from the
-    archive of its trainings (``oneshot_vs_tpe --stage archive``)."""
-    study = open_oneshot(root, f"oneshot{tag}_seed{seed}", archive_dir)
-    return [(dict(t.params), t.user_attrs["metrics"]["val"]["auc"]) for t in tau_trainings(study)]
+    archive of its trainings (``oneshot_vs_tpe --stage archive``). With ``epochs``, the AUCs of
+    their trainings on that many whole epochs instead (:func:`full_budget_aucs`; those trained so
+    far)."""
+    name = f"oneshot{tag}_seed{seed}"
+    study = open_oneshot(root, name, archive_dir)
+    if epochs is None:
+        return [(dict(t.params), t.user_attrs["metrics"]["val"]["auc"]) for t in tau_trainings(study)]
+    kept = full_budget_aucs(name, epochs, out_dir)
+    return [(dict(t.params), kept[str(t.number)]) for t in tau_trainings(study) if str(t.number) in kept]
 
 
 def tau_trainings(study: optuna.Study) -> list[FrozenTrial]:
@@ -143,36 +164,40 @@ def tau_trainings(study: optuna.Study) -> list[FrozenTrial]:
             or (t.user_attrs.get("stage") == "rerank" and t.user_attrs.get("proxy_trial") in drawn)]
 
 
-def pooled_pairs(pairs_tags: list[str], seeds: list[int], root: Path,
-                 archive_dir: Path = ARCHIVE) -> list[tuple[dict[str, Any], float]]:
+def pooled_pairs(pairs_tags: list[str], seeds: list[int], root: Path, archive_dir: Path = ARCHIVE,
+                 epochs: int | None = None, out_dir: Path = TAU_CACHE) -> list[tuple[dict[str, Any], float]]:
     """Every architecture the runs ``pairs_tags`` trained for their taus, over ``seeds`` (each
     once: a repeat keeps its first training). Their stand-alone validation AUCs depend on neither
     the supernet nor the seed that drew them, so one pool serves every supernet."""
     out: dict[str, tuple[dict[str, Any], float]] = {}
     for pairs_tag in pairs_tags:
         for seed in seeds:
-            for params, auc in calibration_pairs(pairs_tag, seed, root, archive_dir):
+            for params, auc in calibration_pairs(pairs_tag, seed, root, archive_dir, epochs, out_dir):
                 out.setdefault(json.dumps(params, sort_keys=True), (params, auc))
     return list(out.values())
 
 
 def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, root: Path,
                  pool: bool = False, heads: bool = False, pool_seeds: list[int] | None = None,
-                 load: Loader = load_supernet) -> dict[str, Any]:
+                 load: Loader = load_supernet, epochs: int | None = None,
+                 out_dir: Path = TAU_CACHE) -> dict[str, Any]:
     """Kendall's tau of each seed's supernet of run ``tag`` over the architectures the runs
     ``pairs_tags`` trained for their own taus (same seed; with ``pool``, every seed's, or
     ``pool_seeds``, through :func:`pooled_pairs`): their stand-alone validation AUCs do not
     depend on the supernet, so a new supernet's proxy is measured without training them again.
     With ``heads``, each path is scored with the over-arch of its last layer kind that the study
-    trained (``kind_heads``, as its search scored). Flat figures
-    ``<tag>_seed<i>_kendall_tau_on<tags>`` (``_pooled``, ``_heads`` appended as set) and
-    ``..._pairs``."""
+    trained (``kind_heads``, as its search scored). With ``epochs``, against their trainings on
+    that many whole epochs (:func:`full_budget_aucs`). Flat figures
+    ``<tag>_seed<i>_kendall_tau_on<tags>`` (``_pooled``, ``_heads``, ``_epochs<N>`` appended as
+    set) and ``..._pairs``."""
     from autorec.oneshot.heads import KindHeads
 
     out: dict[str, Any] = {}
-    pooled = pooled_pairs(pairs_tags, pool_seeds or seeds, root) if pool else None
+    def pairs_of(of_seeds: list[int]) -> list[tuple[dict[str, Any], float]]:
+        return pooled_pairs(pairs_tags, of_seeds, root, epochs=epochs, out_dir=out_dir)
+    pooled = pairs_of(pool_seeds or seeds) if pool else None
     for i in seeds:
-        pairs = pooled if pooled is not None else pooled_pairs(pairs_tags, [i], root)
+        pairs = pooled if pooled is not None else pairs_of([i])
         if len(pairs) < 3:
             raise SystemExit(f"{', '.join(pairs_tags)} seed {i}: {len(pairs)} calibration trainings; "
                              f"at least 3 are needed for a tau")
@@ -188,7 +213,8 @@ def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int
         proxy = [loaded.search.rescore(loaded.search.values_of({n: str(p[n]) for n in loaded.search.names}),
                                        samples)["val_auc"] for p, _ in pairs]
         key = (f"{tag[1:]}_seed{i}_kendall_tau_on{''.join(pairs_tags)}"
-               f"{'_pooled' if pool else ''}{'_heads' if heads else ''}")
+               f"{'_pooled' if pool else ''}{'_heads' if heads else ''}"
+               f"{'' if epochs is None else f'_epochs{epochs}'}")
         out[key] = float(kendalltau(proxy, [v for _, v in pairs]).statistic)
         out[f"{key}_pairs"] = len(pairs)
     return out
@@ -208,6 +234,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --tau-pool: the seeds whose trainings are pooled (default --seeds)")
     parser.add_argument("--tau-heads", action="store_true",
                         help="tau with the study's kind heads (its search's proxy with kind_heads)")
+    parser.add_argument("--tau-epochs", type=int, default=None,
+                        help="tau against the architectures' trainings on this many whole epochs "
+                             "(benchmarks.oneshot_tau_ceiling --epochs), not the trial budget's")
     parser.add_argument("--full-hash", action="store_true",
                         help="also score each winner with every table's rows kept (what hashing costs it)")
     parser.add_argument("--seeds", default="0,1,2")
@@ -238,7 +267,8 @@ def main(argv: list[str] | None = None) -> None:
                                     supernets=[i], load=load))
         if args.tau_from:
             figures.update(borrowed_tau(args.tag, args.tau_from.split(","), [i], args.samples, args.root,
-                                        args.tau_pool, args.tau_heads, pool_seeds, load=load))
+                                        args.tau_pool, args.tau_heads, pool_seeds, load=load,
+                                        epochs=args.tau_epochs))
     for key, value in figures.items():
         print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
     merge_results(args.out, figures, prefix=f"{args.tag[1:]}_by{args.winners}")

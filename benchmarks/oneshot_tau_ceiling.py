@@ -40,11 +40,11 @@ import optuna
 from optuna.trial import TrialState
 from scipy.stats import kendalltau
 
-from benchmarks.oneshot_cross_scores import tau_trainings
+from benchmarks.oneshot_cross_scores import TAU_CACHE, tau_trainings
 from benchmarks.oneshot_tpe_proxy import ROOT
 from benchmarks.results_file import RESULTS, merge_results
 
-CACHE = Path.home() / ".cache" / "autorec-bench" / "tau_ceiling"
+CACHE = TAU_CACHE
 
 
 def tau_trials(study: optuna.Study) -> list[tuple[optuna.trial.FrozenTrial, float]]:

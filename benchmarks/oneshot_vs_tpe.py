@@ -79,12 +79,11 @@ from benchmarks.oneshot_reference import (
     tpe_record,
 )
 from benchmarks.oneshot_variants import VARIANTS, merged_options, variant_defaults
-
-DEFAULT_VARIANT = "k44"  # the configuration that met the most targets (BENCHMARKS.md, issue 20)
 from benchmarks.results_file import commit, machine
 from benchmarks.study_archive import archive, archive_trained, restore, restore_if_gone, trained_archive_path
 
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_VARIANT = "k44"  # the configuration that met the most targets (BENCHMARKS.md, issue 20)
 SPACES = {
     "tpe": ROOT / "benchmarks/spaces/scale.yaml",
     "tpe_shared": ROOT / "benchmarks/spaces/scale_shared.yaml",

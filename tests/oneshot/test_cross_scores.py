@@ -192,6 +192,15 @@ def test_the_tau_ceiling_on_the_finals_budget_trains_every_step_of_whole_epochs(
     assert figures["mean_abs_retest_diff"] > 0  # longer trainings: other AUCs
     assert len(json.loads((tmp_path / f"{name}_train_seed{own}_epochs2.json").read_text())) == 4
     assert retrain("_x", 1, None, root, tmp_path, epochs=2) == figures and len(configs) == 4  # kept
+    # a supernet's tau against those full trainings, borrowed as from the trial budget's
+    kept = json.loads((tmp_path / f"{name}_train_seed{own}_epochs2.json").read_text())
+    pairs = calibration_pairs("_x", 1, root, epochs=2, out_dir=tmp_path)
+    assert [auc for _, auc in pairs] == [kept[str(t.number)] for t, _ in tau_trials(study)]
+    borrowed = borrowed_tau("_x", ["_x"], [1], 512, root, epochs=2, out_dir=tmp_path)
+    assert borrowed["x_seed1_kendall_tau_on_x_epochs2_pairs"] == 4
+    assert borrowed["x_seed1_kendall_tau_on_x_epochs2"] == pytest.approx(figures["proxy_tau_second"])
+    with pytest.raises(SystemExit, match=r"_epochs3.json: no full-budget trainings \(run python -m"):
+        calibration_pairs("_x", 1, root, epochs=3, out_dir=tmp_path)
 
 
 def test_the_command_line_loads_each_supernet_once_and_holds_one_at_a_time(root, tmp_path, monkeypatch):
