@@ -49,3 +49,19 @@ def run_micro_oneshot(root: Path, tag: str, seeds: tuple[int, ...], **options) -
                                               strategy=strategy, seed=seed))  # the strategy's seed
         run_study(config, log=lambda *_: None)
     return root
+
+
+def tiny_search(folder: Path, space: dict, steps: int = 4):
+    """A :class:`~autorec.oneshot.search.CandidateSearch` over a supernet of ``space`` (a space
+    mapping) trained ``steps`` steps on 3000 tiny synthetic rows in ``folder``, scoring on 256
+    validation samples."""
+    from autorec.data import load_dataset
+    from autorec.oneshot.search import CandidateSearch
+    from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
+    from autorec.space import SearchSpace
+
+    data = load_dataset("synthetic", preset="tiny", num_samples=3000)
+    config = OneShotTrainConfig(steps=steps, batch_size=64, checkpoint_every=steps, seed=1)
+    run = SupernetTraining(SearchSpace.from_dict(space), data, config, folder)
+    run.fit()
+    return CandidateSearch(run, 256, ["val_auc"])

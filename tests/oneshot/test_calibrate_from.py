@@ -6,30 +6,19 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from autorec.data import load_dataset
 from autorec.oneshot.run import space_samples
 from autorec.oneshot.search import CandidateSearch
-from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
-from autorec.space import SearchSpace
 from tests.oneshot.test_run import micro_space, of_stage, run_oneshot
+from tests.studyfiles import tiny_search
 
 LAYERS = {"num": {"low": 1, "high": 2}, "kinds": ["dlrm", "dcnv2", "wukong"]}
 SPACE = {"dim": [8], "dense_arch": [[16]], "over_arch": [[16], [32]],
          "embedding": {"dim": [0, 4, 8], "hash": [1, 0.5]}, "layers": LAYERS}
 
 
-def _search(tmp_path_factory: pytest.TempPathFactory, space: dict) -> CandidateSearch:
-    data = load_dataset("synthetic", preset="tiny", num_samples=3000)
-    run = SupernetTraining(SearchSpace.from_dict(space), data,
-                           OneShotTrainConfig(steps=4, batch_size=64, checkpoint_every=4, seed=1),
-                           tmp_path_factory.mktemp("supernet"))
-    run.fit()
-    return CandidateSearch(run, 256, ["val_auc"])
-
-
 @pytest.fixture(scope="module")
 def search(tmp_path_factory: pytest.TempPathFactory) -> CandidateSearch:
-    return _search(tmp_path_factory, SPACE)
+    return tiny_search(tmp_path_factory.mktemp("supernet"), SPACE)
 
 
 def _embedding(t: optuna.trial.FrozenTrial) -> tuple[set[str], set[str]]:
@@ -65,7 +54,8 @@ def test_shared_draws_give_every_feature_one_setting_and_keep_the_layer_draws(se
 def test_shared_draws_need_embedding_choices_and_a_known_where(search, tmp_path_factory):
     with pytest.raises(ValueError, match="calibrate_from: expected one of space, shared, got 'all'"):
         space_samples(optuna.create_study(), search, 2, 0, ("val_auc",), "all")
-    plain = _search(tmp_path_factory, {k: v for k, v in SPACE.items() if k != "embedding"})
+    unembedded = {k: v for k, v in SPACE.items() if k != "embedding"}
+    plain = tiny_search(tmp_path_factory.mktemp("plain"), unembedded)
     with pytest.raises(ValueError, match=r"calibrate_from: 'shared' on a space without embedding width"):
         space_samples(optuna.create_study(), plain, 2, 0, ("val_auc",), "shared")
     assert len(space_samples(optuna.create_study(), plain, 2, 0, ("val_auc",), "space")) == 2

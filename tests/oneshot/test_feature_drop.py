@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from autorec.data import load_dataset
-from autorec.oneshot.search import CandidateSearch
-from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
-from autorec.space import SearchSpace
 from benchmarks.feature_drop import drop_importance
+from tests.studyfiles import tiny_search
 
 SPACE = {"dim": [8], "dense_arch": [[16]], "over_arch": [[16]],
          "embedding": {"dim": [0, 4, 8], "hash": [1, 0.5]},
@@ -18,12 +15,7 @@ SPACE = {"dim": [8], "dense_arch": [[16]], "over_arch": [[16]],
 
 @pytest.fixture(scope="module")
 def search(tmp_path_factory):
-    data = load_dataset("synthetic", preset="tiny", num_samples=3000)
-    run = SupernetTraining(SearchSpace.from_dict(SPACE), data,
-                           OneShotTrainConfig(steps=4, batch_size=64, checkpoint_every=4, seed=1),
-                           tmp_path_factory.mktemp("supernet"))
-    run.fit()
-    return CandidateSearch(run, 256, ["val_auc"])
+    return tiny_search(tmp_path_factory.mktemp("supernet"), SPACE)
 
 
 def test_every_embedded_feature_is_dropped_once_and_the_rest_kept(search):
