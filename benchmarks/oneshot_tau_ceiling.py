@@ -11,7 +11,9 @@ trial budget and data under another training seed (``--train-seed``), and report
   perfect ranker of the architectures' expected AUC would agree with one training);
 - ``proxy_tau``: the study's own tau (its proxy against the first training), and
   ``proxy_tau_mean``: its proxy against the mean of the two trainings;
-- the spread of the trained AUCs and the mean absolute difference between the two trainings.
+- the spread of the trained AUCs and the mean absolute difference between the two trainings;
+- each tau again over the pairs of one first layer kind only (``..._within_kind``): the search
+  reads its proxy within a kind (kind heads, a finalist per kind) and races kinds by training.
 
 With ``--epochs N`` the second training is on the final's budget instead (N whole epochs, every
 step, as the winner's final trains; by default under the first training's own seed, so only the
@@ -31,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -61,8 +65,32 @@ def tau_trials(study: optuna.Study) -> list[tuple[optuna.trial.FrozenTrial, floa
     return out
 
 
-def ceiling(first: list[float], second: list[float], proxy: list[float]) -> dict[str, float]:
-    """The figures of the module docstring from the two trainings' and the proxy's AUCs.
+def within_tau(x: list[float], y: list[float], groups: list[str]) -> float | None:
+    """Kendall's tau (tau-a) over the pairs that share a group only: (concordant - discordant) /
+    such pairs, a pair tied in x or y counting as neither; None without such pairs. (scipy has no
+    stratified tau; these few lines are its definition.) The one-shot search reads its proxy
+    within a layer kind and races the kinds by training, so this is the part of tau it uses.
+
+    Example:
+        >>> within_tau([1, 2, 3, 4], [1, 2, 4, 3], ["a", "a", "b", "b"])  # a agrees, b does not
+        0.0
+        >>> within_tau([1, 2, 3], [3, 2, 1], ["a", "b", "c"]) is None
+        True
+    """
+    score = pairs = 0
+    for i, j in itertools.combinations(range(len(x)), 2):
+        if groups[i] == groups[j]:
+            pairs += 1
+            score += int(math.copysign(1, x[i] - x[j]) * math.copysign(1, y[i] - y[j])) \
+                if x[i] != x[j] and y[i] != y[j] else 0
+    return score / pairs if pairs else None
+
+
+def ceiling(first: list[float], second: list[float], proxy: list[float],
+            groups: list[str] | None = None) -> dict[str, Any]:
+    """The figures of the module docstring from the two trainings' and the proxy's AUCs; with
+    ``groups`` (each architecture's first layer kind) also each tau within the groups
+    (:func:`within_tau`, keys ``..._within_kind``).
 
     Example:
         >>> f = ceiling([0.60, 0.62, 0.64], [0.61, 0.60, 0.65], [0.50, 0.52, 0.51])
@@ -70,7 +98,11 @@ def ceiling(first: list[float], second: list[float], proxy: list[float]) -> dict
         (0.333, 0.333, 0.013)
     """
     mean = [(a + b) / 2 for a, b in zip(first, second, strict=True)]
-    return {"pairs": len(first), "retest_tau": float(kendalltau(first, second).statistic),
+    within = {} if groups is None else {
+        "retest_tau_within_kind": within_tau(first, second, groups),
+        "proxy_tau_within_kind": within_tau(proxy, first, groups),
+        "proxy_tau_second_within_kind": within_tau(proxy, second, groups)}
+    return {**within, "pairs": len(first), "retest_tau": float(kendalltau(first, second).statistic),
             "proxy_tau": float(kendalltau(proxy, first).statistic),
             "proxy_tau_second": float(kendalltau(proxy, second).statistic),
             "proxy_tau_mean": float(kendalltau(proxy, mean).statistic),
@@ -126,7 +158,8 @@ def retrain(tag: str, seed: int, train_seed: int | None, root: Path, out_dir: Pa
               flush=True)
     first = [t.user_attrs["metrics"]["val"]["auc"] for t, _ in pairs]
     second = [kept[str(t.number)] for t, _ in pairs]
-    return {**ceiling(first, second, [p for _, p in pairs]), "train_seed": train_seed}
+    kinds = [t.user_attrs["arch"]["layers"][0]["kind"] for t, _ in pairs]
+    return {**ceiling(first, second, [p for _, p in pairs], kinds), "train_seed": train_seed}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -162,6 +162,9 @@ def test_the_tau_ceiling_trains_taus_architectures_again_under_another_seed(root
     assert figures["pairs"] == 4
     assert figures["proxy_tau"] == pytest.approx(record["kendall_tau"])  # the study's own tau
     assert -1 <= figures["retest_tau"] <= 1 and figures["mean_abs_retest_diff"] > 0  # another seed
+    kinds = [t.user_attrs["arch"]["layers"][0]["kind"] for t, _ in tau_trials(study)]
+    same_kind = sum(a == b for i, a in enumerate(kinds) for b in kinds[i + 1:])
+    assert (figures["proxy_tau_within_kind"] is None) == (same_kind == 0)  # over pairs of one kind only
     kept = json.loads((tmp_path / f"{name}_train_seed99.json").read_text())
     assert len(kept) == 4
     assert retrain("_x", 1, 99, root, tmp_path) == figures  # a rerun trains nothing again
