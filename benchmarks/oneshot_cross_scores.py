@@ -237,6 +237,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tau-epochs", type=int, default=None,
                         help="tau against the architectures' trainings on this many whole epochs "
                              "(benchmarks.oneshot_tau_ceiling --epochs), not the trial budget's")
+    parser.add_argument("--tau-dir", type=Path, default=TAU_CACHE,
+                        help="with --tau-epochs: where those trainings are kept (oneshot_tau_ceiling's "
+                             "--out-dir; benchmarks/results/tau_ceiling holds a copy)")
     parser.add_argument("--full-hash", action="store_true",
                         help="also score each winner with every table's rows kept (what hashing costs it)")
     parser.add_argument("--seeds", default="0,1,2")
@@ -268,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.tau_from:
             figures.update(borrowed_tau(args.tag, args.tau_from.split(","), [i], args.samples, args.root,
                                         args.tau_pool, args.tau_heads, pool_seeds, load=load,
-                                        epochs=args.tau_epochs))
+                                        epochs=args.tau_epochs, out_dir=args.tau_dir))
     for key, value in figures.items():
         print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
     merge_results(args.out, figures, prefix=f"{args.tag[1:]}_by{args.winners}")

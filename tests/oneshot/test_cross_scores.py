@@ -202,6 +202,11 @@ def test_the_tau_ceiling_on_the_finals_budget_trains_every_step_of_whole_epochs(
     borrowed = borrowed_tau("_x", ["_x"], [1], 512, root, epochs=2, out_dir=tmp_path)
     assert borrowed["x_seed1_kendall_tau_on_x_epochs2_pairs"] == 4
     assert borrowed["x_seed1_kendall_tau_on_x_epochs2"] == pytest.approx(figures["proxy_tau_second"])
+    out = tmp_path / "cross.json"  # the command line reads them from --tau-dir
+    main(["--tag", "_x", "--winners", "_x", "--seeds", "1", "--samples", "512", "--tau-from", "_x",
+          "--tau-epochs", "2", "--tau-dir", str(tmp_path), "--root", str(root), "--out", str(out)])
+    tau = "x_seed1_kendall_tau_on_x_epochs2"
+    assert json.loads(out.read_text())[tau] == pytest.approx(borrowed[tau])
     with pytest.raises(SystemExit, match=r"_epochs3.json: no full-budget trainings \(run python -m"):
         calibration_pairs("_x", 1, root, epochs=3, out_dir=tmp_path)
 
