@@ -284,6 +284,10 @@ VARIANTS["k44t"] = ({**VARIANTS["k44"][0], "supernet_from": "_k44"}, {**VARIANTS
 # settings at each all-alike width). So tau over 16 draws of that sub-space: layers and over-arch
 # uniform, every feature one width at all its rows (calibrate_from: shared)
 VARIANTS["k44s"] = (VARIANTS["k44t"][0], {**VARIANTS["k44t"][1], "calibrate_from": "shared"})
+# k45's supernets (2000 steps, per-feature paths half the time) rank the 72 whole-space draws of
+# k16 and k18 at tau 0.28 with the kind heads (seed 0), where k18's 3000-step supernets, trained
+# the same way, ranked k16's draws at 0.64-0.76: so k45 on 3000-step supernets
+VARIANTS["k46"] = ({**VARIANTS["k45"][0], "supernet_steps": 3000}, VARIANTS["k45"][1])
 
 
 def variant_defaults(name: str) -> dict[str, Any]:
