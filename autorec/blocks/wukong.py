@@ -91,14 +91,48 @@ class WukongLayer(InteractionBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The FM projection Y, the LCB and a projecting residual all map over the feature axis
         # of the same X: they share one contiguous X^T instead of transposing X each (two preset
-        # layers' forward and backward on the CPU: 1.09x in fp32, 1.03x in bf16). Each still runs
-        # through its own module, so precision and probes see every linear map.
+        # layers' forward and backward on the CPU: 1.09x in fp32, 1.03x in bf16).
         xt = x.transpose(1, 2).contiguous()
+        maps = self._plain_maps()
+        if maps:
+            return self._fused(x, xt, maps)
+        # A quantised or hooked map runs through its own module, so precision and probes see it.
         out = self.fmb.from_projection(x, torch.matmul(xt, self.fmb.proj))
         if self.lcb is not None:
             out = torch.cat((out, self.lcb.from_transposed(xt)), dim=1)
         residual = self.residual.from_transposed(xt) if isinstance(self.residual, FeatureLinear) else x
         return self.norm(out + residual)
+
+    def _plain_maps(self) -> list[nn.Linear]:
+        """The LCB's and the projecting residual's linears when every one is a plain ``nn.Linear``
+        without bias or hooks (the fp32 and autocast default), else ``[]``: then the three maps
+        over the feature axis can run as one product."""
+        maps = [m.linear for m in (self.lcb, self.residual) if isinstance(m, FeatureLinear)]
+        if not maps or _global_hooks():
+            return []
+        plain = all(type(m) is nn.Linear and m.bias is None and not (m._forward_hooks or m._forward_pre_hooks)
+                    for m in maps)
+        return maps if plain else []
+
+    def _fused(self, x: torch.Tensor, xt: torch.Tensor, maps: list[nn.Linear]) -> torch.Tensor:
+        """The layer with Y, W_L and the residual's map in one product X^T [Y, W_L^T, W_R^T]:
+        [B*D, F_in] x [F_in, k + n_lcb + F_out]. Skinny products (8 columns) run several times
+        slower per FLOP than one of 32 on the CPU: two preset layers' forward and backward
+        1.15x (BENCHMARKS.md, "Wukong's maps over the feature axis in one product")."""
+        weights = [self.fmb.proj, *(m.weight.t() for m in maps)]
+        product = torch.matmul(xt, torch.cat(weights, dim=1))
+        parts = torch.split(product, [w.shape[1] for w in weights], dim=-1)
+        out = self.fmb.from_projection(x, parts[0])
+        if self.lcb is not None:
+            out = torch.cat((out, parts[1].transpose(1, 2)), dim=1)
+        residual = parts[-1].transpose(1, 2) if isinstance(self.residual, FeatureLinear) else x
+        return self.norm(out + residual)
+
+
+def _global_hooks() -> bool:
+    """Whether any module-wide forward hook is registered (it must see every linear's call)."""
+    module = nn.modules.module
+    return bool(module._global_forward_hooks or module._global_forward_pre_hooks)
 
 
 class WukongRules(SearchRules):

@@ -114,3 +114,25 @@ def test_the_shared_transpose_gives_the_separate_modules_results(num_in: int, n_
     expected = torch.autograd.grad((separate * upstream).sum(), [x, *layer.parameters()])
     for got, want in zip(grads, expected, strict=True):
         torch.testing.assert_close(got, want)
+
+
+def test_one_product_for_plain_maps_and_each_module_when_hooked() -> None:
+    """Plain linears run as one product; a forward hook on one (as the precision probe sets)
+    sends the layer back through its modules, so the hook sees the LCB's call, same output."""
+    layer = _layer(num_in=5, n_fm=2, n_lcb=2)
+    assert layer._plain_maps() == [layer.lcb.linear, layer.residual.linear]
+    x = torch.randn(4, 5, 3)
+    fused = layer(x)
+    seen: list[torch.Size] = []
+    handle = layer.lcb.linear.register_forward_hook(lambda m, args, out: seen.append(out.shape))
+    try:
+        assert layer._plain_maps() == []
+        torch.testing.assert_close(layer(x), fused)
+    finally:
+        handle.remove()
+    assert seen == [torch.Size([4, 3, 2])]
+    global_handle = nn.modules.module.register_module_forward_hook(lambda m, args, out: None)
+    try:
+        assert layer._plain_maps() == []
+    finally:
+        global_handle.remove()
