@@ -92,11 +92,11 @@ class WukongLayer(InteractionBlock):
         # The FM projection Y, the LCB and a projecting residual all map over the feature axis
         # of the same X: they share one contiguous X^T instead of transposing X each (two preset
         # layers' forward and backward on the CPU: 1.09x in fp32, 1.03x in bf16).
-        xt = x.transpose(1, 2).contiguous()
         maps = self._plain_maps()
         if maps:
-            return self._fused(x, xt, maps)
+            return self._fused(x, maps)
         # A quantised or hooked map runs through its own module, so precision and probes see it.
+        xt = x.transpose(1, 2).contiguous()
         out = self.fmb.from_projection(x, torch.matmul(xt, self.fmb.proj))
         if self.lcb is not None:
             out = torch.cat((out, self.lcb.from_transposed(xt)), dim=1)
@@ -114,15 +114,19 @@ class WukongLayer(InteractionBlock):
                     for m in maps)
         return maps if plain else []
 
-    def _fused(self, x: torch.Tensor, xt: torch.Tensor, maps: list[nn.Linear]) -> torch.Tensor:
+    def _fused(self, x: torch.Tensor, maps: list[nn.Linear]) -> torch.Tensor:
         """The layer with Y, W_L and the residual's map in one product X^T [Y, W_L^T, W_R^T]:
         [B*D, F_in] x [F_in, k + n_lcb + F_out]. Skinny products (8 columns) run several times
-        slower per FLOP than one of 32 on the CPU: two preset layers' forward and backward
-        1.15x (BENCHMARKS.md, "Wukong's maps over the feature axis in one product")."""
+        slower per FLOP than one of 32 on the CPU (BENCHMARKS.md, "Wukong's maps over the
+        feature axis in one product"). Under autocast X is cast once, for both products that
+        take it, where autocast would cast it for each (the same values)."""
+        cast = x
+        if torch.is_autocast_enabled(x.device.type):
+            cast = x.to(torch.get_autocast_dtype(x.device.type))
         weights = [self.fmb.proj, *(m.weight.t() for m in maps)]
-        product = torch.matmul(xt, torch.cat(weights, dim=1))
+        product = torch.matmul(cast.transpose(1, 2).contiguous(), torch.cat(weights, dim=1))
         parts = torch.split(product, [w.shape[1] for w in weights], dim=-1)
-        out = self.fmb.from_projection(x, parts[0])
+        out = self.fmb.from_projection(cast, parts[0])
         if self.lcb is not None:
             out = torch.cat((out, parts[1].transpose(1, 2)), dim=1)
         residual = parts[-1].transpose(1, 2) if isinstance(self.residual, FeatureLinear) else x

@@ -136,3 +136,25 @@ def test_one_product_for_plain_maps_and_each_module_when_hooked() -> None:
         assert layer._plain_maps() == []
     finally:
         global_handle.remove()
+
+
+@pytest.mark.parametrize("num_in", [5, 4], ids=["projecting", "identity"])
+def test_one_product_under_bf16_autocast_matches_the_modules(num_in: int) -> None:
+    """Under CPU bf16 autocast the one-product path (X cast once) gives the per-module path's
+    output and gradients within bf16's rounding, and its output dtype."""
+    layer = _layer(num_in=num_in, n_fm=2, n_lcb=2, rank=3, mlp=(8,), dim=6)
+    x = torch.randn(8, num_in, 6, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused = layer(x)
+    handle = layer.lcb.linear.register_forward_pre_hook(lambda m, args: None)  # per-module path
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            separate = layer(x)
+    finally:
+        handle.remove()
+    assert fused.dtype == separate.dtype
+    torch.testing.assert_close(fused.float(), separate.float(), atol=2e-2, rtol=2e-2)
+    got = torch.autograd.grad(fused.float().sum(), [x, layer.fmb.proj])
+    want = torch.autograd.grad(separate.float().sum(), [x, layer.fmb.proj])
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=5e-2, rtol=5e-2)
