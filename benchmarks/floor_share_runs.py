@@ -1,0 +1,85 @@
+"""Issue 25's floor shares over several processes: each preset profiled alone, again and again.
+
+On the 2-core VMs this project runs on, one preset's step time moves by up to 40% from one
+process to the next (Wukong under bf16 autocast: 46 to 80 ms per step, in runs minutes apart),
+and a preset profiled after another in the same process may carry the first's state. So this
+runs ``benchmarks/step_profile.py`` for one preset at a time, each in a fresh process, the presets
+rotating from round to round so that a load that comes and goes weighs on each alike, and keeps
+every run's step time and floor share (each run measures its own rates, as ``step_profile``
+does). The figures are the median, least and greatest over the runs.
+
+    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.floor_share_runs [--presets dlrm,wukong] [--runs 5] \
+        [--autocast bf16]
+
+Flat keys ``<preset>[_bf16]_floor_share_runs_{median,min,max}``,
+``<preset>[_bf16]_step_ms_runs_{median,min,max}`` and ``<preset>[_bf16]_floor_share_runs`` (the
+count), merged into ``benchmarks/results/throughput.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.results_file import RESULTS, merge_results
+
+
+def one_run(preset: str, autocast: str, out: Path) -> dict[str, float]:
+    """``preset``'s step time and floor share from one ``step_profile`` process."""
+    command = [sys.executable, "-m", "benchmarks.step_profile", "--presets", preset, "--autocast", autocast,
+               "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"floor_share_runs: {' '.join(command)} failed ({done.returncode}):\n"
+                         f"{done.stderr[-2000:]}")
+    key = preset if autocast == "off" else f"{preset}_{autocast}"
+    record = json.loads(out.read_text())
+    return {"step_ms": record[f"{key}_step_ms"], "floor_share": record[f"{key}_floor_share"]}
+
+
+def summary(key: str, runs: list[dict[str, float]]) -> dict[str, Any]:
+    """Median, least and greatest of each figure over ``runs``, keyed ``<key>_<figure>_runs_*``."""
+    out: dict[str, Any] = {f"{key}_floor_share_runs": len(runs)}
+    for figure in ("step_ms", "floor_share"):
+        values = [r[figure] for r in runs]
+        out |= {f"{key}_{figure}_runs_median": statistics.median(values),
+                f"{key}_{figure}_runs_min": min(values), f"{key}_{figure}_runs_max": max(values)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", default="dlrm,wukong")
+    parser.add_argument("--runs", type=int, default=5, help="processes per preset")
+    parser.add_argument("--autocast", choices=("off", "bf16"), default="off")
+    parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error(f"--runs: expected at least 1, got {args.runs}")
+    presets = args.presets.split(",")
+    runs: dict[str, list[dict[str, float]]] = {p: [] for p in presets}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.runs):
+            for preset in presets[r % len(presets):] + presets[:r % len(presets)]:
+                got = one_run(preset, args.autocast, Path(tmp) / f"{preset}_{r}.json")
+                runs[preset].append(got)
+                print(f"run {r}: {preset} {got['step_ms']:.1f} ms/step, floor share {got['floor_share']:.2f}",
+                      flush=True)
+    figures: dict[str, Any] = {}
+    for preset in presets:
+        figures |= summary(preset if args.autocast == "off" else f"{preset}_{args.autocast}", runs[preset])
+    for name, value in figures.items():
+        print(f"{name:44s} {value:.3f}" if isinstance(value, float) else f"{name:44s} {value}")
+    merge_results(Path(args.json), figures, prefix="floor_runs" if args.autocast == "off" else
+                  f"floor_runs_{args.autocast}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""benchmarks/wukong_maps.py and benchmarks/floor_share_runs.py: each path is the one asked for,
+and the figures over runs are those runs'."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from autorec.blocks.wukong import WukongLayer
+from autorec.data import load_dataset
+from benchmarks import floor_share_runs
+from benchmarks.wukong_maps import trainer
+
+
+@pytest.mark.parametrize("per_module", [False, True])
+def test_each_trainer_takes_the_path_asked_for_and_steps(per_module: bool) -> None:
+    data = load_dataset("synthetic", preset="tiny", num_samples=600)
+    run = trainer(data, batch_size=64, autocast="off", per_module=per_module)
+    layers = [m for m in run.model.modules() if isinstance(m, WukongLayer)]
+    assert layers and all(bool(layer._plain_maps()) != per_module for layer in layers)
+    batch = next(iter(run._batches("train", 64, True, 0)))
+    run.train_step(batch)
+
+
+def test_summary_is_the_runs_median_least_and_greatest() -> None:
+    runs = [{"step_ms": s, "floor_share": f} for s, f in ((50.0, 0.5), (40.0, 0.6), (80.0, 0.3))]
+    got = floor_share_runs.summary("wukong_bf16", runs)
+    assert got["wukong_bf16_floor_share_runs"] == 3
+    assert (got["wukong_bf16_step_ms_runs_median"], got["wukong_bf16_step_ms_runs_min"],
+            got["wukong_bf16_step_ms_runs_max"]) == (50.0, 40.0, 80.0)
+    assert (got["wukong_bf16_floor_share_runs_median"], got["wukong_bf16_floor_share_runs_min"],
+            got["wukong_bf16_floor_share_runs_max"]) == (0.5, 0.3, 0.6)
+
+
+def test_no_runs_is_refused_with_the_flag_named(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["floor_share_runs", "--runs", "0"])
+    with pytest.raises(SystemExit):
+        floor_share_runs.main()
+    assert "--runs: expected at least 1, got 0" in capsys.readouterr().err
+
+
+def test_a_failed_profile_names_its_command(tmp_path) -> None:
+    with pytest.raises(SystemExit, match="step_profile --presets nosuchpreset"):
+        floor_share_runs.one_run("nosuchpreset", "off", tmp_path / "out.json")
