@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from autorec.presets import PRESETS
 from benchmarks.results_file import RESULTS, merge_results
 
 
@@ -64,6 +65,9 @@ def main() -> None:
     if args.runs < 1:
         parser.error(f"--runs: expected at least 1, got {args.runs}")
     presets = args.presets.split(",")
+    unknown = [p for p in presets if p not in PRESETS]
+    if unknown:
+        parser.error(f"--presets: no preset {unknown[0]!r}; expected names from {', '.join(PRESETS)}")
     runs: dict[str, list[dict[str, float]]] = {p: [] for p in presets}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.runs):

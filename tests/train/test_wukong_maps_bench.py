@@ -41,6 +41,14 @@ def test_no_runs_is_refused_with_the_flag_named(monkeypatch: pytest.MonkeyPatch,
     assert "--runs: expected at least 1, got 0" in capsys.readouterr().err
 
 
+def test_an_unknown_preset_is_refused_before_any_run(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["floor_share_runs", "--presets", "dlrm,nosuchpreset"])
+    with pytest.raises(SystemExit):
+        floor_share_runs.main()
+    assert "--presets: no preset 'nosuchpreset'; expected names from dlrm" in capsys.readouterr().err
+
+
 def test_a_failed_profile_names_its_command(tmp_path) -> None:
-    with pytest.raises(SystemExit, match="step_profile --presets nosuchpreset"):
-        floor_share_runs.one_run("nosuchpreset", "off", tmp_path / "out.json")
+    with pytest.raises(SystemExit, match="step_profile --presets dlrm --autocast nosuch"):
+        floor_share_runs.one_run("dlrm", "nosuch", tmp_path / "out.json")
