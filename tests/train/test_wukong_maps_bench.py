@@ -33,20 +33,16 @@ def test_summary_is_the_runs_median_least_and_greatest() -> None:
             got["wukong_bf16_floor_share_runs_max"]) == (0.5, 0.3, 0.6)
 
 
-def test_no_runs_is_refused_with_the_flag_named(monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(sys, "argv", ["floor_share_runs", "--runs", "0"])
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--runs", "0"], "--runs: expected at least 1, got 0"),
+    (["--presets", "dlrm,nosuchpreset"], "--presets: no preset 'nosuchpreset'; expected names from dlrm"),
+], ids=["no-runs", "unknown-preset"])
+def test_bad_flags_are_refused_before_any_run_with_the_flag_named(
+        flags: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["floor_share_runs", *flags])
     with pytest.raises(SystemExit):
         floor_share_runs.main()
-    assert "--runs: expected at least 1, got 0" in capsys.readouterr().err
-
-
-def test_an_unknown_preset_is_refused_before_any_run(monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(sys, "argv", ["floor_share_runs", "--presets", "dlrm,nosuchpreset"])
-    with pytest.raises(SystemExit):
-        floor_share_runs.main()
-    assert "--presets: no preset 'nosuchpreset'; expected names from dlrm" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_a_failed_profile_names_its_command(tmp_path) -> None:
