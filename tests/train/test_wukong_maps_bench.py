@@ -38,7 +38,8 @@ def test_summary_is_the_runs_median_least_and_greatest() -> None:
     (["--presets", "dlrm,nosuchpreset"], "--presets: no preset 'nosuchpreset'; expected names from dlrm"),
 ], ids=["no-runs", "unknown-preset"])
 def test_bad_flags_are_refused_before_any_run_with_the_flag_named(
-        flags: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        flags: list[str], message: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "argv", ["floor_share_runs", *flags])
     with pytest.raises(SystemExit):
         floor_share_runs.main()
