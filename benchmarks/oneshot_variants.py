@@ -288,6 +288,12 @@ VARIANTS["k44s"] = (VARIANTS["k44t"][0], {**VARIANTS["k44t"][1], "calibrate_from
 # k16 and k18 at tau 0.28 with the kind heads (seed 0), where k18's 3000-step supernets, trained
 # the same way, ranked k16's draws at 0.64-0.76: so k45 on 3000-step supernets
 VARIANTS["k46"] = ({**VARIANTS["k45"][0], "supernet_steps": 3000}, VARIANTS["k45"][1])
+# k46's seed 0 ranked the 72 at 0.46 and lost the pick (0.6667): its all-alike paths got half of
+# 3000 steps. So coarse first, fine later (the issue's progressive shrinking, over the embedding
+# settings): k44's 2000 all-alike steps (the same draws, shared_until), then 1000 more with
+# per-feature paths half the time
+VARIANTS["k47"] = ({**VARIANTS["k44"][0], "supernet_steps": 3000},
+                   {**VARIANTS["k44"][1], "shared_paths": 0.5, "shared_until": 2000})
 
 
 def variant_defaults(name: str) -> dict[str, Any]:

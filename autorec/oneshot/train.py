@@ -67,6 +67,9 @@ class OneShotTrainConfig:
     uniformly from the choices' values (the rest as ``sampling`` says): per-feature draws almost
     never visit the all-alike corner of the space (all 26 features kept at once has probability
     0.75^26 = 6e-4 when one width in four drops), where a shared-width study searches.
+    ``shared_until``: the first steps are all shared ones, ``shared_paths`` applying after them
+    (coarse paths first, finer ones later; the same random draws as ``shared_paths: 1.0`` up to
+    there, so those steps train the supernet a run at ``shared_paths: 1.0`` trains).
     ``width_columns``: ``shared`` (each width a prefix of one table) or ``own`` (each width its
     own columns, trained only on the steps that chose it: :mod:`autorec.supernet.widths`);
     ``hash_rows`` likewise for the hash sizes' rows (:mod:`autorec.supernet.hashing`).
@@ -88,6 +91,7 @@ class OneShotTrainConfig:
     sampling: str = "uniform"
     embedding_warmup: int = 0
     shared_paths: float = 0.0
+    shared_until: int = 0
     width_columns: str = "shared"
     hash_rows: str = "shared"
     rescale: bool | tuple[str, ...] = True
@@ -110,6 +114,10 @@ class OneShotTrainConfig:
                 or not 0.0 <= self.shared_paths <= 1.0:
             raise ValueError(f"shared_paths: expected a share of steps in [0, 1], got {self.shared_paths!r}")
         object.__setattr__(self, "shared_paths", float(self.shared_paths))
+        if isinstance(self.shared_until, bool) or not isinstance(self.shared_until, int) \
+                or not 0 <= self.shared_until <= self.steps:
+            raise ValueError(f"shared_until: expected an integer in [0, steps ({self.steps})], "
+                             f"got {self.shared_until!r}")
         if self.width_columns not in WIDTH_COLUMNS:
             raise ValueError(f"width_columns: expected one of {', '.join(WIDTH_COLUMNS)}, "
                              f"got {self.width_columns!r}")
@@ -181,8 +189,9 @@ class SupernetTraining:
         else:
             paths = [self.uniform_path()]
         warm = index is not None and index < self.config.embedding_warmup
-        if not warm and self.config.shared_paths and \
-                float(torch.rand((), generator=self.generator)) < self.config.shared_paths:
+        early = index is not None and index < self.config.shared_until
+        if not warm and (self.config.shared_paths or early) and \
+                (float(torch.rand((), generator=self.generator)) < self.config.shared_paths or early):
             shared = self.shared_embeddings()
             paths = [{**path, **shared} for path in paths]
         if self.config.sampling == "sandwich" and self.choices:

@@ -77,6 +77,9 @@ def test_a_finished_run_does_nothing_and_another_config_is_refused(data, tmp_pat
      r"embedding_warmup: expected an integer in \[0, steps \(10\)\], got 11"),
     ({"embedding_warmup": -1}, r"embedding_warmup: expected an integer in \[0, steps \(2000\)\], got -1"),
     ({"embedding_warmup": True}, r"embedding_warmup: .* got True"),
+    ({"steps": 10, "shared_until": 11}, r"shared_until: expected an integer in \[0, steps \(10\)\], got 11"),
+    ({"shared_until": -1}, r"shared_until: expected an integer in \[0, steps \(2000\)\], got -1"),
+    ({"shared_until": True}, r"shared_until: .* got True"),
     ({"shared_paths": 1.5}, r"shared_paths: expected a share of steps in \[0, 1\], got 1.5"),
     ({"shared_paths": -0.1}, r"shared_paths: .* got -0.1"),
     ({"shared_paths": True}, r"shared_paths: .* got True"),
@@ -279,3 +282,37 @@ def test_rescale_naming_a_kind_with_a_norm_or_outside_the_space_is_refused(data,
                                                 r"without a norm; expected true, false or some of "
                                                 r"\['dlrm', 'dcnv2'\]"):
             SupernetTraining(space, data, OneShotTrainConfig(steps=1, batch_size=64, rescale=kinds), tmp_path)
+
+
+def test_shared_until_trains_all_alike_paths_first_as_shared_paths_one_does(data, tmp_path, monkeypatch):
+    """The first ``shared_until`` steps give every feature one width and one hash size, with the
+    same draws as ``shared_paths: 1.0``: three such steps leave the same weights; after them the
+    paths are per-feature again (``shared_paths: 0``)."""
+    import torch
+
+    space = SearchSpace.from_dict({**SPACE, "embedding": {"dim": [0, 4, 8], "hash": [0.5, 1]}})
+    early = SupernetTraining(space, data, OneShotTrainConfig(steps=8, batch_size=64, checkpoint_every=8,
+                                                             shared_until=3), tmp_path / "early")
+    steps: list[list[dict[str, int]]] = []
+    real = early.train_paths
+    monkeypatch.setattr(early, "train_paths", lambda batch, paths: steps.append(paths) or real(batch, paths))
+    early.fit()
+    dims = [name for name in early.widest_embeddings if not name.endswith(".hash")]
+
+    def alike(path: dict[str, int]) -> bool:
+        return len({path[name] for name in dims}) == 1
+
+    assert len(steps) == 8 and all(alike(p) for paths in steps[:3] for p in paths)
+    assert not all(alike(p) for paths in steps[3:] for p in paths)
+    weights = []
+    for i, options in enumerate(({"shared_until": 3}, {"shared_paths": 1.0})):
+        config = OneShotTrainConfig(steps=3, batch_size=64, checkpoint_every=3, **options)
+        run = SupernetTraining(space, data, config, tmp_path / str(i))
+        run.fit()
+        weights.append(run.search.supernet.state_dict())
+    assert weights[0].keys() == weights[1].keys()
+
+    def local(value: torch.Tensor) -> torch.Tensor:  # a sharded table's one local shard
+        return value.local_tensor() if hasattr(value, "local_tensor") else value
+
+    assert all(torch.equal(local(weights[0][k]), local(weights[1][k])) for k in weights[0])
