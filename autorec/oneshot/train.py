@@ -190,10 +190,12 @@ class SupernetTraining:
             paths = [self.uniform_path()]
         warm = index is not None and index < self.config.embedding_warmup
         early = index is not None and index < self.config.shared_until
-        if not warm and (self.config.shared_paths or early) and \
-                (float(torch.rand((), generator=self.generator)) < self.config.shared_paths or early):
-            shared = self.shared_embeddings()
-            paths = [{**path, **shared} for path in paths]
+        if not warm and (self.config.shared_paths or early):
+            # drawn on every such step, early or not, so the early steps draw as shared_paths 1.0's
+            drawn = float(torch.rand((), generator=self.generator)) < self.config.shared_paths
+            if early or drawn:
+                shared = self.shared_embeddings()
+                paths = [{**path, **shared} for path in paths]
         if self.config.sampling == "sandwich" and self.choices:
             paths = [self.extreme_path(largest=True), self.extreme_path(largest=False), *paths]
         if warm:
