@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torchrec.optim.keyed import KeyedOptimizerWrapper
 
 from autorec.data import RecDataset
 from autorec.oneshot.fair import fair_paths
@@ -70,6 +71,10 @@ class OneShotTrainConfig:
     ``shared_until``: the first steps are all shared ones, ``shared_paths`` applying after them
     (coarse paths first, finer ones later; the same random draws as ``shared_paths: 1.0`` up to
     there, so those steps train the supernet a run at ``shared_paths: 1.0`` trains).
+    ``dense_lr_decay``: over the last N steps the dense learning rate falls from ``dense_lr`` to
+    zero along a half cosine (SPOS's and OFA's annealed supernets), so the shared dense weights the
+    candidates inherit average the last paths' updates instead of leaning to the last few drawn
+    (0: constant; the tables keep ``embedding_lr``, row-wise Adagrad anneals its own steps).
     ``width_columns``: ``shared`` (each width a prefix of one table) or ``own`` (each width its
     own columns, trained only on the steps that chose it: :mod:`autorec.supernet.widths`);
     ``hash_rows`` likewise for the hash sizes' rows (:mod:`autorec.supernet.hashing`).
@@ -92,6 +97,7 @@ class OneShotTrainConfig:
     embedding_warmup: int = 0
     shared_paths: float = 0.0
     shared_until: int = 0
+    dense_lr_decay: int = 0
     width_columns: str = "shared"
     hash_rows: str = "shared"
     rescale: bool | tuple[str, ...] = True
@@ -118,6 +124,10 @@ class OneShotTrainConfig:
                 or not 0 <= self.shared_until <= self.steps:
             raise ValueError(f"shared_until: expected an integer in [0, steps ({self.steps})], "
                              f"got {self.shared_until!r}")
+        if isinstance(self.dense_lr_decay, bool) or not isinstance(self.dense_lr_decay, int) \
+                or not 0 <= self.dense_lr_decay <= self.steps:
+            raise ValueError(f"dense_lr_decay: expected an integer in [0, steps ({self.steps})], "
+                             f"got {self.dense_lr_decay!r}")
         if self.width_columns not in WIDTH_COLUMNS:
             raise ValueError(f"width_columns: expected one of {', '.join(WIDTH_COLUMNS)}, "
                              f"got {self.width_columns!r}")
@@ -176,6 +186,22 @@ class SupernetTraining:
         self.search = SupernetSearch(space, dataset, dim, dense_arch, over_arch, supernet)
         self.choices = list(self.search.supernet.arch.choices.values())
         self.generator = torch.Generator().manual_seed(config.seed)
+        self.dense_groups = [group for _, optim in self.search.weight_optimizer.optimizers
+                             if isinstance(optim, KeyedOptimizerWrapper) for group in optim.param_groups]
+
+    def dense_lr(self, index: int) -> float:
+        """The dense learning rate of step ``index`` (0-based): ``dense_lr``, or on the last
+        ``dense_lr_decay`` steps a half cosine from it down to zero (the last step's above zero).
+
+        Example: 4 steps decaying over the last 2 give 1, 1, 0.854 and 0.146 times ``dense_lr``.
+        """
+        config = self.config
+        start = config.steps - config.dense_lr_decay
+        if index < start:
+            return config.dense_lr
+        # the decay's i-th step (of n) at the mid-point of its interval, so every step learns
+        done = (index - start + 0.5) / config.dense_lr_decay
+        return config.dense_lr * 0.5 * (1.0 + math.cos(math.pi * done))
 
     # ---- one step ---------------------------------------------------------------------
     def step(self, batch: Any, index: int | None = None) -> float:
@@ -200,6 +226,9 @@ class SupernetTraining:
             paths = [self.extreme_path(largest=True), self.extreme_path(largest=False), *paths]
         if warm:
             paths = [{**path, **self.widest_embeddings} for path in paths]
+        if self.config.dense_lr_decay and index is not None:
+            for group in self.dense_groups:
+                group["lr"] = self.dense_lr(index)
         return self.train_paths(batch, paths)
 
     def uniform_path(self, generator: torch.Generator | None = None) -> dict[str, int]:

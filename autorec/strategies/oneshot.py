@@ -12,7 +12,8 @@ path each step; uniform won issue 20's benchmark, BENCHMARKS.md),
 ``embedding_warmup`` (first steps on which every feature keeps its widest width and largest hash
 size; default 0), ``shared_paths`` (the share of steps on which every feature takes one width and
 one hash size, drawn per step; default 0), ``shared_until`` (the first steps all such, then
-``shared_paths``; default 0), ``width_columns`` (``shared``, the default: each
+``shared_paths``; default 0), ``dense_lr_decay`` (the last steps' dense learning rate annealed
+to zero along a half cosine; default 0, constant), ``width_columns`` (``shared``, the default: each
 embedding width a prefix of one table; ``own``: each width its own columns, so a narrow width's
 weights are not also trained by every wider path), ``hash_rows`` (``shared``, the default: each
 hash size reads the first rows of the full table; ``own``: each its own rows, so a hashed path's
@@ -188,7 +189,8 @@ class OneShotStrategy(Strategy):
     @checked_options
     def __init__(self, seed: int = 0, steps: int = 2000, batch_size: int = 1024, dense_lr: float = 1e-3,
                  embedding_lr: float = 0.05, sampling: str = "uniform", embedding_warmup: int = 0,
-                 shared_paths: float = 0.0, shared_until: int = 0, width_columns: str = "shared",
+                 shared_paths: float = 0.0, shared_until: int = 0, dense_lr_decay: int = 0,
+                 width_columns: str = "shared",
                  hash_rows: str = "shared",
                  rescale: BoolOrKinds = True, checkpoint_every: int = 200,
                  dim: int | None = None, dense_arch: list[int] | None = None,
@@ -215,7 +217,7 @@ class OneShotStrategy(Strategy):
         self.train_options = {"steps": steps, "batch_size": batch_size, "dense_lr": dense_lr,
                               "embedding_lr": embedding_lr, "sampling": sampling,
                               "embedding_warmup": embedding_warmup, "shared_paths": shared_paths,
-                              "shared_until": shared_until,
+                              "shared_until": shared_until, "dense_lr_decay": dense_lr_decay,
                               "width_columns": width_columns, "hash_rows": hash_rows, "rescale": rescale,
                               "checkpoint_every": checkpoint_every, "dim": dim,
                               "dense_arch": None if dense_arch is None else tuple(dense_arch),

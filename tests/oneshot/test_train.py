@@ -31,9 +31,10 @@ def weights(run: SupernetTraining) -> dict[str, torch.Tensor]:
     return out
 
 
-def test_a_run_cut_after_a_checkpoint_resumes_to_the_same_weights(data, tmp_path, monkeypatch):
+@pytest.mark.parametrize("decay", [0, 4])  # 4: the cut falls inside the dense learning rate's decay
+def test_a_run_cut_after_a_checkpoint_resumes_to_the_same_weights(data, tmp_path, monkeypatch, decay):
     space = SearchSpace.from_dict(SPACE)
-    config = OneShotTrainConfig(steps=6, batch_size=64, checkpoint_every=2, seed=3)
+    config = OneShotTrainConfig(steps=6, batch_size=64, checkpoint_every=2, seed=3, dense_lr_decay=decay)
     straight = SupernetTraining(space, data, config, tmp_path / "straight")
     straight.fit()
 
@@ -80,6 +81,10 @@ def test_a_finished_run_does_nothing_and_another_config_is_refused(data, tmp_pat
     ({"steps": 10, "shared_until": 11}, r"shared_until: expected an integer in \[0, steps \(10\)\], got 11"),
     ({"shared_until": -1}, r"shared_until: expected an integer in \[0, steps \(2000\)\], got -1"),
     ({"shared_until": True}, r"shared_until: .* got True"),
+    ({"steps": 10, "dense_lr_decay": 11},
+     r"dense_lr_decay: expected an integer in \[0, steps \(10\)\], got 11"),
+    ({"dense_lr_decay": -1}, r"dense_lr_decay: expected an integer in \[0, steps \(2000\)\], got -1"),
+    ({"dense_lr_decay": 1.5}, r"dense_lr_decay: .* got 1.5"),
     ({"shared_paths": 1.5}, r"shared_paths: expected a share of steps in \[0, 1\], got 1.5"),
     ({"shared_paths": -0.1}, r"shared_paths: .* got -0.1"),
     ({"shared_paths": True}, r"shared_paths: .* got True"),
@@ -316,3 +321,33 @@ def test_shared_until_trains_all_alike_paths_first_as_shared_paths_one_does(data
         return value.local_tensor() if hasattr(value, "local_tensor") else value
 
     assert all(torch.equal(local(weights[0][k]), local(weights[1][k])) for k in weights[0])
+
+
+@pytest.mark.parametrize("decay", [0, 3, 5])
+def test_dense_lr_decay_anneals_the_dense_rate_on_the_last_steps_only(data, tmp_path, monkeypatch, decay):
+    """Each step's dense learning rate: ``dense_lr`` before the last ``dense_lr_decay`` steps,
+    then falling along a half cosine, every step's above zero; the tables' rate never moves."""
+    import math
+
+    space = SearchSpace.from_dict(SPACE)
+    run = SupernetTraining(space, data, OneShotTrainConfig(steps=5, batch_size=64, checkpoint_every=5,
+                                                           dense_lr=0.01, dense_lr_decay=decay), tmp_path)
+    dense, tables = [], []
+    fused = [g for name, optim in run.search.weight_optimizer.optimizers if optim is not None
+             for g in optim.param_groups if g not in run.dense_groups]
+    real = run.train_paths
+
+    def record(batch, paths):
+        dense.append([g["lr"] for g in run.dense_groups])
+        tables.append([g.get("lr") for g in fused])
+        return real(batch, paths)
+
+    monkeypatch.setattr(run, "train_paths", record)
+    run.fit()
+    assert run.dense_groups and all(len(set(lrs)) == 1 for lrs in dense)
+    got = [lrs[0] for lrs in dense]
+    falling = [0.01 * 0.5 * (1 + math.cos(math.pi * (i + 0.5) / decay)) for i in range(decay)]
+    want = [0.01] * (5 - decay) + falling
+    assert got == pytest.approx(want)
+    assert all(b < a for a, b in zip(got[5 - decay:-1], got[6 - decay:], strict=True)) and got[-1] > 0
+    assert all(t == tables[0] for t in tables)
