@@ -124,10 +124,18 @@ def one_at_a_time(load: Loader = load_supernet) -> Loader:
     return get
 
 
+def training_key(trial: FrozenTrial) -> str:
+    """The key of a tau training in :mod:`benchmarks.oneshot_tau_ceiling`'s files: the candidate it
+    trained (``candidate<N>``, its ``proxy_trial``), which an archived study keeps, where the
+    training's own trial number is renumbered when the archive is replayed (the archive holds
+    the trainings alone, not the screen's trials before them)."""
+    return f"candidate{trial.user_attrs['proxy_trial']}"
+
+
 def full_budget_aucs(name: str, epochs: int, out_dir: Path = TAU_CACHE) -> dict[str, float]:
-    """Trial number -> validation AUC of the tau architectures of study ``name`` trained again on
-    ``epochs`` whole epochs (``benchmarks.oneshot_tau_ceiling --epochs``, kept in ``out_dir``);
-    SystemExit naming the file and the command when there is none."""
+    """Candidate (:func:`training_key`) -> validation AUC of the tau architectures of study
+    ``name`` trained again on ``epochs`` whole epochs (``benchmarks.oneshot_tau_ceiling
+    --epochs``, kept in ``out_dir``); SystemExit naming the file and the command when there is none."""
     found = sorted(out_dir.glob(f"{name}_train_seed*_epochs{epochs}.json"))
     if not found:
         raise SystemExit(f"{out_dir / f'{name}_train_seed<N>_epochs{epochs}.json'}: no full-budget trainings "
@@ -152,7 +160,7 @@ def calibration_pairs(tag: str, seed: int, root: Path, archive_dir: Path = ARCHI
     if epochs is None:
         return [(dict(t.params), t.user_attrs["metrics"]["val"]["auc"]) for t in tau_trainings(study)]
     kept = full_budget_aucs(name, epochs, out_dir)
-    return [(dict(t.params), kept[str(t.number)]) for t in tau_trainings(study) if str(t.number) in kept]
+    return [(dict(t.params), kept[training_key(t)]) for t in tau_trainings(study) if training_key(t) in kept]
 
 
 def tau_trainings(study: optuna.Study) -> list[FrozenTrial]:
@@ -189,7 +197,10 @@ def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int
     trained (``kind_heads``, as its search scored). With ``epochs``, against their trainings on
     that many whole epochs (:func:`full_budget_aucs`). Flat figures
     ``<tag>_seed<i>_kendall_tau_on<tags>`` (``_pooled``, ``_heads``, ``_epochs<N>`` appended as
-    set) and ``..._pairs``."""
+    set) and ``..._pairs``; ``_pooled`` is the pool of the benchmark's seeds 0, 1 and 2, any other
+    pool names its seeds (``_pooled01``), so a figure's key says which trainings it ranks."""
+    pooled_seeds = sorted(pool_seeds or seeds)
+    pool_name = "_pooled" + ("" if pooled_seeds == [0, 1, 2] else "".join(map(str, pooled_seeds)))
     from autorec.oneshot.heads import KindHeads
 
     out: dict[str, Any] = {}
@@ -213,7 +224,7 @@ def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int
         proxy = [loaded.search.rescore(loaded.search.values_of({n: str(p[n]) for n in loaded.search.names}),
                                        samples)["val_auc"] for p, _ in pairs]
         key = (f"{tag[1:]}_seed{i}_kendall_tau_on{''.join(pairs_tags)}"
-               f"{'_pooled' if pool else ''}{'_heads' if heads else ''}"
+               f"{pool_name if pool else ''}{'_heads' if heads else ''}"
                f"{'' if epochs is None else f'_epochs{epochs}'}")
         out[key] = float(kendalltau(proxy, [v for _, v in pairs]).statistic)
         out[f"{key}_pairs"] = len(pairs)

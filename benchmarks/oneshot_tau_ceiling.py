@@ -44,7 +44,7 @@ import optuna
 from optuna.trial import TrialState
 from scipy.stats import kendalltau
 
-from benchmarks.oneshot_cross_scores import TAU_CACHE, tau_trainings
+from benchmarks.oneshot_cross_scores import TAU_CACHE, tau_trainings, training_key
 from benchmarks.oneshot_tpe_proxy import ROOT
 from benchmarks.results_file import RESULTS, merge_results
 
@@ -139,7 +139,7 @@ def retrain(tag: str, seed: int, train_seed: int | None, root: Path, out_dir: Pa
     kept_path = out_dir / f"{name}_train_seed{train_seed}{budget}.json"
     kept: dict[str, float] = json.loads(kept_path.read_text()) if kept_path.exists() else {}
     for t, _ in pairs:
-        if str(t.number) in kept:
+        if training_key(t) in kept:
             continue
         if epochs is None and t.user_attrs.get("train_seed") == train_seed:
             raise SystemExit(f"--train-seed {train_seed}: the study trained trial {t.number} under that seed")
@@ -150,14 +150,14 @@ def retrain(tag: str, seed: int, train_seed: int | None, root: Path, out_dir: Pa
                                          checkpoint_every=500, patience=max(config.patience, 2))
         spec = ArchSpec.from_dict(t.user_attrs["arch"])
         result = Trainer(spec, runner.dataset, config).fit()
-        kept[str(t.number)] = result.val["auc"]
+        kept[training_key(t)] = result.val["auc"]
         kept_path.parent.mkdir(parents=True, exist_ok=True)
         kept_path.write_text(json.dumps(kept, indent=1))
         print(f"trial {t.number}: val AUC {t.user_attrs['metrics']['val']['auc']:.4f} "
               f"(seed {t.user_attrs.get('train_seed')}), {result.val['auc']:.4f} (seed {train_seed})",
               flush=True)
     first = [t.user_attrs["metrics"]["val"]["auc"] for t, _ in pairs]
-    second = [kept[str(t.number)] for t, _ in pairs]
+    second = [kept[training_key(t)] for t, _ in pairs]
     kinds = [t.user_attrs["arch"]["layers"][0]["kind"] for t, _ in pairs]
     return {**ceiling(first, second, [p for _, p in pairs], kinds), "train_seed": train_seed}
 

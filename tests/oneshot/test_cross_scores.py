@@ -17,11 +17,13 @@ from benchmarks.oneshot_cross_scores import (
     main,
     one_at_a_time,
     pooled_pairs,
+    tau_trainings,
+    training_key,
     winners,
 )
 from benchmarks.oneshot_tau_ceiling import retrain, tau_trials
 from benchmarks.oneshot_tpe_proxy import load_supernet
-from benchmarks.study_archive import archive_trained, trained_archive_path
+from benchmarks.study_archive import archive_trained, open_oneshot, trained_archive_path
 from tests.studyfiles import run_micro_oneshot
 
 
@@ -106,9 +108,11 @@ def test_a_pooled_tau_scores_every_seeds_trainings_once_on_each_supernet(root):
     distinct = {json.dumps(p, sort_keys=True) for p, _ in own}
     assert len(pool) == len(distinct) >= 5
     figures = borrowed_tau("_x", ["_x"], [0, 1], 512, root, pool=True)
-    assert figures["x_seed0_kendall_tau_on_x_pooled_pairs"] == len(pool)
-    assert figures["x_seed1_kendall_tau_on_x_pooled_pairs"] == len(pool)
-    assert -1 <= figures["x_seed0_kendall_tau_on_x_pooled"] <= 1
+    assert figures["x_seed0_kendall_tau_on_x_pooled01_pairs"] == len(pool)  # the key names the pool
+    assert figures["x_seed1_kendall_tau_on_x_pooled01_pairs"] == len(pool)
+    assert -1 <= figures["x_seed0_kendall_tau_on_x_pooled01"] <= 1
+    one = borrowed_tau("_x", ["_x"], [0], 512, root, pool=True, pool_seeds=[1])  # seed 1's trainings
+    assert one["x_seed0_kendall_tau_on_x_pooled1_pairs"] == len(calibration_pairs("_x", 1, root))
     with pytest.raises(SystemExit, match=r"oneshot_x_seed0: its search trained no kind heads"):
         borrowed_tau("_x", ["_x"], [0], 512, root, heads=True)
 
@@ -198,7 +202,15 @@ def test_the_tau_ceiling_on_the_finals_budget_trains_every_step_of_whole_epochs(
     # a supernet's tau against those full trainings, borrowed as from the trial budget's
     kept = json.loads((tmp_path / f"{name}_train_seed{own}_epochs2.json").read_text())
     pairs = calibration_pairs("_x", 1, root, epochs=2, out_dir=tmp_path)
-    assert [auc for _, auc in pairs] == [kept[str(t.number)] for t, _ in tau_trials(study)]
+    assert [auc for _, auc in pairs] == [kept[training_key(t)] for t, _ in tau_trials(study)]
+    # on a machine without the study, from its archive (replayed under other trial numbers)
+    archive_dir = tmp_path / "studies"
+    storage = f"sqlite:///{root / name / name / 'study.db'}"
+    archive_trained(name, storage, trained_archive_path(archive_dir, name))
+    archived = open_oneshot(tmp_path / "gone", name, archive_dir)
+    renumbered = [t.number for t in tau_trainings(archived)]
+    assert renumbered != [t.number for t, _ in tau_trials(study)]
+    assert calibration_pairs("_x", 1, tmp_path / "gone", archive_dir, epochs=2, out_dir=tmp_path) == pairs
     borrowed = borrowed_tau("_x", ["_x"], [1], 512, root, epochs=2, out_dir=tmp_path)
     assert borrowed["x_seed1_kendall_tau_on_x_epochs2_pairs"] == 4
     assert borrowed["x_seed1_kendall_tau_on_x_epochs2"] == pytest.approx(figures["proxy_tau_second"])
@@ -225,7 +237,7 @@ def test_the_command_line_loads_each_supernet_once_and_holds_one_at_a_time(root,
     assert loads == [0, 1]  # cross scores and tau from one load each
     record = json.loads(out.read_text())
     alone = borrowed_tau("_x", ["_x"], [0, 1], 512, root, pool=True)  # the same figures as before
-    tau = "x_seed1_kendall_tau_on_x_pooled"
+    tau = "x_seed1_kendall_tau_on_x_pooled01"
     assert record[tau] == pytest.approx(alone[tau])
     scores = cross_scores("_x", "_x", [0, 1], 512, root)
     assert record["x_seed1_scores_x_seed0"] == pytest.approx(scores["x_seed1_scores_x_seed0"])
