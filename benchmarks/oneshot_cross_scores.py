@@ -214,11 +214,11 @@ def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int
                              f"at least 3 are needed for a tau")
         loaded = load(tag, i, samples, root)
         if heads:
-            steps = loaded.oneshot.user_attrs.get("oneshot", {}).get("heads", {}).get("steps")
-            if not steps:
+            record = loaded.oneshot.user_attrs.get("oneshot", {}).get("heads", {})
+            if not record.get("steps"):
                 raise SystemExit(f"{loaded.name}: its search trained no kind heads (kind_heads off)")
             folder = loaded.training.directory.parent / "heads"  # as autorec.oneshot.run keeps them
-            loaded.search.heads = KindHeads(loaded.training, steps, folder)
+            loaded.search.heads = KindHeads(loaded.training, record["steps"], folder, record.get("share"))
             if loaded.search.heads.fit():
                 print(f"{loaded.name}: kind heads missing from its folder were trained here")
         proxy = [loaded.search.rescore(loaded.search.values_of({n: str(p[n]) for n in loaded.search.names}),

@@ -73,12 +73,19 @@ def end_kinds(layer_kinds: Sequence[Sequence[str]]) -> list[str]:
 class KindHeads:
     """The over-arch heads of ``training``'s supernet (a trained
     :class:`~autorec.oneshot.train.SupernetTraining`), one per kind a path ends in, each
-    trained for ``steps`` steps from the shared over-arch, kept in ``directory``."""
+    trained for ``steps`` steps from the shared over-arch, kept in ``directory``. ``share``: the
+    share of the heads' paths that give every feature one width and one hash size (None: the
+    supernet's ``shared_paths``, as its training drew them; 1.0 fits each head to the all-alike
+    corner a search that proposes only such settings scores)."""
 
-    def __init__(self, training: Any, steps: int, directory: str | Path) -> None:
+    def __init__(self, training: Any, steps: int, directory: str | Path, share: float | None = None) -> None:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"kind_heads: expected an integer >= 1 (steps per head), got {steps!r}")
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                                  or not 0.0 <= share <= 1.0):
+            raise ValueError(f"kind_heads_shared: expected a share of paths in [0, 1], got {share!r}")
         self.training, self.steps, self.directory = training, steps, Path(directory)
+        self.share = float(training.config.shared_paths if share is None else share)
         self.net = training.search.supernet
         self.head = self.net.over_arch
         self.shared = {k: v.detach().clone() for k, v in self.head.state_dict().items()}
@@ -92,7 +99,7 @@ class KindHeads:
         spent = 0.0
         for kind in self.kinds:
             path = self.directory / f"{kind}.safetensors"
-            if path.exists() and self._meta(kind) == self.steps:
+            if path.exists() and self._meta(kind) == self.record:
                 self.heads[kind] = load_file(str(path))
                 continue
             start = time.perf_counter()
@@ -117,10 +124,10 @@ class KindHeads:
     def _paths(self, kind: str, generator: torch.Generator) -> Any:
         """Endless paths (choice name -> value) ending in ``kind``, each drawn as the supernet's
         training draws its uniform path (every choice uniformly, all-alike embeddings on its
-        ``shared_paths`` share of them), redrawn until it ends there."""
+        ``shared_paths`` share of them, or the heads' own ``share``), redrawn until it ends there."""
         training = self.training
         choices = {c.name: c for c in training.choices}
-        share = training.config.shared_paths
+        share = self.share
         while True:
             for _ in range(_MAX_TRIES):
                 path = training.uniform_path(generator)
@@ -144,17 +151,26 @@ class KindHeads:
         self.head.load_state_dict(self.shared)
         return trained
 
-    def _meta(self, kind: str) -> int | None:
+    @property
+    def record(self) -> dict[str, Any]:
+        """What a saved head was trained with: its steps and its share of all-alike paths."""
+        return {"steps": self.steps, "share": self.share}
+
+    def _meta(self, kind: str) -> dict[str, Any] | None:
+        """A saved head's record (one saved before ``share`` existed drew the supernet's share)."""
         meta = self.directory / f"{kind}.json"
-        return json.loads(meta.read_text()).get("steps") if meta.exists() else None
+        if not meta.exists():
+            return None
+        return {"share": float(self.training.config.shared_paths), **json.loads(meta.read_text())}
 
     def _save(self, kind: str, path: Path) -> None:
-        """The head, then its record (steps): a head without a record is trained again."""
+        """The head, then its record (:attr:`record`): a head without a record, or with another,
+        is trained again."""
         self.directory.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.partial")
         save_file(self.heads[kind], str(partial))
         os.replace(partial, path)
-        write_json(self.directory / f"{kind}.json", {"steps": self.steps})
+        write_json(self.directory / f"{kind}.json", self.record)
 
 
 def train_head(training: Any, paths: Iterator[Mapping[str, Any]], steps: int) -> dict[str, torch.Tensor]:

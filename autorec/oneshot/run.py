@@ -224,10 +224,11 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
 
     heads = None
     if strategy.kind_heads:  # one over-arch per last layer kind, before any candidate is scored
-        heads = KindHeads(training, strategy.kind_heads, root / "heads")
+        heads = KindHeads(training, strategy.kind_heads, root / "heads", strategy.kind_heads_shared)
         seconds = heads.fit(log)
         spent = record.get("heads", {}).get("seconds", 0.0) + seconds  # (a rerun adds what it trained)
-        record["heads"] = {"steps": strategy.kind_heads, "kinds": heads.kinds, "seconds": spent}
+        record["heads"] = {"steps": strategy.kind_heads, "kinds": heads.kinds, "seconds": spent,
+                           "share": heads.share}
         record["search_seconds"] = record.get("search_seconds", 0.0) + seconds
         study.set_user_attr(ONESHOT_ATTR, record)
     search = CandidateSearch(training, strategy.selection_samples, config.objectives, trial_attrs,

@@ -111,6 +111,9 @@ outputs in the same columns and favours the kind it fits best; on the ``scale`` 
 supernet's 44-46 best settings were DHEN-first, above the DCNv2-first ones a one-epoch training
 puts first, and 300-step heads lifted the best DCNv2 from 45th-47th of 264 to 1st, 19th and 5th,
 :mod:`autorec.oneshot.heads`, BENCHMARKS.md ``k38``),
+``kind_heads_shared`` (the share of the heads' training paths that give every feature one width
+and one hash size; default the supernet's ``shared_paths``; 1.0 fits the heads to the all-alike
+corner that a search with ``screen_drops: false`` and ``rerank_from: crossings`` decides in),
 ``rung_price`` (``steps``, the default: the rung reads every finalist at the same step;
 ``seconds``: at equal seconds, with one ``rung_fraction`` f < 1: every finalist trains to
 ``rung_probe`` of the epoch, default 0.05, where its speed is measured, the fastest goes on to f
@@ -206,7 +209,8 @@ class OneShotStrategy(Strategy):
                  drop_tolerance: float | None = None, drop_read: str = "supernet",
                  drop_samples: int | None = None, drop_screen: int | None = None, drop_clear: float = 0.002,
                  screen_drops: bool = True, rerank_from: str = "all", drop_from: str = "each",
-                 crossing_layers: str = "screen", kind_heads: int = 0, rung_price: str = "steps",
+                 crossing_layers: str = "screen", kind_heads: int = 0,
+                 kind_heads_shared: float | None = None, rung_price: str = "steps",
                  rung_probe: float | None = None, rerank_train: bool = True, crossing_from: str = "screen",
                  rung_margin: float = 0.0, calibrate_from: str = "space", **options: Any) -> None:
         from autorec.oneshot.run import CALIBRATE_FROM
@@ -240,6 +244,12 @@ class OneShotStrategy(Strategy):
                                 ("drop_screen", 1 if drop_screen is None else drop_screen, 1)):
             if value < low:
                 raise ValueError(f"strategy 'oneshot': {key}: expected an integer >= {low}, got {value}")
+        if kind_heads_shared is not None and not 0.0 <= kind_heads_shared <= 1.0:
+            raise ValueError(f"strategy 'oneshot': kind_heads_shared: expected a share of paths in [0, 1], "
+                             f"got {kind_heads_shared}")
+        if kind_heads_shared is not None and not kind_heads:
+            raise ValueError("strategy 'oneshot': kind_heads_shared: set without kind_heads (the heads' "
+                             "steps)")
         if rescore and rescore < rerank:
             raise ValueError(f"strategy 'oneshot': rescore: expected 0 or at least rerank ({rerank}) "
                              f"candidates, got {rescore}")
@@ -341,6 +351,7 @@ class OneShotStrategy(Strategy):
         self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
         self.rerank_from, self.drop_from, self.crossing_layers = rerank_from, drop_from, crossing_layers
         self.kind_heads, self.rung_price, self.rerank_train = kind_heads, rung_price, rerank_train
+        self.kind_heads_shared = kind_heads_shared
         self.crossing_from, self.calibrate_from = crossing_from, calibrate_from
         self.dataset: RecDataset | None = None
         self._candidates: Any = None

@@ -107,9 +107,9 @@ def test_steps_must_be_a_positive_integer(trained, tmp_path):
 
 def test_a_study_with_kind_heads_records_them_and_counts_their_seconds(tmp_path):
     config, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 6, "rerank": 2, "calibrate": 0,
-                                           "kind_heads": 2})
+                                           "kind_heads": 2, "kind_heads_shared": 1.0})
     record = study.user_attrs["oneshot"]
-    assert record["heads"]["steps"] == 2 and record["heads"]["kinds"]
+    assert record["heads"]["steps"] == 2 and record["heads"]["kinds"] and record["heads"]["share"] == 1.0
     assert record["search_seconds"] >= record["heads"]["seconds"] > 0
     heads = config.directory / "oneshot" / "heads"
     assert sorted(p.name for p in heads.glob("*.safetensors")) == sorted(
@@ -132,3 +132,58 @@ def test_a_bad_kind_heads_is_named(tmp_path, value, message):
 
     with pytest.raises(ValueError, match=message):
         OneShotStrategy(kind_heads=value)
+
+
+EMB_SPACE = {**SPACE, "embedding": {"dim": [0, 4, 8], "hash": [0.5, 1]}}
+
+
+def test_the_heads_draw_all_alike_paths_on_their_share(data, tmp_path):
+    """``share`` (default the supernet's ``shared_paths``) is the share of the heads' paths whose
+    features take one width and one hash size: 1.0 all of them, 0.0 per-feature draws."""
+    import torch
+
+    config = OneShotTrainConfig(steps=2, batch_size=64, seed=1, shared_paths=0.5)
+    run = SupernetTraining(SearchSpace.from_dict(EMB_SPACE), data, config, tmp_path / "supernet")
+    run.fit()
+    widths = [n for n in run.widest_embeddings if not n.endswith(".hash")]
+    assert len(widths) > 3
+
+    def alike_share(heads: KindHeads) -> float:
+        paths = heads._paths("dlrm", torch.Generator().manual_seed(0))
+        drawn = [next(paths) for _ in range(200)]
+        return sum(len({p[n] for n in widths}) == 1 for p in drawn) / len(drawn)
+
+    assert KindHeads(run, 2, tmp_path / "a").share == 0.5  # the supernet's
+    assert alike_share(KindHeads(run, 2, tmp_path / "b", share=1.0)) == 1.0
+    assert alike_share(KindHeads(run, 2, tmp_path / "c", share=0.0)) < 0.15  # alike by chance only
+    assert 0.3 < alike_share(KindHeads(run, 2, tmp_path / "d")) < 0.7
+
+
+def test_a_head_saved_with_another_share_is_trained_again(trained, tmp_path):
+    import json
+
+    first = KindHeads(trained, 2, tmp_path / "heads")  # the supernet's share, 0.5
+    assert first.fit() > 0
+    assert json.loads((tmp_path / "heads" / "dlrm.json").read_text()) == {"steps": 2, "share": 0.5}
+    assert KindHeads(trained, 2, tmp_path / "heads", share=0.5).fit() == 0.0  # the same heads
+    # a head saved before the share was recorded drew the supernet's share: still the same heads
+    (tmp_path / "heads" / "dlrm.json").write_text(json.dumps({"steps": 2}))
+    assert KindHeads(trained, 2, tmp_path / "heads").fit() == 0.0
+    assert KindHeads(trained, 2, tmp_path / "heads", share=1.0).fit() > 0  # another share: trained
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, True, "all"])
+def test_a_bad_heads_share_is_named(trained, tmp_path, bad):
+    with pytest.raises(ValueError, match=f"kind_heads_shared: expected a share of paths in \\[0, 1\\], "
+                                         f"got {bad!r}"):
+        KindHeads(trained, 2, tmp_path, share=bad)
+
+
+def test_the_strategy_checks_kind_heads_shared():
+    from autorec.strategies.oneshot import OneShotStrategy
+
+    assert OneShotStrategy(kind_heads=3, kind_heads_shared=1.0).kind_heads_shared == 1.0
+    with pytest.raises(ValueError, match=r"kind_heads_shared: expected a share of paths in \[0, 1\], got 2"):
+        OneShotStrategy(kind_heads=3, kind_heads_shared=2)
+    with pytest.raises(ValueError, match="kind_heads_shared: set without kind_heads"):
+        OneShotStrategy(kind_heads_shared=1.0)
