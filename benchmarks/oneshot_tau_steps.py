@@ -111,19 +111,8 @@ def proxy_at(training: Any, checkpoint: Path, pairs: list[tuple[dict[str, Any], 
              samples: int) -> list[float]:
     """Each pair's inherited-weight validation AUC on the supernet loaded from ``checkpoint``."""
     from autorec.oneshot.search import CandidateSearch
-    from autorec.train.checkpoints import LATEST
 
-    view = checkpoint.parent / f".{checkpoint.name}.view"  # a folder whose LATEST names it alone
-    view.mkdir(exist_ok=True)
-    link = view / checkpoint.name
-    if not link.exists():
-        link.symlink_to(checkpoint.resolve())
-    (view / LATEST).write_text(checkpoint.name + "\n")
-    directory, training.directory = training.directory, view
-    try:
-        training.resume()
-    finally:
-        training.directory = directory
+    training.resume(checkpoint)
     search = CandidateSearch(training, samples, ["val_auc"])
     return [search.rescore(search.values_of({n: str(p[n]) for n in search.names}), samples)["val_auc"]
             for p, _ in pairs]

@@ -347,9 +347,13 @@ class SupernetTraining:
         publish(staged, self.directory / name)
         point_latest(self.directory, name)
 
-    def resume(self) -> TrainState:
-        """The state of the latest checkpoint, loaded into the supernet (a fresh state if none)."""
-        newest = latest(self.directory)
+    def resume(self, checkpoint: Path | None = None) -> TrainState:
+        """The state of the latest checkpoint, loaded into the supernet (a fresh state if none);
+        with ``checkpoint``, that checkpoint's (a ``step-N`` folder kept elsewhere, written with
+        this configuration) instead."""
+        if checkpoint is not None and not (Path(checkpoint) / META).is_file():
+            raise ValueError(f"{checkpoint}: not a supernet checkpoint (no {META})")
+        newest = latest(self.directory) if checkpoint is None else Path(checkpoint)
         if newest is None:
             return TrainState()
         meta = read_meta(newest)

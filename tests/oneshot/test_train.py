@@ -351,3 +351,31 @@ def test_dense_lr_decay_anneals_the_dense_rate_on_the_last_steps_only(data, tmp_
     assert got == pytest.approx(want)
     assert all(b < a for a, b in zip(got[5 - decay:-1], got[6 - decay:], strict=True)) and got[-1] > 0
     assert all(t == tables[0] for t in tables)
+
+
+def test_resume_loads_a_named_checkpoint_and_refuses_what_is_not_one(data, tmp_path):
+    """``resume(checkpoint)`` loads that checkpoint, not the latest: a copy of step 2 kept
+    elsewhere gives step 2's weights back after the run went on to step 4."""
+    import shutil
+
+    space = SearchSpace.from_dict(SPACE)
+    config = OneShotTrainConfig(steps=4, batch_size=64, checkpoint_every=2, seed=3)
+    run = SupernetTraining(space, data, config, tmp_path / "run")
+    real_save = run.save
+
+    def save_and_copy(state):
+        real_save(state)
+        if state.step == 2:
+            shutil.copytree(tmp_path / "run" / "step-000000002", tmp_path / "kept")
+            kept_weights.update(weights(run))
+    kept_weights: dict[str, torch.Tensor] = {}
+    run.save = save_and_copy
+    run.fit()
+    last = weights(run)
+    assert any(not torch.equal(last[k], kept_weights[k]) for k in last)
+    state = run.resume(tmp_path / "kept")
+    assert state.step == 2
+    now = weights(run)
+    assert all(torch.equal(now[k], kept_weights[k]) for k in now)
+    with pytest.raises(ValueError, match=r"not a supernet checkpoint \(no autorec.json\)"):
+        run.resume(tmp_path / "run")
