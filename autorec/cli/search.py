@@ -43,7 +43,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         if config.strategy.name == "oneshot":  # its trials are the candidates scored on the supernet
             from autorec.strategies import make_strategy
 
-            total = make_strategy("oneshot", config.seed, **config.strategy.options).candidates
+            # (None, a bar without an end, when the grid and its crossings are all it scores)
+            total = make_strategy("oneshot", config.seed, **config.strategy.options).candidates or None
         task = progress.add_task(f"search {config.name}", total=total, best="")
 
         def on_trial(study: Any, trial: Any) -> None:

@@ -21,7 +21,9 @@ collisions are trained as a derived hashed table's), ``rescale`` (default true: 
 RMS-rescales dlrm and dcnv2 outputs per sample, as the DNAS supernet does; false: every path is
 its derived model's function; a list of kinds: only those), ``checkpoint_every``, ``dim``, ``dense_arch`` and
 ``over_arch`` (the one supernet's; default: the space's first, the over-arch searched when its
-choices share a depth) for the supernet; ``candidates`` (trials scored on inherited weights),
+choices share a depth) for the supernet; ``candidates`` (trials scored on inherited weights,
+the screen; 0: none, only with ``crossing_from: grid`` and ``rerank_from: crossings``, where the
+screen's candidates neither choose what is crossed nor reach the re-rank and only cost seconds),
 ``search`` (tpe, nsga2 or random), ``shared_crossings`` (k: after the screen, every all-alike
 embedding setting, one width and hash size for every feature, is scored on each of the screen's k
 best layer settings, taken in turns over the families ``family`` defines; default 0),
@@ -230,7 +232,7 @@ class OneShotStrategy(Strategy):
             OneShotTrainConfig(**self.train_options)
         except ValueError as exc:
             raise ValueError(f"strategy 'oneshot': {exc}") from None
-        for key, value, low in (("candidates", candidates, 1), ("selection_samples", selection_samples, 1),
+        for key, value, low in (("candidates", candidates, 0), ("selection_samples", selection_samples, 1),
                                 ("rerank", rerank, 1), ("calibrate", calibrate, 0),
                                 ("rerank_steps", rerank_steps or 1, 1),
                                 ("final_epochs", final_epochs or 1, 1), ("rescore", rescore, 0),
@@ -335,6 +337,10 @@ class OneShotStrategy(Strategy):
         if rerank_from == "crossings" and not shared_crossings:
             raise ValueError("strategy 'oneshot': rerank_from: 'crossings' is set without shared_crossings "
                              "(the all-alike settings it re-ranks)")
+        if not candidates and (crossing_from, rerank_from) != ("grid", "crossings"):
+            raise ValueError("strategy 'oneshot': candidates: 0 (no screen) needs crossing_from: 'grid' and "
+                             "rerank_from: 'crossings', where the screen's candidates neither choose the "
+                             "crossed layers nor reach the re-rank; otherwise expected an integer >= 1")
         if not 0.0 < drop_clear < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_clear: expected an AUC cost in (0, 0.5), "
                              f"got {drop_clear}")

@@ -77,3 +77,19 @@ def test_a_grid_study_crosses_the_grids_best_layer_settings_of_each_kind(tmp_pat
     run_study(config, log=quiet)
     again = optuna.load_study(study_name=study.study_name, storage=open_storage(config.storage_url))
     assert again.user_attrs[ONESHOT_ATTR]["layer_grid"] == grid and len(again.trials) == trials
+
+
+def test_a_grid_study_without_a_screen_scores_only_the_grids_crossings(tmp_path: Path) -> None:
+    """``candidates: 0``: no TPE screen; the grid's two best layer settings, each at both all-alike
+    widths, are the study's only candidates, and the re-rank takes two of them."""
+    space = tmp_path / "grid.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [4, 8], hash: [1]}\nover_arch: [[16], [32]]\n"
+                     "layers: {num: {low: 1, high: 2}, kinds: [dlrm, dcnv2]}\n")
+    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 0, "rerank": 2, "calibrate": 0,
+                                      "diverse": True, "family": "kind", "shared_crossings": 2,
+                                      "crossing_from": "grid", "rerank_from": "crossings"},
+                           space=str(space))
+    proxies = of_stage(study, "proxy")
+    assert len(proxies) == 2 * 2 and all(t.user_attrs.get("crossing") == "grid" for t in proxies)
+    reranked = {t.user_attrs["proxy_trial"] for t in of_stage(study, "rerank")}
+    assert reranked <= {t.number for t in proxies} and len(reranked) == 2

@@ -81,7 +81,9 @@ def test_rank_correlation():
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"candidates": 0}, "candidates: expected an integer >= 1, got 0"),
+    ({"candidates": -1}, "candidates: expected an integer >= 0, got -1"),
+    ({"candidates": 0}, r"candidates: 0 \(no screen\) needs crossing_from: 'grid' and rerank_from"),
+    ({"candidates": 0, "shared_crossings": 2, "crossing_from": "grid"}, r"candidates: 0 \(no screen\)"),
     ({"search": "cmaes"}, "search: expected one of tpe, nsga2, random, got 'cmaes'"),
     ({"sampling": "strict"}, "sampling: expected one of fair, sandwich, uniform"),
     ({"rerank": "two"}, "rerank: expected an integer, got 'two'"),
