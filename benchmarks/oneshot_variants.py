@@ -305,7 +305,7 @@ VARIANTS["k48"] = ({**VARIANTS["k47"][0], "supernet_from": "_k47"},
 # took 39-54 s. So k48's supernets, no screen, heads of 150 steps
 VARIANTS["k49"] = ({**VARIANTS["k48"][0], "candidates": 0, "supernet_from": "_k48"},
                    {**VARIANTS["k48"][1], "kind_heads": 150})
-# k49 searched in 2.8-2.9 TE (search 57-58 s) and ranked the 72 at 0.62 / 0.41 / 0.60, but its
+# k49 searched in about 3 TE (search 57-58 s) and ranked the 72 at 0.62 / 0.41 / 0.60, but its
 # 150-step heads sent seed 0 a one-layer Wukong (0.6469) where k48's sent the DCNv2 pair (0.6800).
 # So k48's 300-step heads, no screen, and a supernet 1000 steps shorter where k48's fine phase
 # (the 1000 steps tau rose on) is kept: 1000 all-alike steps, then 1000 per-feature half the time
