@@ -13,6 +13,14 @@ from autorec.study import open_storage, run_study
 from tests.oneshot.test_run import of_stage, quiet, run_oneshot
 
 
+def grid_space(tmp_path: Path) -> Path:
+    """A space of 1-2 layers of DLRM and DCNv2 (rank 0 or 16), all-alike widths 4 and 8."""
+    space = tmp_path / "grid.yaml"
+    space.write_text("dim: [8]\nembedding: {dim: [4, 8], hash: [1]}\nover_arch: [[16], [32]]\n"
+                     "layers: {num: {low: 1, high: 2}, kinds: [dlrm, dcnv2]}\n")
+    return space
+
+
 def test_every_layer_setting_once_each_layer_with_its_own_options():
     names = {"layer0.kind": ["dcnv2", "dlrm"], "layer0.dcnv2.rank": ["0", "16"],
              "layer1.kind": ["dcnv2", "dlrm", "skip"], "layer1.dcnv2.rank": ["0", "16"],
@@ -39,9 +47,7 @@ def test_a_grid_study_crosses_the_grids_best_layer_settings_of_each_kind(tmp_pat
     settings; the two bases are the best of each first-layer kind, and every crossing carries one
     of them (``crossing: grid``) with one width for every feature; the rerank takes crossings only.
     Crossing again from the record scores nothing more (a rerun crosses the same bases)."""
-    space = tmp_path / "grid.yaml"
-    space.write_text("dim: [8]\nembedding: {dim: [4, 8], hash: [1]}\nover_arch: [[16], [32]]\n"
-                     "layers: {num: {low: 1, high: 2}, kinds: [dlrm, dcnv2]}\n")
+    space = grid_space(tmp_path)
     config, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 6, "rerank": 2, "calibrate": 0,
                                            "diverse": True, "family": "kind", "shared_crossings": 2,
                                            "crossing_from": "grid", "rerank_from": "crossings"},
@@ -82,9 +88,7 @@ def test_a_grid_study_crosses_the_grids_best_layer_settings_of_each_kind(tmp_pat
 def test_a_grid_study_without_a_screen_scores_only_the_grids_crossings(tmp_path: Path) -> None:
     """``candidates: 0``: no TPE screen; the grid's two best layer settings, each at both all-alike
     widths, are the study's only candidates, and the re-rank takes two of them."""
-    space = tmp_path / "grid.yaml"
-    space.write_text("dim: [8]\nembedding: {dim: [4, 8], hash: [1]}\nover_arch: [[16], [32]]\n"
-                     "layers: {num: {low: 1, high: 2}, kinds: [dlrm, dcnv2]}\n")
+    space = grid_space(tmp_path)
     _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 0, "rerank": 2, "calibrate": 0,
                                       "diverse": True, "family": "kind", "shared_crossings": 2,
                                       "crossing_from": "grid", "rerank_from": "crossings"},
