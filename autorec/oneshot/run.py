@@ -38,7 +38,9 @@ equal seconds (a slow finalist read where the fastest's time runs out). With ``r
 false`` step 3 trains nothing: its candidates go to the rung in the proxy's order. With
 ``drop_tolerance`` the finalists first lose the tables they do without: read off the supernet
 (:mod:`autorec.oneshot.drops`), or with ``drop_read: rerank`` off each one's re-rank training
-by permutation importance (:mod:`autorec.oneshot.importance`).
+by permutation importance (:mod:`autorec.oneshot.importance`). With ``tau_parts`` tau is also
+split into the proxy's layers part and its embeddings part (:mod:`autorec.oneshot.parts`),
+recorded under ``tau_parts``.
 
 Every stage is a set of trials of the study, so the dashboard and report show them; the
 supernet, the search and each training's seconds are kept in the study's ``oneshot`` user
@@ -64,6 +66,7 @@ from autorec.oneshot.drops import DROPPED_ATTR, SupernetDrops, drop_finalists
 from autorec.oneshot.grid import grid_bases
 from autorec.oneshot.heads import KindHeads
 from autorec.oneshot.importance import TrainedDrops
+from autorec.oneshot.parts import part_figures, proxy_parts
 from autorec.oneshot.ranking import (
     crossing_bases,
     distinct_best,
@@ -349,6 +352,14 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
              for t in [*chosen, *calibration] if t.number in on_budget]
     record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
     record["tau_pairs"] = len(pairs)
+    if strategy.tau_parts and len(pairs) >= 3 and record.get("tau_parts", {}).get("pairs") != len(pairs):
+        start = time.perf_counter()  # tau split into layers and embeddings (autorec.oneshot.parts)
+        finals = stage_trials(study, "final")
+        parts = proxy_parts(search, [t.params for t in [*chosen, *calibration] if t.number in on_budget],
+                            (finals[-1] if finals else chosen[0]).params,
+                            strategy.rescore_samples or strategy.selection_samples)
+        record["tau_parts"] = {**part_figures(parts, [v for _, v in pairs]), "pairs": len(pairs)}
+        record["calibration_seconds"] = record.get("calibration_seconds", 0.0) + time.perf_counter() - start
     study.set_user_attr(ONESHOT_ATTR, record)
 
 

@@ -222,6 +222,7 @@ class ProxyData:
     proxy: list[float]
     trained: list[float]
     tau: float | None
+    parts: dict[str, float | None] | None = None  # tau split (autorec.oneshot.parts), where recorded
 
 
 def proxy_data(study: optuna.Study) -> ProxyData | None:
@@ -239,4 +240,5 @@ def proxy_data(study: optuna.Study) -> ProxyData | None:
     if not rows:
         return None
     tau = record.get("kendall_tau")
-    return ProxyData([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tau)
+    return ProxyData([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tau,
+                     record.get("tau_parts"))

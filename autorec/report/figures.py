@@ -172,15 +172,21 @@ def arch_probs_figure(data: ArchProbsData) -> go.Figure:
 
 
 def proxy_figure(data: ProxyData) -> go.Figure:
-    """Proxy (inherited weights) against trained validation AUC, Kendall's tau in the title."""
+    """Proxy (inherited weights) against trained validation AUC, Kendall's tau in the title (and
+    its split into the layers and embeddings parts, where the study recorded it)."""
     go = _plotly()
     tau = "n/a" if data.tau is None else f"{data.tau:.2f}"
     figure = go.Figure(go.Scatter(x=data.proxy, y=data.trained, mode="markers+text",
                                   text=[str(n) for n in data.trials], textposition="top center",
                                   hovertemplate="trial %{text}<br>proxy %{x:.4f}<br>trained %{y:.4f}"
                                                 "<extra></extra>"))
+    split = ""
+    if data.parts:  # which part of the proxy ranks them: its layers, or its per-feature embeddings
+        layers, features = ("n/a" if data.parts.get(k) is None else f"{data.parts[k]:.2f}"
+                            for k in ("tau_layers", "tau_features"))
+        split = f"<br>tau of its layers part {layers}, of its embeddings part {features}"
     figure.update_layout(title=f"One-shot proxy against trained val AUC (Kendall's tau {tau}, "
-                               f"{len(data.trials)} trainings)",
+                               f"{len(data.trials)} trainings){split}",
                          xaxis_title="val AUC with inherited weights", yaxis_title="val AUC trained")
     return figure
 

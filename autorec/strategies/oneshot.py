@@ -39,7 +39,8 @@ are compared on the same samples, so fewer suffice to order them), ``calibrate``
 drawn at random from the space, for Kendall's tau, on the trial budget), ``calibrate_from``
 (``space``, the default: every choice drawn uniformly; ``shared``: layers and over-arch drawn so,
 every feature one all-alike embedding setting, the sub-space a search ending on the all-alike
-crossings decides in), ``diverse`` (the rescore
+crossings decides in), ``tau_parts`` (false, the default; true: tau also split into the proxy's
+layers part and its embeddings part, :mod:`autorec.oneshot.parts`), ``diverse`` (the rescore
 takes the screen's best in turns over families, a family being the sequence of layer kinds, and the
 re-rank the best of each of the ``rerank`` best families: a screen that TPE narrowed onto one family
 still re-ranks others), ``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation
@@ -214,7 +215,8 @@ class OneShotStrategy(Strategy):
                  crossing_layers: str = "screen", kind_heads: int = 0,
                  kind_heads_shared: float | None = None, rung_price: str = "steps",
                  rung_probe: float | None = None, rerank_train: bool = True, crossing_from: str = "screen",
-                 rung_margin: float = 0.0, calibrate_from: str = "space", **options: Any) -> None:
+                 rung_margin: float = 0.0, calibrate_from: str = "space", tau_parts: bool = False,
+                 **options: Any) -> None:
         from autorec.oneshot.run import CALIBRATE_FROM
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
@@ -341,6 +343,11 @@ class OneShotStrategy(Strategy):
             raise ValueError("strategy 'oneshot': candidates: 0 (no screen) needs crossing_from: 'grid' and "
                              "rerank_from: 'crossings', where the screen's candidates neither choose the "
                              "crossed layers nor reach the re-rank; otherwise expected an integer >= 1")
+        if not isinstance(tau_parts, bool):
+            raise ValueError(f"strategy 'oneshot': tau_parts: expected true or false, got {tau_parts!r}")
+        if tau_parts and not calibrate and not rerank_train:
+            raise ValueError("strategy 'oneshot': tau_parts: true without tau's trainings (set calibrate, "
+                             "or keep rerank_train)")
         if not 0.0 < drop_clear < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_clear: expected an AUC cost in (0, 0.5), "
                              f"got {drop_clear}")
@@ -358,7 +365,7 @@ class OneShotStrategy(Strategy):
         self.rerank_from, self.drop_from, self.crossing_layers = rerank_from, drop_from, crossing_layers
         self.kind_heads, self.rung_price, self.rerank_train = kind_heads, rung_price, rerank_train
         self.kind_heads_shared = kind_heads_shared
-        self.crossing_from, self.calibrate_from = crossing_from, calibrate_from
+        self.crossing_from, self.calibrate_from, self.tau_parts = crossing_from, calibrate_from, tau_parts
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
         self._for: tuple[int, Schema] | None = None

@@ -7,7 +7,7 @@ from tests.doctests import assert_examples_run
 
 @pytest.mark.parametrize("name", ["benchmarks.oneshot_vs_tpe", "benchmarks.oneshot_variants",
                                   "benchmarks.study_archive", "benchmarks.oneshot_cross_scores",
-                                  "benchmarks.oneshot_kind_bias", "benchmarks.oneshot_tau_parts",
+                                  "benchmarks.oneshot_kind_bias",
                                   "benchmarks.final_seeds", "benchmarks.planted_oracle"])
 def test_doctests(name: str) -> None:
     assert_examples_run(name)
