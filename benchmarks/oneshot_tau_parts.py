@@ -15,12 +15,15 @@ Run (after a one-shot seed; 3-4 minutes a supernet on the scale workload: 72 arc
 scored twice, 26 features times 9 settings): ``python -m benchmarks.oneshot_tau_parts --tag _k48
 --seeds 0,1,2 --tau-from _k16,_k18``; figures merged into
 ``benchmarks/results/oneshot_tau_parts.json`` (keys ``<tag>_seed<i>_tau_<part>``,
-``..._sd_<part>``, ``..._sd_trained``, ``..._pairs``).
+``..._sd_<part>``, ``..._sd_trained``, ``..._pairs``, and per first layer kind
+``..._layers_mean_<kind>`` and ``..._trained_mean_<kind>``; with ``--no-heads``, scored through
+the supernet's one over-arch, the scores' keys end in ``_shared``).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +37,13 @@ from benchmarks.results_file import RESULTS, merge_results
 
 def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, root: Path,
               pool_seeds: list[int], load: Loader = load_supernet,
-              archive_dir: Path = ARCHIVE) -> dict[str, Any]:
+              archive_dir: Path = ARCHIVE, heads: bool = True) -> dict[str, Any]:
     """Flat figures for each seed's supernet of run ``tag`` over the pool of the tau trainings
     of ``pairs_tags``'s ``pool_seeds`` (one pool for every supernet), the reference path's
-    layers its own study's winner's."""
+    layers its own study's winner's; with ``heads`` false, every path through the supernet's
+    one over-arch (the keys then end in ``_shared``). Beside them, per first layer kind, the
+    mean layers part and the mean trained AUC of the architectures with it first
+    (``..._layers_mean_<kind>``, ``..._trained_mean_<kind>``)."""
     from autorec.oneshot.heads import KindHeads
 
     pairs = pooled_pairs(pairs_tags, pool_seeds, root, archive_dir)
@@ -50,15 +56,20 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
         won = winners(tag, [seed], root, archive_dir)[seed]["params"]
         loaded = load(tag, seed, samples, root)
         record = loaded.oneshot.user_attrs.get("oneshot", {}).get("heads", {})
-        if record.get("steps"):  # score as the search did: through its kind heads
+        if heads and record.get("steps"):  # score as the search did: through its kind heads
             folder = loaded.training.directory.parent / "heads"
             loaded.search.heads = KindHeads(loaded.training, record["steps"], folder, record.get("share"))
             loaded.search.heads.fit()
         layers = {n: v for n, v in won.items() if not n.startswith("emb.")}
         parts = proxy_parts(loaded.search, [p for p, _ in pairs], layers, samples)
-        prefix = f"{tag[1:]}_seed{seed}"
-        out.update({f"{prefix}_{key}": value for key, value in part_figures(parts, trained).items()})
+        prefix, end = f"{tag[1:]}_seed{seed}", "" if heads else "_shared"
+        out.update({f"{prefix}_{key}{end}": value for key, value in part_figures(parts, trained).items()})
         out[f"{prefix}_pairs"] = len(pairs)
+        kinds = [str(p.get("layer0.kind")) for p, _ in pairs]
+        for kind in sorted(set(kinds)):  # where the layers part comes from
+            rows = [i for i, k in enumerate(kinds) if k == kind]
+            out[f"{prefix}_layers_mean_{kind}{end}"] = statistics.fmean(parts["layers"][i] for i in rows)
+            out[f"{prefix}_trained_mean_{kind}"] = statistics.fmean(trained[i] for i in rows)
     return out
 
 
@@ -80,6 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pool-seeds", default="0,1,2",
                         help="the seeds of --tau-from whose trainings are pooled")
     parser.add_argument("--samples", type=int, default=16384, help="validation samples per score")
+    parser.add_argument("--no-heads", action="store_true",
+                        help="score through the supernet's one over-arch, not its kind heads "
+                             "(keys end in _shared)")
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=RESULTS / "oneshot_tau_parts.json")
     args = parser.parse_args(argv)
@@ -96,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     load, figures = one_at_a_time(load_supernet), {f"{args.tag[1:]}_samples": args.samples}
     for seed in seeds:  # one supernet held at a time
         figures.update(tau_parts(args.tag, args.tau_from.split(","), [seed], args.samples, args.root,
-                                 pool_seeds, load=load))
+                                 pool_seeds, load=load, heads=not args.no_heads))
     for key, value in figures.items():
         print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
     merge_results(args.out, figures, prefix=args.tag[1:])
