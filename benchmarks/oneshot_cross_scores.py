@@ -35,7 +35,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import kendalltau
 
-from benchmarks.oneshot_tpe_proxy import ROOT, LoadedSupernet, load_supernet
+from benchmarks.oneshot_tpe_proxy import ROOT, LoadedSupernet, load_supernet, use_kind_heads
 from benchmarks.results_file import RESULTS, merge_results
 from benchmarks.study_archive import open_oneshot
 
@@ -201,8 +201,6 @@ def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int
     pool names its seeds (``_pooled01``), so a figure's key says which trainings it ranks."""
     pooled_seeds = sorted(pool_seeds or seeds)
     pool_name = "_pooled" + ("" if pooled_seeds == [0, 1, 2] else "".join(map(str, pooled_seeds)))
-    from autorec.oneshot.heads import KindHeads
-
     out: dict[str, Any] = {}
     def pairs_of(of_seeds: list[int]) -> list[tuple[dict[str, Any], float]]:
         return pooled_pairs(pairs_tags, of_seeds, root, epochs=epochs, out_dir=out_dir)
@@ -213,14 +211,8 @@ def borrowed_tau(tag: str, pairs_tags: list[str], seeds: list[int], samples: int
             raise SystemExit(f"{', '.join(pairs_tags)} seed {i}: {len(pairs)} calibration trainings; "
                              f"at least 3 are needed for a tau")
         loaded = load(tag, i, samples, root)
-        if heads:
-            record = loaded.oneshot.user_attrs.get("oneshot", {}).get("heads", {})
-            if not record.get("steps"):
-                raise SystemExit(f"{loaded.name}: its search trained no kind heads (kind_heads off)")
-            folder = loaded.training.directory.parent / "heads"  # as autorec.oneshot.run keeps them
-            loaded.search.heads = KindHeads(loaded.training, record["steps"], folder, record.get("share"))
-            if loaded.search.heads.fit():
-                print(f"{loaded.name}: kind heads missing from its folder were trained here")
+        if heads and not use_kind_heads(loaded):
+            raise SystemExit(f"{loaded.name}: its search trained no kind heads (kind_heads off)")
         proxy = [loaded.search.rescore(loaded.search.values_of({n: str(p[n]) for n in loaded.search.names}),
                                        samples)["val_auc"] for p, _ in pairs]
         key = (f"{tag[1:]}_seed{i}_kendall_tau_on{''.join(pairs_tags)}"

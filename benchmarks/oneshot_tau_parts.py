@@ -31,7 +31,7 @@ import optuna
 
 from autorec.oneshot.parts import part_figures, proxy_parts
 from benchmarks.oneshot_cross_scores import ARCHIVE, Loader, one_at_a_time, pooled_pairs, winners
-from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet
+from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, use_kind_heads
 from benchmarks.results_file import RESULTS, merge_results
 
 
@@ -44,8 +44,6 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
     one over-arch (the keys then end in ``_shared``). Beside them, per first layer kind, the
     mean layers part and the mean trained AUC of the architectures with it first
     (``..._layers_mean_<kind>``, ``..._trained_mean_<kind>``)."""
-    from autorec.oneshot.heads import KindHeads
-
     pairs = pooled_pairs(pairs_tags, pool_seeds, root, archive_dir)
     if len(pairs) < 3:
         raise SystemExit(f"{', '.join(pairs_tags)}: {len(pairs)} calibration trainings; "
@@ -55,11 +53,8 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
     for seed in seeds:
         won = winners(tag, [seed], root, archive_dir)[seed]["params"]
         loaded = load(tag, seed, samples, root)
-        record = loaded.oneshot.user_attrs.get("oneshot", {}).get("heads", {})
-        if heads and record.get("steps"):  # score as the search did: through its kind heads
-            folder = loaded.training.directory.parent / "heads"
-            loaded.search.heads = KindHeads(loaded.training, record["steps"], folder, record.get("share"))
-            loaded.search.heads.fit()
+        if heads:  # score as the search did: through its kind heads, where it trained them
+            use_kind_heads(loaded)
         layers = {n: v for n, v in won.items() if not n.startswith("emb.")}
         parts = proxy_parts(loaded.search, [p for p, _ in pairs], layers, samples)
         prefix, end = f"{tag[1:]}_seed{seed}", "" if heads else "_shared"

@@ -96,6 +96,22 @@ class LoadedSupernet(NamedTuple):
     steps: int
 
 
+def use_kind_heads(loaded: LoadedSupernet) -> bool:
+    """Score ``loaded``'s paths through the kind heads its search trained (``kind_heads``; kept
+    where :mod:`autorec.oneshot.run` keeps them, any missing trained here, with a line printed);
+    False, and nothing changed, where its search trained none."""
+    from autorec.oneshot.heads import KindHeads
+
+    record = loaded.oneshot.user_attrs.get("oneshot", {}).get("heads", {})
+    if not record.get("steps"):
+        return False
+    folder = loaded.training.directory.parent / "heads"
+    loaded.search.heads = KindHeads(loaded.training, record["steps"], folder, record.get("share"))
+    if loaded.search.heads.fit():
+        print(f"{loaded.name}: kind heads missing from its folder were trained here")
+    return True
+
+
 def load_supernet(tag: str, seed: int, samples: int, root: Path) -> LoadedSupernet:
     """The supernet of study ``oneshot<tag>_seed<seed>`` under ``root``, loaded from its last
     checkpoint (nothing trains); SystemExit naming the study when it has none."""

@@ -354,9 +354,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     record["tau_pairs"] = len(pairs)
     if strategy.tau_parts and len(pairs) >= 3 and record.get("tau_parts", {}).get("pairs") != len(pairs):
         start = time.perf_counter()  # tau split into layers and embeddings (autorec.oneshot.parts)
-        finals = stage_trials(study, "final")
         parts = proxy_parts(search, [t.params for t in [*chosen, *calibration] if t.number in on_budget],
-                            (finals[-1] if finals else chosen[0]).params,
+                            stage_trials(study, "final")[-1].params,  # the winner's layers: the reference
                             strategy.rescore_samples or strategy.selection_samples)
         record["tau_parts"] = {**part_figures(parts, [v for _, v in pairs]), "pairs": len(pairs)}
         record["calibration_seconds"] = record.get("calibration_seconds", 0.0) + time.perf_counter() - start

@@ -9,6 +9,7 @@ import pytest
 from autorec.oneshot.parts import PARTS
 from benchmarks.oneshot_cross_scores import pooled_pairs
 from benchmarks.oneshot_tau_parts import main, tau_parts
+from tests.studyfiles import run_micro_oneshot
 
 
 def test_figures_per_supernet_and_the_command_line(micro_runs, tmp_path, capsys):
@@ -38,3 +39,15 @@ def test_figures_per_supernet_and_the_command_line(micro_runs, tmp_path, capsys)
     with pytest.raises(SystemExit, match="oneshot_q_seed0"):  # a run that is not there is named
         main(["--tag", "_q", "--tau-from", "_m", "--seeds", "0", "--pool-seeds", "0,1",
               "--root", str(micro_runs), "--out", str(out)])
+
+
+
+def test_a_study_with_kind_heads_is_scored_through_them(micro_runs, tmp_path):
+    from benchmarks.oneshot_tpe_proxy import load_supernet, use_kind_heads
+
+    root = run_micro_oneshot(tmp_path, "_h", (0,), kind_heads=3)
+    loaded = load_supernet("_h", 0, 256, root)
+    assert loaded.search.heads is None and use_kind_heads(loaded)
+    assert loaded.search.heads is not None and loaded.search.heads.kinds  # its heads, read back
+    without = load_supernet("_m", 0, 256, micro_runs)  # a study that trained none: left as it is
+    assert not use_kind_heads(without) and without.search.heads is None
