@@ -316,6 +316,12 @@ VARIANTS["k50"] = ({**VARIANTS["k48"][0], "candidates": 0, "supernet_steps": 200
 # for the default too: k44's crossed layers come from the grid and its re-rank from the crossings,
 # so its 60 screen candidates choose nothing. So k44 without them, its supernets trained again
 VARIANTS["k51"] = ({**VARIANTS["k44"][0], "candidates": 0}, VARIANTS["k44"][1])
+# k51 ranks the 72 at 0.16-0.42 (all-alike supernets); k48's fine phase ranks them at 0.41-0.67,
+# and branched from k47's seed 1 at 2000 steps, a fine phase whose tables learn six times faster
+# (embedding_lr 0.3 from step 2000) ranks them at 0.50 where 0.05 gave 0.39 (oneshot_tau_steps,
+# the shared over-arch). So k48's recipe, no screen, own supernets, fine_embedding_lr 0.3
+VARIANTS["k52"] = ({**VARIANTS["k48"][0], "candidates": 0, "supernet_from": None},
+                   {**VARIANTS["k48"][1], "fine_embedding_lr": 0.3})
 
 
 def variant_defaults(name: str) -> dict[str, Any]:

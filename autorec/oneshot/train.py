@@ -71,6 +71,10 @@ class OneShotTrainConfig:
     ``shared_until``: the first steps are all shared ones, ``shared_paths`` applying after them
     (coarse paths first, finer ones later; the same random draws as ``shared_paths: 1.0`` up to
     there, so those steps train the supernet a run at ``shared_paths: 1.0`` trains).
+    ``fine_embedding_lr``: the tables' learning rate from step ``shared_until`` on (None: ``embedding_lr``
+    throughout): the fine phase's per-feature paths are read through the tables' rows, and on issue
+    20's ``scale`` workload a fine phase whose tables learned three times faster ranked tau's
+    architectures better at the same steps (BENCHMARKS.md, "tau along the fine phase").
     ``dense_lr_decay``: over the last N steps the dense learning rate falls from ``dense_lr`` to
     zero along a half cosine (SPOS's and OFA's annealed supernets), so the shared dense weights the
     candidates inherit average the last paths' updates instead of leaning to the last few drawn
@@ -97,6 +101,7 @@ class OneShotTrainConfig:
     embedding_warmup: int = 0
     shared_paths: float = 0.0
     shared_until: int = 0
+    fine_embedding_lr: float | None = None
     dense_lr_decay: int = 0
     width_columns: str = "shared"
     hash_rows: str = "shared"
@@ -124,6 +129,15 @@ class OneShotTrainConfig:
                 or not 0 <= self.shared_until <= self.steps:
             raise ValueError(f"shared_until: expected an integer in [0, steps ({self.steps})], "
                              f"got {self.shared_until!r}")
+        fine = self.fine_embedding_lr
+        if fine is not None:
+            if isinstance(fine, bool) or not isinstance(fine, (int, float)) or not fine > 0:
+                raise ValueError(f"fine_embedding_lr: expected a learning rate > 0 or null, "
+                                 f"got {self.fine_embedding_lr!r}")
+            if self.shared_until < 1:
+                raise ValueError(f"fine_embedding_lr: the fine phase starts at shared_until, which is "
+                                 f"{self.shared_until}; expected shared_until >= 1 with it")
+            object.__setattr__(self, "fine_embedding_lr", float(fine))
         if isinstance(self.dense_lr_decay, bool) or not isinstance(self.dense_lr_decay, int) \
                 or not 0 <= self.dense_lr_decay <= self.steps:
             raise ValueError(f"dense_lr_decay: expected an integer in [0, steps ({self.steps})], "
@@ -186,8 +200,12 @@ class SupernetTraining:
         self.search = SupernetSearch(space, dataset, dim, dense_arch, over_arch, supernet)
         self.choices = list(self.search.supernet.arch.choices.values())
         self.generator = torch.Generator().manual_seed(config.seed)
-        self.dense_groups = [group for _, optim in self.search.weight_optimizer.optimizers
-                             if isinstance(optim, KeyedOptimizerWrapper) for group in optim.param_groups]
+        optimizers = [optim for _, optim in self.search.weight_optimizer.optimizers]
+        self.dense_groups = [group for optim in optimizers if isinstance(optim, KeyedOptimizerWrapper)
+                             for group in optim.param_groups]
+        # the fused tables' groups: their kernels take the lr at zero_grad and step (torchrec)
+        self.table_groups = [group for optim in optimizers if not isinstance(optim, KeyedOptimizerWrapper)
+                             for group in optim.param_groups]
 
     def dense_lr(self, index: int) -> float:
         """The dense learning rate of step ``index`` (0-based): ``dense_lr``, or on the last
@@ -229,6 +247,11 @@ class SupernetTraining:
         if self.config.dense_lr_decay and index is not None:
             for group in self.dense_groups:
                 group["lr"] = self.dense_lr(index)
+        config = self.config
+        if config.fine_embedding_lr is not None and index is not None:
+            table_lr = config.fine_embedding_lr if index >= config.shared_until else config.embedding_lr
+            for group in self.table_groups:
+                group["lr"] = table_lr
         return self.train_paths(batch, paths)
 
     def uniform_path(self, generator: torch.Generator | None = None) -> dict[str, int]:

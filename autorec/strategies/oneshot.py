@@ -7,144 +7,136 @@ the best few are re-ranked by short trainings and the winner trained in full
 (:mod:`autorec.oneshot.run`).
 
 Options (a study file's ``strategy.options``): ``steps``, ``batch_size``, ``dense_lr``,
-``embedding_lr``, ``sampling`` (uniform, fair, or sandwich: the largest, smallest and a uniform
-path each step; uniform won issue 20's benchmark, BENCHMARKS.md),
-``embedding_warmup`` (first steps on which every feature keeps its widest width and largest hash
-size; default 0), ``shared_paths`` (the share of steps on which every feature takes one width and
-one hash size, drawn per step; default 0), ``shared_until`` (the first steps all such, then
-``shared_paths``; default 0), ``dense_lr_decay`` (the last steps' dense learning rate annealed
-to zero along a half cosine; default 0, constant), ``width_columns`` (``shared``, the default: each
-embedding width a prefix of one table; ``own``: each width its own columns, so a narrow width's
-weights are not also trained by every wider path), ``hash_rows`` (``shared``, the default: each
-hash size reads the first rows of the full table; ``own``: each its own rows, so a hashed path's
-collisions are trained as a derived hashed table's), ``rescale`` (default true: the supernet
-RMS-rescales dlrm and dcnv2 outputs per sample, as the DNAS supernet does; false: every path is
-its derived model's function; a list of kinds: only those), ``checkpoint_every``, ``dim``, ``dense_arch`` and
-``over_arch`` (the one supernet's; default: the space's first, the over-arch searched when its
-choices share a depth) for the supernet; ``candidates`` (trials scored on inherited weights,
-the screen; 0: none, only with ``crossing_from: grid`` and ``rerank_from: crossings``, where the
-screen's candidates neither choose what is crossed nor reach the re-rank and only cost seconds),
-``search`` (tpe, nsga2 or random), ``shared_crossings`` (k: after the screen, every all-alike
-embedding setting, one width and hash size for every feature, is scored on each of the screen's k
-best layer settings, taken in turns over the families ``family`` defines; default 0),
-``kind_neighbours`` (k: then each of the k best distinct candidates so far, in turns over the
-families, is scored with one layer kind changed, a layer added or dropped: TPE narrows the screen
-onto the depths it met first; default 0),
-``selection_samples`` (validation samples each candidate is scored on),
-``rescore`` and ``rescore_samples`` (the ``rescore`` best candidates scored again on that many
-samples, and ranked by it: a cheap screen, then a precise look at its top; 0, the default: no
-rescore), ``rerank`` (best candidates trained on the trial budget, or for ``rerank_steps`` steps,
-then validated on the first ``rerank_val_samples`` validation samples, default all: the candidates
-are compared on the same samples, so fewer suffice to order them), ``calibrate`` (architectures
-drawn at random from the space, for Kendall's tau, on the trial budget), ``calibrate_from``
-(``space``, the default: every choice drawn uniformly; ``shared``: layers and over-arch drawn so,
-every feature one all-alike embedding setting, the sub-space a search ending on the all-alike
-crossings decides in), ``tau_parts`` (false, the default; true: tau also split into the proxy's
-layers part and its embeddings part, :mod:`autorec.oneshot.parts`), ``diverse`` (the rescore
-takes the screen's best in turns over families, a family being the sequence of layer kinds, and the
-re-rank the best of each of the ``rerank`` best families: a screen that TPE narrowed onto one family
-still re-ranks others), ``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation
-AUC is within it of the best, by the proxy that picks the re-ranked ones and by the re-rank's
-training that picks the winner, go in order of forward FLOPs per sample, largest first:
-short-horizon scores cannot see the capacity a full training pays for), ``rerank_tie`` (an AUC
-margin, default 0: off; the re-ranked candidates whose trained validation AUC is within it of the
-best are told apart by the inherited-weight score that chose them, best first: a short training's
-noise is wider than the gap it is then asked to read; not with ``capacity_tie``),
-``rerank_speed_tie`` (an AUC margin, default 0: off; the re-ranked candidates whose trained
-validation AUC is within it of the best go to the final (and its rung) in order of their re-rank's
-training throughput, fastest first: on the ``scale`` workload the costliest stacks lead a
-150-step training and the cheap DCNv2 crosses overtake them late in the first epoch; not with
-``capacity_tie`` or ``rerank_tie``), ``family``
-(``layers``, the default: a family is the sequence of layer kinds; ``kind``: the first layer's
-kind, so the diverse re-rank takes the best of each block kind), ``final_candidates`` (default 1;
-with n > 1 the re-rank's n best each train the final's first epoch and the best by validation AUC
-goes on to the rest of its final training: on the ``scale`` workload DCNv2 overtakes DHEN only
-late in the first epoch, BENCHMARKS.md), ``rung_seeds`` (default 1; with m > 1 each finalist trains
-that first epoch under m training seeds, the study's and the next m - 1, and the best training by
-validation AUC goes on with its seed, even with one finalist: restarts, for on the ``scale``
-workload one architecture's first epoch ends up to 0.015 AUC apart under two seeds and its
-validation AUC foretells its test AUC, BENCHMARKS.md), ``rung_winner_seeds`` (default 1; with
-m > 1 the finalist whose first epoch led trains it again under the next seeds, m in all, and the
-best of every rung training goes on: the restarts of the winner only, cheaper than ``rung_seeds``
-when a finalist is slow), ``rung_fraction`` (default 1; with f < 1 each rung training stops
-after that share of the first epoch, validated on ``rerank_val_samples``, and only the one that
-goes on finishes it: successive halving, so a rung's loser costs a share of an epoch, not one;
-on the ``scale`` workload the rung's loser was 1.0-1.5 TE, BENCHMARKS.md ``k18``; a list of
-increasing shares, such as ``[0.25, 0.6]``, reads the rung at each: every finalist trains to the
-first, the better half go on from there to the next, and the best at the last goes on to the
-final, so the last read comes later in the epoch for the price of one read at an earlier share,
-with one training seed per finalist),
-``drop_tolerance`` (default null, off; with a margin d each finalist of the rung, or the winner,
-is scored with each embedded feature dropped in turn on the rescore's samples, and every feature
-whose drop costs the path at most d of inherited-weight AUC is dropped before it trains, when
-dropping them all costs at most d for each: :mod:`autorec.oneshot.drops`), ``drop_read``
-(``supernet``, the default: the drops above, read with inherited weights; ``rerank``: read off
-each finalist's re-rank training instead, each feature's bags shuffled across the batch on the
-re-rank's validation samples, :mod:`autorec.oneshot.importance`: on the ``scale`` workload the
-supernet's path does without weak tables as it does without noise, a 150-step training does not),
-``drop_samples`` (the validation samples the drops are read on; default the rescore's for the
-supernet read, the re-rank's for the re-rank read), ``drop_screen`` (default null, off; with n
-the re-rank read stops reading a feature whose cost on the first n samples is above
-``drop_clear``, default 0.002: the strong features are told on a share of the samples and only
-the close calls on all of them), ``screen_drops`` (default true; false: the screen, the
-crossings, the neighbours and tau's draws propose no width 0, so every candidate embeds every
-feature and the drops are left to ``drop_tolerance``'s read of the finalist: on the ``scale``
-workload a 2000-step supernet's screen dropped strong tables, BENCHMARKS.md ``k27``),
-``rerank_from`` (``all``, the default: the rescore and re-rank rank every candidate;
+``embedding_lr``, ``sampling`` (uniform, fair, or sandwich: the largest, smallest and a uniform path
+each step; uniform won issue 20's benchmark, BENCHMARKS.md), ``embedding_warmup`` (first steps on
+which every feature keeps its widest width and largest hash size; default 0), ``shared_paths`` (the
+share of steps on which every feature takes one width and one hash size, drawn per step; default 0),
+``shared_until`` (the first steps all such, then ``shared_paths``; default 0), ``fine_embedding_lr``
+(the tables' learning rate from ``shared_until`` on; default null: ``embedding_lr`` throughout),
+``dense_lr_decay`` (the last steps' dense learning rate annealed to zero along a half cosine;
+default 0, constant), ``width_columns`` (``shared``, the default: each embedding width a prefix of
+one table; ``own``: each width its own columns, so a narrow width's weights are not also trained by
+every wider path), ``hash_rows`` (``shared``, the default: each hash size reads the first rows of
+the full table; ``own``: each its own rows, so a hashed path's collisions are trained as a derived
+hashed table's), ``rescale`` (default true: the supernet RMS-rescales dlrm and dcnv2 outputs per
+sample, as the DNAS supernet does; false: every path is its derived model's function; a list of
+kinds: only those), ``checkpoint_every``, ``dim``, ``dense_arch`` and ``over_arch`` (the one
+supernet's; default: the space's first, the over-arch searched when its choices share a depth) for
+the supernet; ``candidates`` (trials scored on inherited weights, the screen; 0: none, only with
+``crossing_from: grid`` and ``rerank_from: crossings``, where the screen's candidates neither choose
+what is crossed nor reach the re-rank and only cost seconds), ``search`` (tpe, nsga2 or random),
+``shared_crossings`` (k: after the screen, every all-alike embedding setting, one width and hash
+size for every feature, is scored on each of the screen's k best layer settings, taken in turns over
+the families ``family`` defines; default 0), ``kind_neighbours`` (k: then each of the k best
+distinct candidates so far, in turns over the families, is scored with one layer kind changed, a
+layer added or dropped: TPE narrows the screen onto the depths it met first; default 0),
+``selection_samples`` (validation samples each candidate is scored on), ``rescore`` and
+``rescore_samples`` (the ``rescore`` best candidates scored again on that many samples, and ranked
+by it: a cheap screen, then a precise look at its top; 0, the default: no rescore), ``rerank`` (best
+candidates trained on the trial budget, or for ``rerank_steps`` steps, then validated on the first
+``rerank_val_samples`` validation samples, default all: the candidates are compared on the same
+samples, so fewer suffice to order them), ``calibrate`` (architectures drawn at random from the
+space, for Kendall's tau, on the trial budget), ``calibrate_from`` (``space``, the default: every
+choice drawn uniformly; ``shared``: layers and over-arch drawn so, every feature one all-alike
+embedding setting, the sub-space a search ending on the all-alike crossings decides in),
+``tau_parts`` (false, the default; true: tau also split into the proxy's layers part and its
+embeddings part, :mod:`autorec.oneshot.parts`), ``diverse`` (the rescore takes the screen's best in
+turns over families, a family being the sequence of layer kinds, and the re-rank the best of each of
+the ``rerank`` best families: a screen that TPE narrowed onto one family still re-ranks others),
+``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation AUC is within it of the
+best, by the proxy that picks the re-ranked ones and by the re-rank's training that picks the
+winner, go in order of forward FLOPs per sample, largest first: short-horizon scores cannot see the
+capacity a full training pays for), ``rerank_tie`` (an AUC margin, default 0: off; the re-ranked
+candidates whose trained validation AUC is within it of the best are told apart by the
+inherited-weight score that chose them, best first: a short training's noise is wider than the gap
+it is then asked to read; not with ``capacity_tie``), ``rerank_speed_tie`` (an AUC margin, default
+0: off; the re-ranked candidates whose trained validation AUC is within it of the best go to the
+final (and its rung) in order of their re-rank's training throughput, fastest first: on the
+``scale`` workload the costliest stacks lead a 150-step training and the cheap DCNv2 crosses
+overtake them late in the first epoch; not with ``capacity_tie`` or ``rerank_tie``), ``family``
+(``layers``, the default: a family is the sequence of layer kinds; ``kind``: the first layer's kind,
+so the diverse re-rank takes the best of each block kind), ``final_candidates`` (default 1; with n >
+1 the re-rank's n best each train the final's first epoch and the best by validation AUC goes on to
+the rest of its final training: on the ``scale`` workload DCNv2 overtakes DHEN only late in the
+first epoch, BENCHMARKS.md), ``rung_seeds`` (default 1; with m > 1 each finalist trains that first
+epoch under m training seeds, the study's and the next m - 1, and the best training by validation
+AUC goes on with its seed, even with one finalist: restarts, for on the ``scale`` workload one
+architecture's first epoch ends up to 0.015 AUC apart under two seeds and its validation AUC
+foretells its test AUC, BENCHMARKS.md), ``rung_winner_seeds`` (default 1; with m > 1 the finalist
+whose first epoch led trains it again under the next seeds, m in all, and the best of every rung
+training goes on: the restarts of the winner only, cheaper than ``rung_seeds`` when a finalist is
+slow), ``rung_fraction`` (default 1; with f < 1 each rung training stops after that share of the
+first epoch, validated on ``rerank_val_samples``, and only the one that goes on finishes it:
+successive halving, so a rung's loser costs a share of an epoch, not one; on the ``scale`` workload
+the rung's loser was 1.0-1.5 TE, BENCHMARKS.md ``k18``; a list of increasing shares, such as
+``[0.25, 0.6]``, reads the rung at each: every finalist trains to the first, the better half go on
+from there to the next, and the best at the last goes on to the final, so the last read comes later
+in the epoch for the price of one read at an earlier share, with one training seed per finalist),
+``drop_tolerance`` (default null, off; with a margin d each finalist of the rung, or the winner, is
+scored with each embedded feature dropped in turn on the rescore's samples, and every feature whose
+drop costs the path at most d of inherited-weight AUC is dropped before it trains, when dropping
+them all costs at most d for each: :mod:`autorec.oneshot.drops`), ``drop_read`` (``supernet``, the
+default: the drops above, read with inherited weights; ``rerank``: read off each finalist's re-rank
+training instead, each feature's bags shuffled across the batch on the re-rank's validation samples,
+:mod:`autorec.oneshot.importance`: on the ``scale`` workload the supernet's path does without weak
+tables as it does without noise, a 150-step training does not), ``drop_samples`` (the validation
+samples the drops are read on; default the rescore's for the supernet read, the re-rank's for the
+re-rank read), ``drop_screen`` (default null, off; with n the re-rank read stops reading a feature
+whose cost on the first n samples is above ``drop_clear``, default 0.002: the strong features are
+told on a share of the samples and only the close calls on all of them), ``screen_drops`` (default
+true; false: the screen, the crossings, the neighbours and tau's draws propose no width 0, so every
+candidate embeds every feature and the drops are left to ``drop_tolerance``'s read of the finalist:
+on the ``scale`` workload a 2000-step supernet's screen dropped strong tables, BENCHMARKS.md
+``k27``), ``rerank_from`` (``all``, the default: the rescore and re-rank rank every candidate;
 ``crossings``: only the all-alike embedding settings of ``shared_crossings``, the screen then
-choosing the layers: on the ``scale`` workload every final since ``k18`` that reached TPE's AUC
-was an all-alike crossing, the per-feature widths the proxy ranks first narrowing strong tables,
-BENCHMARKS.md ``k29``),
-``crossing_layers`` (``screen``, the default: ``shared_crossings`` crosses the all-alike
-settings with the screen's layer settings as they are; ``first``: each cut to its first layer,
-the later ones skipped, so every block kind meets the re-rank in its plain one-layer form: on the
-``scale`` workload the screen's best of a kind was often a slow two-layer stack and the proxy
-cannot judge a second layer, BENCHMARKS.md ``k35``; on seed 0 there the cut one-layer DCNv2 still
-lost the rung to DHEN, ``k37``),
-``crossing_from`` (``screen``, the default: ``shared_crossings`` k crosses the screen's k best
-layer settings; ``grid``: every layer setting of the space is scored at the widest all-alike
-embedding setting and its k best, in turns over families, are crossed instead,
-:mod:`autorec.oneshot.grid`: on the ``scale`` workload the screen's sampler, drawing every
-per-feature choice too, met one DCNv2 stack on seed 0, the one-layer rank-16 cross that tested
-0.658, BENCHMARKS.md ``k39``),
-``kind_heads`` (default 0, off; with n, after the supernet trains, each layer kind a path can
-end in gets its own copy of the over-arch, trained alone for n steps on paths ending there, and
-every candidate is scored with its last kind's: the one shared over-arch reads every kind's
-outputs in the same columns and favours the kind it fits best; on the ``scale`` workload each
-supernet's 44-46 best settings were DHEN-first, above the DCNv2-first ones a one-epoch training
-puts first, and 300-step heads lifted the best DCNv2 from 45th-47th of 264 to 1st, 19th and 5th,
-:mod:`autorec.oneshot.heads`, BENCHMARKS.md ``k38``),
-``kind_heads_shared`` (the share of the heads' training paths that give every feature one width
-and one hash size; default the supernet's ``shared_paths``; 1.0 fits the heads to the all-alike
-corner that a search with ``screen_drops: false`` and ``rerank_from: crossings`` decides in),
-``rung_price`` (``steps``, the default: the rung reads every finalist at the same step;
-``seconds``: at equal seconds, with one ``rung_fraction`` f < 1: every finalist trains to
-``rung_probe`` of the epoch, default 0.05, where its speed is measured, the fastest goes on to f
-and each other one as far as it gets in the fastest's seconds, so a slow finalist's read costs no
-more than the leader's, :func:`autorec.oneshot.ranking.priced_pauses`: on the ``scale`` workload
-a losing DHEN at 10-12k samples/s cost the search 1.4-1.6 training-equivalents at 0.6 of the
-epoch, BENCHMARKS.md ``k38``), ``rung_margin`` (default 0, off; with an AUC margin m and a list
-of ``rung_fraction`` shares the rung is a race: at each read every finalist that trails the
-leader by at least m stops there, and once one is left it goes on to the final; the best at the
-last read goes on otherwise; at equal seconds each read is priced from the one probe: on the
-``scale`` workload the losing DHEN of a read at 0.85 cost 1.0-1.5 training-equivalents (k42-k43), and two
-of three seeds' finalists stood 0.0065 and 0.016 apart by 0.6, BENCHMARKS.md ``k40``),
-``rerank_train`` (default true; false: the re-rank's candidates
-are not trained, they go to the final's rung in the proxy's order and the rung's reads rank
-them, as the re-rank would, from the first steps of the final's own trainings; not with
+choosing the layers: on the ``scale`` workload every final since ``k18`` that reached TPE's AUC was
+an all-alike crossing, the per-feature widths the proxy ranks first narrowing strong tables,
+BENCHMARKS.md ``k29``), ``crossing_layers`` (``screen``, the default: ``shared_crossings`` crosses
+the all-alike settings with the screen's layer settings as they are; ``first``: each cut to its
+first layer, the later ones skipped, so every block kind meets the re-rank in its plain one-layer
+form: on the ``scale`` workload the screen's best of a kind was often a slow two-layer stack and the
+proxy cannot judge a second layer, BENCHMARKS.md ``k35``; on seed 0 there the cut one-layer DCNv2
+still lost the rung to DHEN, ``k37``), ``crossing_from`` (``screen``, the default:
+``shared_crossings`` k crosses the screen's k best layer settings; ``grid``: every layer setting of
+the space is scored at the widest all-alike embedding setting and its k best, in turns over
+families, are crossed instead, :mod:`autorec.oneshot.grid`: on the ``scale`` workload the screen's
+sampler, drawing every per-feature choice too, met one DCNv2 stack on seed 0, the one-layer rank-16
+cross that tested 0.658, BENCHMARKS.md ``k39``), ``kind_heads`` (default 0, off; with n, after the
+supernet trains, each layer kind a path can end in gets its own copy of the over-arch, trained alone
+for n steps on paths ending there, and every candidate is scored with its last kind's: the one
+shared over-arch reads every kind's outputs in the same columns and favours the kind it fits best;
+on the ``scale`` workload each supernet's 44-46 best settings were DHEN-first, above the DCNv2-first
+ones a one-epoch training puts first, and 300-step heads lifted the best DCNv2 from 45th-47th of 264
+to 1st, 19th and 5th, :mod:`autorec.oneshot.heads`, BENCHMARKS.md ``k38``), ``kind_heads_shared``
+(the share of the heads' training paths that give every feature one width and one hash size; default
+the supernet's ``shared_paths``; 1.0 fits the heads to the all-alike corner that a search with
+``screen_drops: false`` and ``rerank_from: crossings`` decides in), ``rung_price`` (``steps``, the
+default: the rung reads every finalist at the same step; ``seconds``: at equal seconds, with one
+``rung_fraction`` f < 1: every finalist trains to ``rung_probe`` of the epoch, default 0.05, where
+its speed is measured, the fastest goes on to f and each other one as far as it gets in the
+fastest's seconds, so a slow finalist's read costs no more than the leader's,
+:func:`autorec.oneshot.ranking.priced_pauses`: on the ``scale`` workload a losing DHEN at 10-12k
+samples/s cost the search 1.4-1.6 training-equivalents at 0.6 of the epoch, BENCHMARKS.md ``k38``),
+``rung_margin`` (default 0, off; with an AUC margin m and a list of ``rung_fraction`` shares the
+rung is a race: at each read every finalist that trails the leader by at least m stops there, and
+once one is left it goes on to the final; the best at the last read goes on otherwise; at equal
+seconds each read is priced from the one probe: on the ``scale`` workload the losing DHEN of a read
+at 0.85 cost 1.0-1.5 training-equivalents (k42-k43), and two of three seeds' finalists stood 0.0065
+and 0.016 apart by 0.6, BENCHMARKS.md ``k40``), ``rerank_train`` (default true; false: the re-rank's
+candidates are not trained, they go to the final's rung in the proxy's order and the rung's reads
+rank them, as the re-rank would, from the first steps of the final's own trainings; not with
 ``rerank_steps``, ``drop_read: rerank`` or the ties that read the re-rank's trainings),
-``drop_from`` (``each``, the default: every finalist's drops are read; ``first``: only the
-first finalist's, and each other finalist is offered those of them it embeds, kept when they
-hold jointly on its own path: a read is a pass per feature, and which tables carry signal is the
-data's more than the layers': on the ``scale`` workload each of ``k34``'s nine finalists' own
-reads took 5-9 tables, 5-8 of them planted noise, its records archived in
-``benchmarks/results/studies/oneshot_trained/``),
-``hash_choice`` (``search``, the default: every hash size is proposed;
-``full``: every table keeps all its rows in what the screen, crossings and neighbours propose,
-and so do tau's draws; for a study that scores AUC alone, where on the
-``scale`` workload neither the proxy nor a short re-rank prices collisions and hashed winners lost
-0.02-0.04 AUC, BENCHMARKS.md ``k16``; refused beside a bytes objective) and
-``final_epochs`` (the winner's training; default max(10, the trial budget's epochs)).
+``drop_from`` (``each``, the default: every finalist's drops are read; ``first``: only the first
+finalist's, and each other finalist is offered those of them it embeds, kept when they hold jointly
+on its own path: a read is a pass per feature, and which tables carry signal is the data's more than
+the layers': on the ``scale`` workload each of ``k34``'s nine finalists' own reads took 5-9 tables,
+5-8 of them planted noise, its records archived in ``benchmarks/results/studies/oneshot_trained/``),
+``hash_choice`` (``search``, the default: every hash size is proposed; ``full``: every table keeps
+all its rows in what the screen, crossings and neighbours propose, and so do tau's draws; for a
+study that scores AUC alone, where on the ``scale`` workload neither the proxy nor a short re-rank
+prices collisions and hashed winners lost 0.02-0.04 AUC, BENCHMARKS.md ``k16``; refused beside a
+bytes objective) and ``final_epochs`` (the winner's training; default max(10, the trial budget's
+epochs)).
 
 Example:
     >>> OneShotStrategy(candidates=50, rerank=3, steps=100).train_options["steps"]
@@ -195,8 +187,8 @@ class OneShotStrategy(Strategy):
     @checked_options
     def __init__(self, seed: int = 0, steps: int = 2000, batch_size: int = 1024, dense_lr: float = 1e-3,
                  embedding_lr: float = 0.05, sampling: str = "uniform", embedding_warmup: int = 0,
-                 shared_paths: float = 0.0, shared_until: int = 0, dense_lr_decay: int = 0,
-                 width_columns: str = "shared",
+                 shared_paths: float = 0.0, shared_until: int = 0, fine_embedding_lr: float | None = None,
+                 dense_lr_decay: int = 0, width_columns: str = "shared",
                  hash_rows: str = "shared",
                  rescale: BoolOrKinds = True, checkpoint_every: int = 200,
                  dim: int | None = None, dense_arch: list[int] | None = None,
@@ -225,7 +217,8 @@ class OneShotStrategy(Strategy):
         self.train_options = {"steps": steps, "batch_size": batch_size, "dense_lr": dense_lr,
                               "embedding_lr": embedding_lr, "sampling": sampling,
                               "embedding_warmup": embedding_warmup, "shared_paths": shared_paths,
-                              "shared_until": shared_until, "dense_lr_decay": dense_lr_decay,
+                              "shared_until": shared_until, "fine_embedding_lr": fine_embedding_lr,
+                              "dense_lr_decay": dense_lr_decay,
                               "width_columns": width_columns, "hash_rows": hash_rows, "rescale": rescale,
                               "checkpoint_every": checkpoint_every, "dim": dim,
                               "dense_arch": None if dense_arch is None else tuple(dense_arch),

@@ -192,6 +192,11 @@ def test_rank_correlation():
     ({"hash_choice": "some"}, "strategy 'oneshot': hash_choice: expected one of search, full, got 'some'"),
     ({"width_columns": "own-ish"},
      "strategy 'oneshot': width_columns: expected one of shared, own, got 'own-ish'"),
+    ({"fine_embedding_lr": 0.1},
+     "strategy 'oneshot': fine_embedding_lr: the fine phase starts at shared_until, which is 0"),
+    ({"shared_until": 10, "fine_embedding_lr": "x"}, "fine_embedding_lr: expected a number, got 'x'"),
+    ({"shared_until": 10, "fine_embedding_lr": 0},
+     "strategy 'oneshot': fine_embedding_lr: expected a learning rate > 0 or null, got 0"),
 ])
 def test_bad_strategy_options(options, message):
     with pytest.raises(ValueError, match=message):
@@ -201,6 +206,9 @@ def test_bad_strategy_options(options, message):
 def test_rescale_takes_a_list_of_kinds_and_hash_rows_reaches_the_training():
     assert make_strategy("oneshot", rescale=["dlrm"]).train_options["rescale"] == ["dlrm"]
     assert make_strategy("oneshot", hash_rows="own").train_options["hash_rows"] == "own"
+    fine = make_strategy("oneshot", shared_until=10, fine_embedding_lr=0.15).train_options
+    assert fine["fine_embedding_lr"] == 0.15
+    assert make_strategy("oneshot").train_options["fine_embedding_lr"] is None
 
 
 def test_latency_cannot_be_a_proxy_objective(tmp_path):

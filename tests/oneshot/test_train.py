@@ -90,6 +90,12 @@ def test_a_finished_run_does_nothing_and_another_config_is_refused(data, tmp_pat
     ({"shared_paths": True}, r"shared_paths: .* got True"),
     ({"shared_paths": "half"}, r"shared_paths: .* got 'half'"),
     ({"width_columns": "wide"}, "width_columns: expected one of shared, own, got 'wide'"),
+    ({"shared_until": 2, "fine_embedding_lr": 0},
+     r"fine_embedding_lr: expected a learning rate > 0 or null, got 0"),
+    ({"shared_until": 2, "fine_embedding_lr": -0.1}, r"fine_embedding_lr: .* got -0.1"),
+    ({"shared_until": 2, "fine_embedding_lr": True}, r"fine_embedding_lr: .* got True"),
+    ({"shared_until": 2, "fine_embedding_lr": "fast"}, r"fine_embedding_lr: .* got 'fast'"),
+    ({"fine_embedding_lr": 0.1}, r"fine_embedding_lr: the fine phase starts at shared_until, which is 0"),
     ({"rescale": "no"}, "rescale: expected true, false or a list of layer kinds, got 'no'"),
     ({"rescale": 0}, "rescale: expected true, false or a list of layer kinds, got 0"),
     ({"rescale": []}, r"rescale: expected true, false or a list of layer kinds, got \[\]"),
@@ -379,3 +385,49 @@ def test_resume_loads_a_named_checkpoint_and_refuses_what_is_not_one(data, tmp_p
     assert all(torch.equal(now[k], kept_weights[k]) for k in now)
     with pytest.raises(ValueError, match=r"not a supernet checkpoint \(no autorec.json\)"):
         run.resume(tmp_path / "run")
+
+
+def table_lrs(run: SupernetTraining) -> set[float]:
+    """The learning rates the fused tables' kernels hold (fbgemm's, which torchrec's fused
+    optimizers hand their groups' lr at zero_grad and step)."""
+    def kernels(optim):
+        for _, child in getattr(optim, "_optims", []):
+            yield from kernels(child)
+        if hasattr(optim, "_emb_module"):
+            yield optim._emb_module
+    return {round(k.get_learning_rate(), 6) for k in kernels(run.search.model.fused_optimizer)}
+
+
+@pytest.mark.parametrize("cut", [False, True])  # True: killed inside the fine phase, then resumed
+def test_the_fine_phase_trains_the_tables_at_their_own_learning_rate(data, tmp_path, monkeypatch, cut):
+    space = SearchSpace.from_dict({**SPACE, "embedding": {"dim": [0, 4, 8], "hash": [0.5, 1]}})
+    config = OneShotTrainConfig(steps=6, batch_size=64, checkpoint_every=2, seed=1, shared_paths=0.5,
+                                shared_until=3, embedding_lr=0.05, fine_embedding_lr=0.4)
+    run = SupernetTraining(space, data, config, tmp_path / "fine")
+    seen: list[set[float]] = []
+    resumed = False
+    real = SupernetTraining.train_paths
+
+    def train_paths(self, batch, paths):
+        loss = real(self, batch, paths)  # zero_grad hands the groups' lr to the kernels first
+        seen.append(table_lrs(self))
+        if cut and len(seen) == 5 and not resumed:  # after the checkpoint at step 4
+            raise KeyboardInterrupt
+        return loss
+
+    monkeypatch.setattr(SupernetTraining, "train_paths", train_paths)
+    if cut:
+        with pytest.raises(KeyboardInterrupt):
+            run.fit()
+        run, resumed = SupernetTraining(space, data, config, tmp_path / "fine"), True
+        del seen[4:]  # the 5th step is trained again
+    assert run.fit().step == 6
+    assert seen == [{0.05}] * 3 + [{0.4}] * 3
+    # the same run at one lr throughout trains the tables alike up to the fine phase, then not
+    monkeypatch.setattr(SupernetTraining, "train_paths", real)
+    one_lr = OneShotTrainConfig(**{**config.__dict__, "fine_embedding_lr": None})
+    plain = SupernetTraining(space, data, one_lr, tmp_path / "plain")
+    plain.fit()
+    fine, other = weights(run), weights(plain)
+    tables = [k for k in fine if "embedding_bags" in k]
+    assert tables and any(not torch.equal(fine[k], other[k]) for k in tables)
