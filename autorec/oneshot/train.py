@@ -73,8 +73,9 @@ class OneShotTrainConfig:
     there, so those steps train the supernet a run at ``shared_paths: 1.0`` trains).
     ``fine_embedding_lr``: the tables' learning rate from step ``shared_until`` on (None: ``embedding_lr``
     throughout): the fine phase's per-feature paths are read through the tables' rows, and on issue
-    20's ``scale`` workload a fine phase whose tables learned three times faster ranked tau's
-    architectures better at the same steps (BENCHMARKS.md, "tau along the fine phase").
+    20's ``scale`` workload a fine phase whose tables learned three to twelve times faster ranked
+    tau's architectures better at the same steps, but also moved the all-alike corner a search
+    decides in (``k52`` lost two picks of three; BENCHMARKS.md, "What learns in the fine phase").
     ``dense_lr_decay``: over the last N steps the dense learning rate falls from ``dense_lr`` to
     zero along a half cosine (SPOS's and OFA's annealed supernets), so the shared dense weights the
     candidates inherit average the last paths' updates instead of leaning to the last few drawn
