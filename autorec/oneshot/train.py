@@ -245,10 +245,10 @@ class SupernetTraining:
             paths = [self.extreme_path(largest=True), self.extreme_path(largest=False), *paths]
         if warm:
             paths = [{**path, **self.widest_embeddings} for path in paths]
-        if self.config.dense_lr_decay and index is not None:
+        config = self.config
+        if config.dense_lr_decay and index is not None:
             for group in self.dense_groups:
                 group["lr"] = self.dense_lr(index)
-        config = self.config
         if config.fine_embedding_lr is not None and index is not None:
             table_lr = config.fine_embedding_lr if index >= config.shared_until else config.embedding_lr
             for group in self.table_groups:

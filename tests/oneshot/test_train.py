@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -425,7 +427,7 @@ def test_the_fine_phase_trains_the_tables_at_their_own_learning_rate(data, tmp_p
     assert seen == [{0.05}] * 3 + [{0.4}] * 3
     # the same run at one lr throughout trains the tables alike up to the fine phase, then not
     monkeypatch.setattr(SupernetTraining, "train_paths", real)
-    one_lr = OneShotTrainConfig(**{**config.__dict__, "fine_embedding_lr": None})
+    one_lr = dataclasses.replace(config, fine_embedding_lr=None)
     plain = SupernetTraining(space, data, one_lr, tmp_path / "plain")
     plain.fit()
     fine, other = weights(run), weights(plain)
