@@ -50,5 +50,11 @@ def test_a_study_with_kind_heads_is_scored_through_them(micro_runs, tmp_path):
     loaded = load_supernet("_h", 0, 256, root)
     assert loaded.search.heads is None and use_kind_heads(loaded)
     assert loaded.search.heads is not None and loaded.search.heads.kinds  # its heads, read back
+    plain = load_supernet("_h", 0, 256, root)  # the same supernet through its one over-arch
+    names = loaded.search.names
+    path = next({n: str(t.params[n]) for n in names}
+                for t in loaded.oneshot.trials if set(names) <= set(t.params))
+    through_heads = loaded.search.rescore(loaded.search.values_of(path), 256)["val_auc"]
+    assert through_heads != plain.search.rescore(plain.search.values_of(path), 256)["val_auc"]
     without = load_supernet("_m", 0, 256, micro_runs)  # a study that trained none: left as it is
     assert not use_kind_heads(without) and without.search.heads is None
