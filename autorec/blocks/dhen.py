@@ -13,6 +13,7 @@ from autorec.arch import DhenConfig
 from autorec.blocks.base import InteractionBlock
 from autorec.blocks.dcn import cross_net
 from autorec.blocks.dlrm import PairwiseDots, num_dots
+from autorec.blocks.layout import FloatLayerNorm
 from autorec.blocks.mlp import FeatureLinear
 from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, Values, register_kind
 
@@ -165,7 +166,7 @@ class DhenLayer(InteractionBlock):
             # Zero logits: the ensemble starts as the plain mean of its modules.
             self.ensemble_logits = nn.Parameter(torch.zeros(len(config.modules)))
         self.shortcut = nn.Identity() if num_in == self.num_out else FeatureLinear(num_in, self.num_out)
-        self.norm = nn.LayerNorm(dim)
+        self.norm = FloatLayerNorm(dim)
 
     def ensemble_weights(self) -> torch.Tensor:
         """The weighted_sum ensemble's weights, one per module, summing to 1."""

@@ -8,6 +8,7 @@ from torch import nn
 
 from autorec.arch import WukongConfig
 from autorec.blocks.base import InteractionBlock
+from autorec.blocks.layout import FloatLayerNorm, transposed
 from autorec.blocks.mlp import FeatureLinear, mlp_to_rows
 from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, register_kind
 
@@ -38,7 +39,7 @@ class FactorizationMachineBlock(nn.Module):
         super().__init__()
         self.n_fm, self.dim = n_fm, dim
         self.proj = nn.Parameter(nn.init.xavier_normal_(torch.empty(num_in, rank)))
-        self.norm = nn.LayerNorm(num_in * rank)
+        self.norm = FloatLayerNorm(num_in * rank)
         self.mlp = mlp_to_rows(num_in * rank, hidden, n_fm, dim)
 
     def interactions(self, x: torch.Tensor) -> torch.Tensor:
@@ -86,7 +87,7 @@ class WukongLayer(InteractionBlock):
         self.fmb = FactorizationMachineBlock(num_in, dim, config.n_fm, config.rank, config.mlp)
         self.lcb = FeatureLinear(num_in, config.n_lcb) if config.n_lcb else None
         self.residual = nn.Identity() if num_in == self.num_out else FeatureLinear(num_in, self.num_out)
-        self.norm = nn.LayerNorm(dim)
+        self.norm = FloatLayerNorm(dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The FM projection Y, the LCB and a projecting residual all map over the feature axis
@@ -96,7 +97,7 @@ class WukongLayer(InteractionBlock):
         if maps:
             return self._fused(x, maps)
         # A quantised or hooked map runs through its own module, so precision and probes see it.
-        xt = x.transpose(1, 2).contiguous()
+        xt = transposed(x)
         out = self.fmb.from_projection(x, torch.matmul(xt, self.fmb.proj))
         if self.lcb is not None:
             out = torch.cat((out, self.lcb.from_transposed(xt)), dim=1)
@@ -124,7 +125,7 @@ class WukongLayer(InteractionBlock):
         if torch.is_autocast_enabled(x.device.type):
             cast = x.to(torch.get_autocast_dtype(x.device.type))
         weights = [self.fmb.proj, *(m.weight.t() for m in maps)]
-        product = torch.matmul(cast.transpose(1, 2).contiguous(), torch.cat(weights, dim=1))
+        product = torch.matmul(transposed(cast), torch.cat(weights, dim=1))
         parts = torch.split(product, [w.shape[1] for w in weights], dim=-1)
         out = self.fmb.from_projection(cast, parts[0])
         if self.lcb is not None:
