@@ -3,18 +3,20 @@
 Same data (synthetic Criteo-like: 13 dense, 26 tables x 1M rows, dim 64), same batch size, same
 sharding (DistributedModelParallel, one gloo process, torchrec's planner), same optimizers
 (fused row-wise Adagrad on embeddings in backward, Adam with the Trainer's weight decay on dense
-parts), in the same run. The reference is torchrec as a user writes it, in fp32; autorec's dlrm
-is timed at the Trainer's defaults (fp32) and with ``train.autocast: bf16``
-(:mod:`autorec.train.autocast`), then every other preset both ways.
+parts), in the same run. The reference is torchrec as a user writes it, in fp32, and the same
+loop with its forward under bf16 autocast; autorec's dlrm is timed at the Trainer's defaults
+(fp32) and with ``train.autocast: bf16`` (:mod:`autorec.train.autocast`), then every other
+preset both ways. ``dlrm_vs_torchrec`` and ``dlrm_bf16_vs_torchrec`` are against the fp32
+reference (the issue's), ``dlrm_bf16_vs_torchrec_bf16`` like for like.
 
-The three are built before timing starts and then timed in many short rounds (``--rounds`` of
+The four are built before timing starts and then timed in many short rounds (``--rounds`` of
 ``--steps`` each, the order rotated every round, the same batches for all in a round), so slow
 drifts of the machine (other processes, thermal state, page cache) fall on all alike; each ratio
 is the median of the per-round ratios, with the spread of those ratios shown beside it.
 
     .venv/bin/python -m benchmarks.train_throughput [--batch-size 4096] [--steps 5] [--rounds 12]
-    # -> dlrm_vs_torchrec (median of the rounds' ratios), dlrm_bf16_vs_torchrec and the
-    #    torchrec_* figures of benchmarks/results/throughput.json
+    # -> dlrm_vs_torchrec (median of the rounds' ratios), dlrm_bf16_vs_torchrec,
+    #    dlrm_bf16_vs_torchrec_bf16 and the torchrec_* figures of benchmarks/results/throughput.json
 """
 
 from __future__ import annotations
@@ -50,11 +52,13 @@ from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.results_file import RESULTS, merge_results
 
 
-def reference_step(spec, lr: float, embedding_lr: float,
-                   weight_decay: float = 0.0) -> Callable[[Batch], float]:
+def reference_step(spec, lr: float, embedding_lr: float, weight_decay: float = 0.0,
+                   bf16: bool = False) -> Callable[[Batch], float]:
     """A plain torchrec DLRM training step with the same sizes and optimizers as ``spec`` (its
     Adam in torch's fused form where the Trainer's is: the same optimizer, at its best), its
-    tables on fbgemm's own fused backward as torchrec gives them (not :mod:`autorec.train.cpu_lookup`'s)."""
+    tables on fbgemm's own fused backward as torchrec gives them (not :mod:`autorec.train.cpu_lookup`'s);
+    with ``bf16``, its forward under ``torch.autocast(bfloat16)`` as a user adds it (the loss
+    from fp32 logits, as the Trainer's)."""
     torch.manual_seed(0)
     model = DLRM(embedding_bag_collection=EmbeddingBagCollection(
                      tables=embedding_configs(spec), device=torch.device("meta")),
@@ -71,8 +75,9 @@ def reference_step(spec, lr: float, embedding_lr: float,
     optimizer = CombinedOptimizer([dmp.fused_optimizer, dense])
 
     def step(batch: Batch) -> float:
-        logits = dmp(batch.dense_features, batch.sparse_features).squeeze(-1)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, batch.labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = dmp(batch.dense_features, batch.sparse_features).squeeze(-1)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), batch.labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -120,6 +125,8 @@ def main() -> None:
     spec = preset("dlrm", data.schema, dim=args.dim)
     steps: dict[str, Callable[[Batch], float]] = {
         "reference": reference_step(spec, config.dense_lr, config.embedding_lr, config.dense_weight_decay),
+        "reference_bf16": reference_step(spec, config.dense_lr, config.embedding_lr,
+                                         config.dense_weight_decay, bf16=True),
         "dlrm": Trainer(spec, data, config).train_step,
         "dlrm_bf16": Trainer(spec, data, bf16).train_step}
     rates = timed_rounds(steps, batches, args.rounds, args.steps)
@@ -129,13 +136,17 @@ def main() -> None:
                                  "torchrec_dim": args.dim, "torchrec_rows": args.rows}
     for name, key in (("dlrm", "dlrm_vs_torchrec"), ("dlrm_bf16", "dlrm_bf16_vs_torchrec")):
         figures |= ratio_figures(rates, name, key)
+    figures |= ratio_figures(rates, "dlrm_bf16", "dlrm_bf16_vs_torchrec_bf16", base="reference_bf16")
     ref_rate = statistics.median(rates["reference"])
     rows: list[tuple[str, float]] = [("reference torchrec DLRM (median of rounds)", ref_rate),
+                                     ("reference torchrec DLRM, bf16 autocast (median of rounds)",
+                                      statistics.median(rates["reference_bf16"])),
                                      ("autorec dlrm (median of rounds)", statistics.median(rates["dlrm"])),
                                      ("autorec dlrm, bf16 autocast (median of rounds)",
                                       statistics.median(rates["dlrm_bf16"]))]
-    figures |= {"torchrec_reference_samples_per_s": ref_rate, "torchrec_dlrm_samples_per_s": rows[1][1],
-                "torchrec_dlrm_bf16_samples_per_s": rows[2][1]}
+    figures |= {"torchrec_reference_samples_per_s": ref_rate,
+                "torchrec_reference_bf16_samples_per_s": rows[1][1],
+                "torchrec_dlrm_samples_per_s": rows[2][1], "torchrec_dlrm_bf16_samples_per_s": rows[3][1]}
     for name in args.presets.split(","):
         if name == "dlrm":
             continue
@@ -147,7 +158,7 @@ def main() -> None:
             print(f"  autorec {name}{suffix}: {rate:,.0f} samples/s", flush=True)
             del step
             gc.collect()
-    for key in ("dlrm_vs_torchrec", "dlrm_bf16_vs_torchrec"):
+    for key in ("dlrm_vs_torchrec", "dlrm_bf16_vs_torchrec", "dlrm_bf16_vs_torchrec_bf16"):
         print(f"{key}: median {figures[key]:.2f}x (rounds {figures[key + '_min']:.2f}x.."
               f"{figures[key + '_max']:.2f}x)")
     print("\n| model | samples/s | vs reference |\n|---|---|---|")
@@ -173,9 +184,10 @@ def timed_rounds(steps: dict[str, Callable[[Batch], float]], batches: list[Batch
     return rates
 
 
-def ratio_figures(rates: dict[str, list[float]], name: str, key: str) -> dict[str, float]:
-    """The median, least and greatest of the per-round ratios of ``name`` to the reference."""
-    ratios = sorted(o / ref for o, ref in zip(rates[name], rates["reference"], strict=True))
+def ratio_figures(rates: dict[str, list[float]], name: str, key: str,
+                  base: str = "reference") -> dict[str, float]:
+    """The median, least and greatest of the per-round ratios of ``name`` to ``base``."""
+    ratios = sorted(o / ref for o, ref in zip(rates[name], rates[base], strict=True))
     return {key: statistics.median(ratios), f"{key}_min": ratios[0], f"{key}_max": ratios[-1]}
 
 

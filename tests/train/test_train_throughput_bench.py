@@ -50,3 +50,32 @@ def test_the_reference_keeps_torchrecs_own_table_update_and_autorec_switches_its
     assert tables and all("forward" not in t.__dict__ for t in tables)  # fbgemm's fused backward
     ours = cpu_lookup.fused_tables(Trainer(spec, data, TrainConfig(progress=False)).model)
     assert ours and all("forward" in t.__dict__ for t in ours)
+
+
+def test_a_ratio_to_another_base() -> None:
+    rates = {"reference": [1.0, 1.0, 1.0], "reference_bf16": [10.0, 20.0, 40.0], "ours": [15.0, 20.0, 100.0]}
+    figures = ratio_figures(rates, "ours", "ours_vs_bf16", base="reference_bf16")
+    assert figures["ours_vs_bf16"] == pytest.approx(1.5)
+
+
+def test_the_bf16_reference_runs_its_forward_under_autocast() -> None:
+    """The like-for-like reference: torchrec's DLRM with its over-arch's products in bf16, its
+    loss from fp32 logits (a finite float back)."""
+    import torch
+
+    from autorec.data import load_dataset
+    from autorec.presets import preset
+    from benchmarks.train_throughput import reference_step
+
+    data = load_dataset("synthetic", num_samples=2000, seed=0)
+    spec = preset("dlrm", data.schema)
+    seen: list[torch.dtype] = []
+    for bf16 in (False, True):
+        step = reference_step(spec, 1e-3, 0.1, bf16=bf16)
+        over = step.model.module.over_arch
+        handle = over.register_forward_hook(lambda m, args, out: seen.append(out.dtype))
+        batch = next(iter(data.batches("train", 64, shuffle=False)))
+        loss = step(batch)
+        handle.remove()
+        assert loss == loss and abs(loss) < 100
+    assert seen == [torch.float32, torch.bfloat16]
