@@ -31,10 +31,11 @@ from autorec.presets import PRESETS
 from benchmarks.results_file import RESULTS, merge_results
 
 
-def one_run(preset: str, autocast: str, out: Path) -> dict[str, float]:
-    """``preset``'s step time and floor share from one ``step_profile`` process."""
+def one_run(preset: str, autocast: str, out: Path, extra: tuple[str, ...] = ()) -> dict[str, float]:
+    """``preset``'s step time and floor share from one ``step_profile`` process (``extra``: more
+    of its flags)."""
     command = [sys.executable, "-m", "benchmarks.step_profile", "--presets", preset, "--autocast", autocast,
-               "--json", str(out)]
+               "--json", str(out), *extra]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"floor_share_runs: {' '.join(command)} failed ({done.returncode}):\n"
@@ -54,20 +55,26 @@ def summary(key: str, runs: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def runs_args(doc: str | None, argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The flags of a benchmark of runs in fresh processes (``--presets``, ``--runs``,
+    ``--autocast``, ``--json``) and the presets named, each checked (a parser error names the flag)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", default="dlrm,wukong")
-    parser.add_argument("--runs", type=int, default=5, help="processes per preset")
+    parser.add_argument("--runs", type=int, default=5, help="processes per preset (and arm)")
     parser.add_argument("--autocast", choices=("off", "bf16"), default="off")
     parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs: expected at least 1, got {args.runs}")
     presets = args.presets.split(",")
     unknown = [p for p in presets if p not in PRESETS]
     if unknown:
         parser.error(f"--presets: no preset {unknown[0]!r}; expected names from {', '.join(PRESETS)}")
+    return args, presets
+
+
+def main() -> None:
+    args, presets = runs_args(__doc__)
     runs: dict[str, list[dict[str, float]]] = {p: [] for p in presets}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.runs):

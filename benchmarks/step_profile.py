@@ -143,7 +143,8 @@ def _draw(batches: Waited[Any]) -> tuple[Any, float]:
 
 
 def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: int,
-                   rates: Rates, compiled: bool = False, autocast: str = "off") -> dict[str, Any]:
+                   rates: Rates, compiled: bool = False, autocast: str = "off",
+                   keep_freed_memory: bool = True) -> dict[str, Any]:
     """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators;
     with ``compiled``, then the same trainer's step with its dense parts compiled
     (:func:`autorec.train.compiled.compile_dense`; after ``warmup``
@@ -151,7 +152,8 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
     step's median over the compiled one's) and ``<name>_compile_s`` (the compiling steps' seconds)."""
     key = name if autocast == "off" else f"{name}_{autocast}"  # the figures' prefix
     spec = preset(name, data.schema)
-    trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False, autocast=autocast))
+    trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False, autocast=autocast,
+                                              keep_freed_memory=keep_freed_memory))
     batches = Waited(iter(trainer._batches("train", batch_size, True, 0)))
     seen = []
     for _ in range(warmup):
@@ -235,6 +237,8 @@ def main() -> None:
                         help="then time each preset's step with its dense parts under torch.compile")
     parser.add_argument("--autocast", choices=AUTOCAST, default="off",
                         help="train every preset under this autocast (keys <preset>_<autocast>_*)")
+    parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
+                        help="the Trainer's keep_freed_memory (glibc keeps freed buffers warm)")
     parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -255,7 +259,8 @@ def main() -> None:
         if bf16_rates is not None:
             bf16_rates = best_rates(bf16_rates, measure_rates(dtype=torch.bfloat16))
         found = profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates,
-                               compiled=args.compile, autocast=args.autocast)
+                               compiled=args.compile, autocast=args.autocast,
+                               keep_freed_memory=args.keep_freed_memory)
         name = name if args.autocast == "off" else f"{name}_{args.autocast}"
         figures.update(found)
         print(f"  {name}: {figures[f'{name}_step_ms']:.1f} ms/step, top: {figures[f'{name}_top_ops']}",

@@ -107,8 +107,8 @@ def add_model_args(parser: Any, model: type[BaseModel], names: Sequence[str],
         kind = field.annotation
         if get_origin(kind) in (Union, UnionType):  # ``int | None``: the flag parses the int
             kind = next(a for a in get_args(kind) if a is not type(None))
-        if kind is bool:
-            kwargs["action"] = "store_true"
+        if kind is bool:  # a field on by default is turned off by --no-<flag>
+            kwargs["action"] = argparse.BooleanOptionalAction if field.default is True else "store_true"
         elif get_origin(kind) is Literal:
             kwargs["choices"] = list(get_args(kind))
         else:

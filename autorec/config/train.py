@@ -59,6 +59,9 @@ class TrainSettings(BaseModel):
     autocast: Autocast = Field("off", description=(
         "run the forward of the dense parts under bf16 autocast (fp32 weights, optimizers and "
         "tables; fast where the device has native bf16: CPUs with AVX512-BF16 or AMX, GPUs)"))
+    keep_freed_memory: bool = Field(True, description=(
+        "keep freed buffers of up to 32 MiB in glibc's heap for reuse, so a step's large "
+        "temporaries are not faulted in afresh every step (process-wide; glibc on Linux only)"))
     progress: bool = Field(True, description="draw a progress bar")
     plan: str | None = Field(None, description="sharding plan JSON: table -> sharding type and ranks")
     dense_parallel: DenseParallel = Field("ddp", description="dense parts under DDP or FSDP2 (fully_shard)")

@@ -138,6 +138,8 @@ class TrialTraining(_Section):
                                 "goes on from it when the study is rerun)")
     compile: bool | None = Field(None, description="torch.compile the dense parts (long trainings)")
     autocast: Autocast | None = Field(None, description="off, or bf16: the forward under bf16 autocast")
+    keep_freed_memory: bool | None = Field(
+        None, description="glibc keeps freed buffers of up to 32 MiB for reuse (default true)")
 
     def overrides(self) -> dict[str, Any]:
         """The settings given, as the trainer's TrainConfig keyword arguments."""

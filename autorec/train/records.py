@@ -121,6 +121,7 @@ class TrainConfig:
     prefetch: int = 0  # batches built ahead on a thread (autorec.train.prefetch); 0: none
     compile: bool = False  # torch.compile the dense parts (autorec.train.compiled)
     autocast: str = "off"  # "bf16": the forward under bf16 autocast (autorec.train.autocast)
+    keep_freed_memory: bool = True  # glibc keeps freed buffers up to 32 MiB warm (autorec.train.memory)
     progress: bool = True
     plan: str | None = None
     dense_parallel: str = "ddp"

@@ -56,6 +56,7 @@ from autorec.train.distributed import (
     sharding_types,
 )
 from autorec.train.embedding_init import init_embeddings
+from autorec.train.memory import keep_freed_memory
 from autorec.train.partition import rank_batches
 from autorec.train.pipeline import SparseDistPipeline
 from autorec.train.plan import load_plan
@@ -115,6 +116,8 @@ class Trainer:
         if spec.n_dense != dataset.schema.n_dense:
             raise ValueError(f"the architecture expects n_dense={spec.n_dense}, dataset "
                              f"{dataset.name!r} has {dataset.schema.n_dense} dense features")
+        if self.config.keep_freed_memory:
+            keep_freed_memory()  # process-wide, once: the step's large temporaries stay warm
         ensure_process_group()
         self.rank, self.world_size = rank_and_world()
         plan = None
