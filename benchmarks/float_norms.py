@@ -18,21 +18,16 @@ Flat keys ``float_norms_<preset>[_bf16]_{new,before}_step_ms`` and
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
 import autorec.blocks.wukong as wukong_module
 from autorec.blocks.layout import FloatLayerNorm
-from autorec.presets import preset
-from autorec.train.trainer import TrainConfig, Trainer
-from benchmarks.results_file import merge_results
-from benchmarks.step_ab import ab_parser, alternating_rounds, paired_speedup, scale_data
+from autorec.train.trainer import Trainer
+from benchmarks.step_ab import before_after_main
 
 
 @contextmanager
@@ -62,27 +57,7 @@ class Before(Trainer):
 
 
 def main() -> None:
-    parser = ab_parser(__doc__)
-    parser.set_defaults(presets="wukong,dhen", rounds=12)
-    parser.add_argument("--autocast", choices=("off", "bf16"), default="bf16")
-    args = parser.parse_args()
-    data = scale_data(args)
-    figures: dict[str, Any] = {}
-    for name in args.presets.split(","):
-        config = TrainConfig(batch_size=args.batch_size, progress=False, autocast=args.autocast)
-        runs = {"new": Trainer(preset(name, data.schema), data, config),
-                "before": Before(preset(name, data.schema), data, config)}
-        times = alternating_rounds(runs, args.rounds, args.steps)
-        key = f"float_norms_{name}" + ("" if args.autocast == "off" else f"_{args.autocast}")
-        figures |= {f"{key}_{form}_step_ms": 1e3 * statistics.median(t) for form, t in times.items()}
-        ratios = [b / n for b, n in zip(times["before"], times["new"], strict=True)]
-        figures[f"{key}_speedup"] = paired_speedup(times["before"], times["new"])
-        figures[f"{key}_speedup_min"], figures[f"{key}_speedup_max"] = min(ratios), max(ratios)
-        figures[f"{key}_rounds"] = args.rounds
-    figures["float_norms_threads"] = torch.get_num_threads()
-    for name, value in figures.items():
-        print(f"{name:44s} {value:.3f}" if isinstance(value, float) else f"{name:44s} {value}")
-    merge_results(Path(args.json), figures, prefix="float_norms")
+    before_after_main(__doc__, Before, "float_norms", presets="wukong,dhen", autocast="bf16")
 
 
 if __name__ == "__main__":

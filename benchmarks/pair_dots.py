@@ -1,10 +1,12 @@
-"""DLRM's pairwise dots: the indexing form (what torchrec runs) against ``pair_dots``, and the two
-DLRM training steps of ``benchmarks/train_throughput.py`` in one loop each, with their costliest
-operators.
+"""DLRM's pairwise dots: the indexing form (what torchrec runs) against ``pair_dots``; DLRM's
+whole layout (the dense vector passed through, the dots, the pad) from slice, cat and pad around
+``pair_dots`` against ``pair_dots`` building it in one buffer; and the two DLRM training steps
+of ``benchmarks/train_throughput.py`` in one loop each, with their costliest operators.
 
     .venv/bin/python -m benchmarks.pair_dots [--batch-size 4096] [--repeats 20] [--steps 10] [--no-steps]
-    # -> ms of the dots' forward + backward each way (min of --repeats, alternating), then each
-    #    DLRM step's ms over --steps and torch.profiler's top operators (prints only)
+    # -> ms of the dots' and the layout's forward + backward each way (min of --repeats,
+    #    alternating), then each DLRM step's ms over --steps and torch.profiler's top
+    #    operators (prints only)
 """
 
 from __future__ import annotations
@@ -24,16 +26,25 @@ from autorec.blocks.gram import pair_dots
 def dots_ms(batch: int, num_in: int, dim: int, repeats: int) -> dict[str, float]:
     """Min ms of forward + backward (into a fixed linear read-out) of each form, alternating."""
     first, second = torch.triu_indices(num_in, num_in, offset=1)
+    pad = -(dim + first.numel()) % dim
+
+    def plain_layout(x: torch.Tensor) -> torch.Tensor:  # DotInteraction's forward before 2026-12-06
+        flat = torch.cat((x[:, :1].flatten(1), pair_dots(x, first, second)), dim=1)
+        return torch.nn.functional.pad(flat, (0, pad))
+
     forms: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
         "indexing": lambda x: torch.bmm(x, x.transpose(1, 2))[:, first, second],
-        "pair_dots": lambda x: pair_dots(x, first, second)}
-    x0, readout = torch.randn(batch, num_in, dim), torch.randn(first.numel(), 8)
+        "pair_dots": lambda x: pair_dots(x, first, second),
+        "layout_plain": plain_layout,
+        "layout_fused": lambda x: pair_dots(x, first, second, passthrough=1, pad=pad)}
+    x0, readout = torch.randn(batch, num_in, dim), torch.randn(dim + first.numel() + pad, 8)
     best = dict.fromkeys(forms, float("inf"))
     for _ in range(repeats):
         for name, form in forms.items():
             x = x0.clone().requires_grad_()
             start = time.perf_counter()
-            (form(x) @ readout).sum().backward()
+            out = form(x)
+            (out @ readout[: out.shape[1]]).sum().backward()
             best[name] = min(best[name], 1e3 * (time.perf_counter() - start))
     return best
 
@@ -83,7 +94,10 @@ def main() -> None:
     best = dots_ms(args.batch_size, args.num_in, args.dim, args.repeats)
     print(f"dots forward + backward, B {args.batch_size}, F {args.num_in}, D {args.dim}, "
           f"{torch.get_num_threads()} threads: indexing {best['indexing']:.1f} ms, "
-          f"pair_dots {best['pair_dots']:.1f} ms ({best['indexing'] / best['pair_dots']:.2f}x)", flush=True)
+          f"pair_dots {best['pair_dots']:.1f} ms ({best['indexing'] / best['pair_dots']:.2f}x); "
+          f"the layout with the dense vector passed through: slice + cat + pad "
+          f"{best['layout_plain']:.1f} ms, in one buffer {best['layout_fused']:.1f} ms "
+          f"({best['layout_plain'] / best['layout_fused']:.2f}x)", flush=True)
     if not args.no_steps:
         step_loops(args.batch_size, args.steps)
 

@@ -29,12 +29,15 @@ import logging
 import statistics
 import time
 import warnings
+from pathlib import Path
 from typing import Any
+
+import torch
 
 from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.train.trainer import TrainConfig, Trainer
-from benchmarks.results_file import RESULTS
+from benchmarks.results_file import RESULTS, merge_results
 
 PRESETS = ("dlrm", "dcnv2", "wukong", "dhen")
 WARMUP = 2
@@ -93,3 +96,41 @@ def alternating_rounds(runs: dict[str, Trainer], rounds: int, steps: int) -> dic
 def paired_speedup(base: list[float], new: list[float]) -> float:
     """The median over rounds of ``base`` / ``new`` (each round's pair ran minutes apart at most)."""
     return statistics.median(b / n for b, n in zip(base, new, strict=True))
+
+
+def before_after_figures(key: str, times: dict[str, list[float]]) -> dict[str, float | int]:
+    """``<key>_{new,before}_step_ms`` (medians over rounds) and ``<key>_speedup`` (before over new,
+    the median of the rounds' ratios, with ``_min`` and ``_max``) from ``times``' "new" and
+    "before" seconds per step, and ``<key>_rounds``."""
+    ratios = [b / n for b, n in zip(times["before"], times["new"], strict=True)]
+    return {f"{key}_new_step_ms": 1e3 * statistics.median(times["new"]),
+            f"{key}_before_step_ms": 1e3 * statistics.median(times["before"]),
+            f"{key}_speedup": paired_speedup(times["before"], times["new"]),
+            f"{key}_speedup_min": min(ratios), f"{key}_speedup_max": max(ratios),
+            f"{key}_rounds": len(ratios)}
+
+
+def before_after_main(doc: str | None, before: type[Trainer], prefix: str, presets: str,
+                      autocast: str) -> None:
+    """A before/after benchmark's main: a default Trainer ("new") and a ``before`` one (the form
+    before a change) of each preset on the scale workload, in alternating rounds; prints and
+    merges :func:`before_after_figures` under ``<prefix>_<preset>[_dim<D>][_<autocast>]``."""
+    parser = ab_parser(doc)
+    parser.set_defaults(presets=presets, rounds=12)
+    parser.add_argument("--autocast", choices=("off", "bf16"), default=autocast)
+    parser.add_argument("--dim", type=int, default=None, help="the embedding width D (default: the preset's)")
+    args = parser.parse_args()
+    sizes = {} if args.dim is None else {"dim": args.dim}
+    data = scale_data(args)
+    figures: dict[str, Any] = {}
+    for name in args.presets.split(","):
+        config = TrainConfig(batch_size=args.batch_size, progress=False, autocast=args.autocast)
+        runs = {"new": Trainer(preset(name, data.schema, **sizes), data, config),
+                "before": before(preset(name, data.schema, **sizes), data, config)}
+        key = (f"{prefix}_{name}" + ("" if args.dim is None else f"_dim{args.dim}")
+               + ("" if args.autocast == "off" else f"_{args.autocast}"))
+        figures |= before_after_figures(key, alternating_rounds(runs, args.rounds, args.steps))
+    figures[f"{prefix}_threads"] = torch.get_num_threads()
+    for name, value in figures.items():
+        print(f"{name:44s} {value:.3f}" if isinstance(value, float) else f"{name:44s} {value}")
+    merge_results(Path(args.json), figures, prefix=prefix)

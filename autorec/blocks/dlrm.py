@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from autorec.arch import DotConfig, num_dots
@@ -37,8 +36,10 @@ class PairwiseDots(nn.Module):
         # Not persistent: derived from the config, so checkpoints stay free of it (as in torchrec).
         self.register_buffer("triu", torch.triu_indices(num_in, num_in, offset=offset), persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return pair_dots(x, self.triu[0], self.triu[1])
+    def forward(self, x: torch.Tensor, passthrough: int = 0, pad: int = 0) -> torch.Tensor:
+        """[B, F, D] -> [B, passthrough * D + dots + pad]: the first ``passthrough`` vectors
+        flattened, the dots, ``pad`` zeros (see :func:`~autorec.blocks.gram.pair_dots`)."""
+        return pair_dots(x, self.triu[0], self.triu[1], passthrough, pad)
 
 
 class DotInteraction(InteractionBlock):
@@ -76,9 +77,7 @@ class DotInteraction(InteractionBlock):
         self.pad = self.num_out * dim - values
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        passthrough = x[:, : self.n_passthrough].flatten(1)
-        out = F.pad(torch.cat((passthrough, self.dots(x)), dim=1), (0, self.pad))
-        return out.view(-1, self.num_out, self.dim)
+        return self.dots(x, self.n_passthrough, self.pad).view(-1, self.num_out, self.dim)
 
 
 class DotRules(SearchRules):

@@ -124,9 +124,8 @@ def _dot(op: SuperDot, live: Live, weights: Weights) -> Live:
     with_self = bool(_chosen(op, weights, "self_interaction")) if op.with_self else False
     kept = int((vectors < n_pass).sum())  # the first live vectors, as positions ascend
     first, second, places = _pair_places(op.triu, op.num_in, vectors, offset=0 if with_self else 1)
-    dots = pair_dots(x, first, second)
     cols = torch.cat([_columns(vectors[:kept], op.dim), op.n_pass * op.dim + places])
-    return Live(torch.cat([x[:, :kept].flatten(1), dots], dim=1), cols)
+    return Live(pair_dots(x, first, second, passthrough=kept), cols)
 
 
 def _wukong(op: SuperWukong, live: Live, weights: Weights) -> Live:

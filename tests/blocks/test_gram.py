@@ -100,3 +100,53 @@ def test_compiled_it_keeps_its_backward_and_exported_it_traces_the_plain_form() 
     targets = {str(node.target) for node in program.graph.nodes if node.op == "call_function"}
     assert any("bmm" in t for t in targets)
     assert not any("PairDots" in t or "higher_order" in t for t in targets)
+
+
+def _laid_out_plainly(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, n: int,
+                      pad: int) -> torch.Tensor:
+    """DLRM's layout as autograd builds it from plain ops: slice, cat, pad."""
+    flat = torch.cat((x[:, :n].flatten(1), _indexing(x, first, second)), dim=1)
+    return torch.nn.functional.pad(flat, (0, pad))
+
+
+@pytest.mark.parametrize(("n", "pad"), [(1, 0), (2, 3), (0, 2), (7, 1)])
+def test_passthrough_and_pad_match_the_plain_layout_in_values_and_gradients(n: int, pad: int) -> None:
+    """The passthrough vectors' gradient is added into the product's in place; every vector
+    passed through (n = F) and none (n = 0) too."""
+    torch.manual_seed(1)
+    first, second = torch.triu_indices(7, 7, offset=1)
+    x = torch.randn(5, 7, 3, dtype=torch.float64)
+    ours, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = pair_dots(ours, first, second, passthrough=n, pad=pad)
+    expected = _laid_out_plainly(theirs, first, second, n, pad)
+    assert out.shape == (5, n * 3 + first.numel() + pad)
+    torch.testing.assert_close(out, expected)
+    upstream = torch.randn_like(expected)
+    (out * upstream).sum().backward()
+    (expected * upstream).sum().backward()
+    torch.testing.assert_close(ours.grad, theirs.grad)
+    with torch.no_grad():
+        torch.testing.assert_close(pair_dots(x, first, second, passthrough=n, pad=pad), expected.detach())
+    small = x[:2].clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: pair_dots(t, first, second, n, pad), (small,))
+
+
+def test_passthrough_under_bf16_autocast_keeps_fp32_vectors_and_gradient() -> None:
+    """The passthrough values and their gradient stay in x's dtype, exactly; the dots are bf16
+    products as without passthrough."""
+    torch.manual_seed(2)
+    first, second = torch.triu_indices(6, 6, offset=1)
+    x = torch.randn(3, 6, 8, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = pair_dots(x, first, second, passthrough=1, pad=5)
+        dots = pair_dots(x.detach().requires_grad_(), first, second)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out[:, :8], x.detach()[:, 0], atol=0, rtol=0)
+    torch.testing.assert_close(out[:, 8:-5], dots.detach(), atol=0, rtol=0)
+    assert not out[:, -5:].any()
+    upstream = torch.randn_like(out)
+    upstream[:, 8:] = 0  # only the passthrough's gradient
+    (out * upstream).sum().backward()
+    assert x.grad is not None
+    torch.testing.assert_close(x.grad[:, 0], upstream[:, :8], atol=0, rtol=0)
+    assert not x.grad[:, 1:].any()

@@ -1,0 +1,30 @@
+"""benchmarks/dot_layout.py: its "before" arm trains the same model as the default, the same way."""
+
+from __future__ import annotations
+
+import torch
+
+from autorec.blocks.dlrm import DotInteraction
+from autorec.data import load_dataset
+from autorec.presets import preset
+from autorec.train.trainer import TrainConfig, Trainer
+from benchmarks.dot_layout import Before, plain_forward, plain_layout
+
+
+def test_the_plain_layout_is_used_only_inside_a_before_step_and_trains_the_same() -> None:
+    data = load_dataset("synthetic", preset="tiny", num_samples=600)
+    config = TrainConfig(batch_size=64, progress=False, keep_freed_memory=False)
+    torch.manual_seed(0)
+    new = Trainer(preset("dlrm", data.schema), data, config)
+    torch.manual_seed(0)
+    before = Before(preset("dlrm", data.schema), data, config)
+    batches = list(new._batches("train", 64, True, 0))[:3]
+    with plain_layout():
+        assert DotInteraction.forward is plain_forward
+    assert DotInteraction.forward is not plain_forward
+    for batch in batches:
+        ours, theirs = new.train_step(batch), before.train_step(batch)
+        assert abs(ours[0] - theirs[0]) < 1e-5 and ours[1] == theirs[1]
+    assert DotInteraction.forward is not plain_forward
+    for (name, a), (_, b) in zip(new.model.named_parameters(), before.model.named_parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
