@@ -42,7 +42,8 @@ def one_run(preset: str, autocast: str, out: Path, extra: tuple[str, ...] = ()) 
                          f"{done.stderr[-2000:]}")
     key = preset if autocast == "off" else f"{preset}_{autocast}"
     record = json.loads(out.read_text())
-    return {"step_ms": record[f"{key}_step_ms"], "floor_share": record[f"{key}_floor_share"]}
+    return {figure: record[f"{key}_{figure}"]
+            for figure in ("step_ms", "floor_share", "faults_per_step", "sys_ms_per_step")}
 
 
 def summary(key: str, runs: list[dict[str, float]]) -> dict[str, Any]:

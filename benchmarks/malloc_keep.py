@@ -4,13 +4,15 @@ against glibc's defaults: each preset's step in fresh processes, the two arms al
 The setting is process-wide and cannot be undone, so every run is its own process: one
 ``benchmarks/step_profile.py`` run of one preset, with or without ``--no-keep-freed-memory``,
 the arms alternating and the presets rotating from round to round, so that a load that comes
-and goes weighs on both arms alike. The figures are the median, least and greatest step time
-and floor share of each arm, and the median of the rounds' paired ratios (default over kept).
+and goes weighs on both arms alike. The figures are the median, least and greatest step time,
+floor share, page faults and kernel (sys) milliseconds per step of each arm, and the median of
+the rounds' paired ratios (default over kept).
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.malloc_keep [--presets dlrm,wukong] [--runs 5] \\
         [--autocast bf16]
 
-Flat keys ``malloc_keep_<preset>[_bf16]_{kept,default}_{step_ms,floor_share}_median`` (and
+Flat keys ``malloc_keep_<preset>[_bf16]_{kept,default}_<figure>_median`` (figure: ``step_ms``,
+``floor_share``, ``faults_per_step``, ``sys_ms_per_step``; and
 ``_min``, ``_max``) and ``malloc_keep_<preset>[_bf16]_speedup`` (with ``_min``, ``_max``), merged
 into ``benchmarks/results/throughput.json``.
 """
@@ -29,10 +31,11 @@ ARMS = {"kept": (), "default": ("--no-keep-freed-memory",)}
 
 
 def figures_of(key: str, runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
-    """Each arm's median, least and greatest step time and floor share, and the paired ratios."""
+    """Each arm's median, least and greatest step time, floor share, page faults and kernel
+    milliseconds per step, and the paired ratios of step time."""
     out: dict[str, Any] = {}
     for arm, got in runs.items():
-        for figure in ("step_ms", "floor_share"):
+        for figure in ("step_ms", "floor_share", "faults_per_step", "sys_ms_per_step"):
             values = [g[figure] for g in got]
             out |= {f"{key}_{arm}_{figure}_median": statistics.median(values),
                     f"{key}_{arm}_{figure}_min": min(values), f"{key}_{arm}_{figure}_max": max(values)}
@@ -53,7 +56,8 @@ def main() -> None:
                     got = one_run(preset, args.autocast, Path(tmp) / f"{preset}_{arm}_{r}.json", ARMS[arm])
                     runs[preset][arm].append(got)
                     print(f"run {r}: {preset} {arm} {got['step_ms']:.1f} ms/step, "
-                          f"floor share {got['floor_share']:.2f}", flush=True)
+                          f"floor share {got['floor_share']:.2f}, {got['faults_per_step']:.0f} faults "
+                          f"and {got['sys_ms_per_step']:.1f} kernel ms per step", flush=True)
     figures: dict[str, Any] = {}
     for preset in presets:
         key = f"malloc_keep_{preset}" + ("" if args.autocast == "off" else f"_{args.autocast}")

@@ -16,8 +16,10 @@ own ``train_step`` (DistributedModelParallel, fused row-wise Adagrad in backward
 
 The step is also timed without hooks (``step_ms``), beside the roofline floor of the same step
 (``benchmarks/roofline.py``, rates measured in this run) and torch.profiler's five costliest
-operators. Results: a table on stdout and flat keys ``<preset>_<piece>_ms``, ``<preset>_step_ms``,
-``<preset>_floor_ms`` and ``<preset>_floor_share`` merged into ``benchmarks/results/throughput.json``.
+operators, and the page faults and kernel time per step over the timed steps (``getrusage``).
+Results: a table on stdout and flat keys ``<preset>_<piece>_ms``, ``<preset>_step_ms``,
+``<preset>_floor_ms``, ``<preset>_floor_share``, ``<preset>_faults_per_step`` and
+``<preset>_sys_ms_per_step`` merged into ``benchmarks/results/throughput.json``.
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile [--presets dlrm,wukong] [--steps 10]
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --compile   # + the compiled step
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import statistics
 import time
 import warnings
@@ -161,12 +164,14 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
         trainer.train_step(batch)
         seen.append(batch)
     plain = []
+    kernel_before = resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(steps):  # the step as training runs it: no hooks
         batch, _ = _draw(batches)
         start = time.perf_counter()
         trainer.train_step(batch)
         plain.append(time.perf_counter() - start)
         seen.append(batch)
+    kernel_after = resource.getrusage(resource.RUSAGE_SELF)
     clock = StepClock(trainer.model.module, trainer.optimizer)
     rows: list[dict[str, float]] = []
     try:
@@ -205,6 +210,9 @@ def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: in
                 f"{key}_floor_ms": 1e3 * floor.seconds, f"{key}_floor_share": floor.seconds / step_s,
                 f"{key}_floor_bound": floor.bound, f"{key}_step_gflop": floor.flops / 1e9,
                 f"{key}_step_mbytes": floor.bytes / 2**20,
+                # page faults and kernel time per step, the batch's draw included (every thread's)
+                f"{key}_faults_per_step": (kernel_after.ru_minflt - kernel_before.ru_minflt) / steps,
+                f"{key}_sys_ms_per_step": 1e3 * (kernel_after.ru_stime - kernel_before.ru_stime) / steps,
                 f"{key}_top_ops": "; ".join(f"{e.key} {e.self_cpu_time_total / 3e3:.1f} ms" for e in top)})
     out.update(extra)
     return out

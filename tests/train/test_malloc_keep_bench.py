@@ -12,9 +12,15 @@ def test_the_arms_differ_only_by_the_flag() -> None:
 
 
 def test_figures_pair_the_runs_by_round() -> None:
-    runs = {"kept": [{"step_ms": 40.0, "floor_share": 0.6}, {"step_ms": 50.0, "floor_share": 0.5}],
-            "default": [{"step_ms": 60.0, "floor_share": 0.4}, {"step_ms": 55.0, "floor_share": 0.45}]}
+    kernel = {"faults_per_step": 100.0, "sys_ms_per_step": 2.0}
+    slow = {"faults_per_step": 3000.0, "sys_ms_per_step": 9.0}
+    runs = {"kept": [{"step_ms": 40.0, "floor_share": 0.6, **kernel},
+                     {"step_ms": 50.0, "floor_share": 0.5, **kernel}],
+            "default": [{"step_ms": 60.0, "floor_share": 0.4, **kernel},
+                        {"step_ms": 55.0, "floor_share": 0.45, **slow}]}
     figures = figures_of("k", runs)
+    assert figures["k_default_faults_per_step_max"] == 3000.0
+    assert figures["k_kept_sys_ms_per_step_median"] == 2.0
     assert figures["k_kept_step_ms_median"] == pytest.approx(45.0)
     assert figures["k_default_floor_share_max"] == pytest.approx(0.45)
     assert figures["k_speedup_min"] == pytest.approx(1.1) and figures["k_speedup_max"] == pytest.approx(1.5)
