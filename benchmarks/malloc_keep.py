@@ -9,11 +9,11 @@ floor share, page faults and kernel (sys) milliseconds per step of each arm, and
 the rounds' paired ratios (default over kept).
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.malloc_keep [--presets dlrm,wukong] [--runs 5] \\
-        [--autocast bf16]
+        [--autocast bf16] [--dim 64]
 
-Flat keys ``malloc_keep_<preset>[_bf16]_{kept,default}_<figure>_median`` (figure: ``step_ms``,
+Flat keys ``malloc_keep_<preset>[_dim<D>][_bf16]_{kept,default}_<figure>_median`` (figure: ``step_ms``,
 ``floor_share``, ``faults_per_step``, ``sys_ms_per_step``; and
-``_min``, ``_max``) and ``malloc_keep_<preset>[_bf16]_speedup`` (with ``_min``, ``_max``), merged
+``_min``, ``_max``) and ``malloc_keep_<preset>[_dim<D>][_bf16]_speedup`` (with ``_min``, ``_max``), merged
 into ``benchmarks/results/throughput.json``.
 """
 
@@ -26,6 +26,7 @@ from typing import Any
 
 from benchmarks.floor_share_runs import one_run, runs_args
 from benchmarks.results_file import merge_results
+from benchmarks.step_profile import figure_key
 
 ARMS = {"kept": (), "default": ("--no-keep-freed-memory",)}
 
@@ -53,14 +54,15 @@ def main() -> None:
             arms = list(ARMS) if r % 2 == 0 else list(ARMS)[::-1]
             for preset in presets[r % len(presets):] + presets[:r % len(presets)]:
                 for arm in arms:
-                    got = one_run(preset, args.autocast, Path(tmp) / f"{preset}_{arm}_{r}.json", ARMS[arm])
+                    got = one_run(preset, args.autocast, Path(tmp) / f"{preset}_{arm}_{r}.json", ARMS[arm],
+                                  dim=args.dim)
                     runs[preset][arm].append(got)
                     print(f"run {r}: {preset} {arm} {got['step_ms']:.1f} ms/step, "
                           f"floor share {got['floor_share']:.2f}, {got['faults_per_step']:.0f} faults "
                           f"and {got['sys_ms_per_step']:.1f} kernel ms per step", flush=True)
     figures: dict[str, Any] = {}
     for preset in presets:
-        key = f"malloc_keep_{preset}" + ("" if args.autocast == "off" else f"_{args.autocast}")
+        key = "malloc_keep_" + figure_key(preset, args.autocast, args.dim)
         figures |= figures_of(key, runs[preset])
     for name, value in figures.items():
         print(f"{name:52s} {value:.3f}" if isinstance(value, float) else f"{name:52s} {value}")

@@ -24,6 +24,7 @@ Results: a table on stdout and flat keys ``<preset>_<piece>_ms``, ``<preset>_ste
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile [--presets dlrm,wukong] [--steps 10]
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --compile   # + the compiled step
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --autocast bf16
+    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --dim 64   # keys <preset>_dim64_*
 
 With ``--autocast bf16`` every preset trains with ``train.autocast: bf16`` and its keys are
 ``<preset>_bf16_*``: ``<preset>_bf16_floor_share`` against the same fp32 floor (the issue's
@@ -145,16 +146,26 @@ def _draw(batches: Waited[Any]) -> tuple[Any, float]:
     return batch, batches.seconds - before
 
 
+def figure_key(name: str, autocast: str = "off", dim: int | None = None) -> str:
+    """The prefix of a preset's figures: ``<name>[_dim<D>][_<autocast>]``.
+
+    Example:
+        >>> figure_key("dlrm"), figure_key("dlrm", "bf16", 64)
+        ('dlrm', 'dlrm_dim64_bf16')
+    """
+    return name + ("" if dim is None else f"_dim{dim}") + ("" if autocast == "off" else f"_{autocast}")
+
+
 def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: int,
                    rates: Rates, compiled: bool = False, autocast: str = "off",
-                   keep_freed_memory: bool = True) -> dict[str, Any]:
+                   keep_freed_memory: bool = True, dim: int | None = None) -> dict[str, Any]:
     """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators;
     with ``compiled``, then the same trainer's step with its dense parts compiled
     (:func:`autorec.train.compiled.compile_dense`; after ``warmup``
     steps that compile it): ``<name>_compiled_step_ms``, ``<name>_compile_speedup`` (the eager
     step's median over the compiled one's) and ``<name>_compile_s`` (the compiling steps' seconds)."""
-    key = name if autocast == "off" else f"{name}_{autocast}"  # the figures' prefix
-    spec = preset(name, data.schema)
+    key = figure_key(name, autocast, dim)  # the figures' prefix
+    spec = preset(name, data.schema, **({} if dim is None else {"dim": dim}))
     trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False, autocast=autocast,
                                               keep_freed_memory=keep_freed_memory))
     batches = Waited(iter(trainer._batches("train", batch_size, True, 0)))
@@ -247,6 +258,9 @@ def main() -> None:
                         help="train every preset under this autocast (keys <preset>_<autocast>_*)")
     parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                         help="the Trainer's keep_freed_memory (glibc keeps freed buffers warm)")
+    parser.add_argument("--dim", type=int, default=None,
+                        help="every preset at this embedding width (keys <preset>_dim<D>_*; default: "
+                             "the presets' own, 16)")
     parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -257,7 +271,7 @@ def main() -> None:
     bf16_rates = measure_rates(dtype=torch.bfloat16) if args.autocast == "bf16" else None
     print(f"matmul {rates.matmul_flops / 1e9:.1f} GFLOP/s, copy bandwidth {rates.bandwidth / 1e9:.1f} GB/s, "
           f"{torch.get_num_threads()} threads; batch {args.batch_size}, {args.steps} steps")
-    names = [n if args.autocast == "off" else f"{n}_{args.autocast}" for n in args.presets.split(",")]
+    names = [figure_key(n, args.autocast, args.dim) for n in args.presets.split(",")]
     figures: dict[str, Any] = {}
     for name in args.presets.split(","):
         # The floor is a best case, so it takes the best rates seen over the whole run, measured
@@ -268,8 +282,8 @@ def main() -> None:
             bf16_rates = best_rates(bf16_rates, measure_rates(dtype=torch.bfloat16))
         found = profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates,
                                compiled=args.compile, autocast=args.autocast,
-                               keep_freed_memory=args.keep_freed_memory)
-        name = name if args.autocast == "off" else f"{name}_{args.autocast}"
+                               keep_freed_memory=args.keep_freed_memory, dim=args.dim)
+        name = figure_key(name, args.autocast, args.dim)
         figures.update(found)
         print(f"  {name}: {figures[f'{name}_step_ms']:.1f} ms/step, top: {figures[f'{name}_top_ops']}",
               flush=True)
@@ -278,7 +292,7 @@ def main() -> None:
         if bf16_rates is not None:
             figures[f"{name}_floor_share_at_bf16_rate"] = floor_figures(
                 figures, name, bf16_rates)[f"{name}_floor_share"]
-    run = "profile" if args.autocast == "off" else f"profile_{args.autocast}"
+    run = figure_key("profile", args.autocast, args.dim)
     figures |= {f"{run}_matmul_gflops": rates.matmul_flops / 1e9,
                 f"{run}_bandwidth_gbs": rates.bandwidth / 1e9,
                 f"{run}_batch_size": args.batch_size, f"{run}_threads": torch.get_num_threads()}

@@ -49,3 +49,12 @@ def test_bad_flags_are_refused_before_any_run_with_the_flag_named(
 def test_a_failed_profile_names_its_command(tmp_path) -> None:
     with pytest.raises(SystemExit, match="step_profile --presets dlrm --autocast nosuch"):
         floor_share_runs.one_run("dlrm", "nosuch", tmp_path / "out.json")
+
+
+def test_a_run_at_another_width_passes_it_on_and_reads_its_keys(tmp_path) -> None:
+    """``dim`` reaches step_profile's command line (and its figures are read under
+    ``<preset>_dim<D>[_<autocast>]``, :func:`benchmarks.step_profile.figure_key`)."""
+    with pytest.raises(SystemExit, match="--dim 64"):
+        floor_share_runs.one_run("dlrm", "nosuch", tmp_path / "out.json", dim=64)
+    args, _ = floor_share_runs.runs_args(None, ["--dim", "64"])
+    assert args.dim == 64 and floor_share_runs.runs_args(None, [])[0].dim is None
