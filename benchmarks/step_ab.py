@@ -38,6 +38,7 @@ from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.results_file import RESULTS, merge_results
+from benchmarks.step_profile import figure_key
 
 PRESETS = ("dlrm", "dcnv2", "wukong", "dhen")
 WARMUP = 2
@@ -127,8 +128,7 @@ def before_after_main(doc: str | None, before: type[Trainer], prefix: str, prese
         config = TrainConfig(batch_size=args.batch_size, progress=False, autocast=args.autocast)
         runs = {"new": Trainer(preset(name, data.schema, **sizes), data, config),
                 "before": before(preset(name, data.schema, **sizes), data, config)}
-        key = (f"{prefix}_{name}" + ("" if args.dim is None else f"_dim{args.dim}")
-               + ("" if args.autocast == "off" else f"_{args.autocast}"))
+        key = figure_key(f"{prefix}_{name}", args.autocast, args.dim)
         figures |= before_after_figures(key, alternating_rounds(runs, args.rounds, args.steps))
     figures[f"{prefix}_threads"] = torch.get_num_threads()
     for name, value in figures.items():
