@@ -176,14 +176,17 @@ def test_kill_minus_nine_and_resume(tmp_path):
 
 
 def test_two_workers_share_one_journal_storage(tmp_path):
+    """Both spawned workers run trials into one journal file. The budget is in seconds, counted
+    from each worker's own start, so a worker that imports torch slowly still runs its trials
+    (with a budget of a few trials, the first worker could run them all before the second is up:
+    CI saw that). The exact trial count of several workers is tests/faults/test_workers.py's."""
     config = StudyConfig.load(write_study(tmp_path, storage="journal",
-                                          budget={"trials": 6, "epochs": 1, "batch_size": 256,
-                                                  "max_steps_per_epoch": 2}))
+                                          budget={"trials": 40, "timeout_s": 2, "epochs": 1,
+                                                  "batch_size": 256, "max_steps_per_epoch": 2}))
     run_study(config, workers=2, log=quiet)
     study = optuna.load_study(study_name="t", storage=open_storage(config.storage_url))
     trials = study.get_trials()
-    # Workers claim the shared budget without a lock, so it can overshoot by workers - 1 trials.
-    assert 6 <= [t.state for t in trials].count(TrialState.COMPLETE) <= 7
+    assert 2 <= [t.state for t in trials].count(TrialState.COMPLETE) == len(trials) <= 40
     assert sorted(t.number for t in trials) == list(range(len(trials)))
     workers = {t.user_attrs["worker"]["pid"] for t in trials}
     assert len(workers) == 2  # both processes ran trials
