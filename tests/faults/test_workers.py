@@ -30,6 +30,7 @@ def check(tmp_path, storage: str, trials: int) -> None:
         assert out.processes >= 2
 
 
+@pytest.mark.slow  # 19 s of four spawned processes; the default suite has test_study's two workers
 def test_four_workers_share_a_journal_file(tmp_path):
     check(tmp_path, "journal", 2)
 

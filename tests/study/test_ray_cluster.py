@@ -47,6 +47,7 @@ def trials_of(study: Path) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url)).get_trials()
 
 
+@pytest.mark.slow  # 55 s of a two-node cluster; tests/study/test_ray_runner.py runs Ray in the default suite
 def test_a_search_spreads_its_trials_over_two_ray_nodes(cluster, tmp_path):
     budget = {"trials": 4, "epochs": 1, "batch_size": 256, "max_steps_per_epoch": 8}
     study = write_study(tmp_path, budget=budget)
