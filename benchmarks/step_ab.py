@@ -29,6 +29,7 @@ import logging
 import statistics
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,24 +113,31 @@ def before_after_figures(key: str, times: dict[str, list[float]]) -> dict[str, f
 
 
 def before_after_main(doc: str | None, before: type[Trainer], prefix: str, presets: str,
-                      autocast: str) -> None:
+                      autocast: str, alone: Callable[[int], dict[str, float]] | None = None) -> None:
     """A before/after benchmark's main: a default Trainer ("new") and a ``before`` one (the form
     before a change) of each preset on the scale workload, in alternating rounds; prints and
-    merges :func:`before_after_figures` under ``<prefix>_<preset>[_dim<D>][_<autocast>]``."""
+    merges :func:`before_after_figures` under ``<prefix>_<preset>[_dim<D>][_<autocast>]``. With
+    ``alone``, first the changed part timed on its own (``alone(repeats)``'s figures, merged
+    too; ``--repeats``, 0 to skip it), and ``--no-steps`` skips the steps."""
     parser = ab_parser(doc)
     parser.set_defaults(presets=presets, rounds=12)
     parser.add_argument("--autocast", choices=("off", "bf16"), default=autocast)
     parser.add_argument("--dim", type=int, default=None, help="the embedding width D (default: the preset's)")
+    if alone is not None:
+        parser.add_argument("--repeats", type=int, default=20,
+                            help="timings of the part alone, each way (0: not timed, its figures kept)")
+        parser.add_argument("--no-steps", action="store_true", help="only the part alone")
     args = parser.parse_args()
-    sizes = {} if args.dim is None else {"dim": args.dim}
-    data = scale_data(args)
-    figures: dict[str, Any] = {}
-    for name in args.presets.split(","):
-        config = TrainConfig(batch_size=args.batch_size, progress=False, autocast=args.autocast)
-        runs = {"new": Trainer(preset(name, data.schema, **sizes), data, config),
-                "before": before(preset(name, data.schema, **sizes), data, config)}
-        key = figure_key(f"{prefix}_{name}", args.autocast, args.dim)
-        figures |= before_after_figures(key, alternating_rounds(runs, args.rounds, args.steps))
+    figures: dict[str, Any] = alone(args.repeats) if alone is not None and args.repeats > 0 else {}
+    if not getattr(args, "no_steps", False):
+        sizes = {} if args.dim is None else {"dim": args.dim}
+        data = scale_data(args)
+        for name in args.presets.split(","):
+            config = TrainConfig(batch_size=args.batch_size, progress=False, autocast=args.autocast)
+            runs = {"new": Trainer(preset(name, data.schema, **sizes), data, config),
+                    "before": before(preset(name, data.schema, **sizes), data, config)}
+            key = figure_key(f"{prefix}_{name}", args.autocast, args.dim)
+            figures |= before_after_figures(key, alternating_rounds(runs, args.rounds, args.steps))
     figures[f"{prefix}_threads"] = torch.get_num_threads()
     for name, value in figures.items():
         print(f"{name:44s} {value:.3f}" if isinstance(value, float) else f"{name:44s} {value}")

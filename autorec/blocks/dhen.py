@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from autorec.arch import DhenConfig
+from autorec.blocks.attention import by_hand, self_attention
 from autorec.blocks.base import InteractionBlock
 from autorec.blocks.dcn import cross_net
 from autorec.blocks.dlrm import PairwiseDots, num_dots
@@ -58,11 +59,17 @@ class AttentionModule(nn.Module):
             # Under bf16 autocast the CPU's attention kernel runs its backward about 4x slower
             # than in fp32 (benchmarks.step_profile --autocast bf16): attention stays in fp32.
             with torch.autocast("cpu", enabled=False):
-                x = x.float()
-                attended, _ = self.attention(x, x, x, need_weights=False)
+                attended = self._attend(x.float())
         else:
-            attended, _ = self.attention(x, x, x, need_weights=False)
+            attended = self._attend(x)
         return self.project(attended)
+
+    def _attend(self, x: torch.Tensor) -> torch.Tensor:
+        """Self-attention over the F vectors: on the CPU written out (:mod:`autorec.blocks.attention`),
+        else, or where a quantised module or a hook must see the call, the module's own."""
+        if by_hand(self.attention, x):
+            return self_attention(self.attention, x)
+        return self.attention(x, x, x, need_weights=False)[0]
 
 
 class CrossModule(nn.Module):
