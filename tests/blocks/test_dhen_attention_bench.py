@@ -6,19 +6,12 @@ from __future__ import annotations
 import torch
 
 from autorec.blocks import dhen
-from autorec.data import load_dataset
-from autorec.presets import preset
-from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.dhen_attention import INPUTS, Before, alone, module_attention
+from tests.ab_trainers import new_and_before
 
 
 def test_the_module_is_called_only_inside_a_before_step_and_trains_the_same(monkeypatch) -> None:
-    data = load_dataset("synthetic", preset="tiny", num_samples=600)
-    config = TrainConfig(batch_size=64, progress=False, keep_freed_memory=False)
-    torch.manual_seed(0)
-    new = Trainer(preset("dhen", data.schema), data, config)
-    torch.manual_seed(0)
-    before = Before(preset("dhen", data.schema), data, config)
+    new, before, batches = new_and_before(Before, "dhen")
     calls = {"hand": 0}
     written_out = dhen.self_attention
 
@@ -27,7 +20,6 @@ def test_the_module_is_called_only_inside_a_before_step_and_trains_the_same(monk
         return written_out(mha, x)
 
     monkeypatch.setattr(dhen, "self_attention", counted)
-    batches = list(new._batches("train", 64, True, 0))[:3]
     for batch in batches:
         ours = new.train_step(batch)
         seen = calls["hand"]

@@ -5,20 +5,12 @@ from __future__ import annotations
 import torch
 
 from autorec.blocks.dlrm import DotInteraction
-from autorec.data import load_dataset
-from autorec.presets import preset
-from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.dot_layout import Before, plain_forward, plain_layout
+from tests.ab_trainers import new_and_before
 
 
 def test_the_plain_layout_is_used_only_inside_a_before_step_and_trains_the_same() -> None:
-    data = load_dataset("synthetic", preset="tiny", num_samples=600)
-    config = TrainConfig(batch_size=64, progress=False, keep_freed_memory=False)
-    torch.manual_seed(0)
-    new = Trainer(preset("dlrm", data.schema), data, config)
-    torch.manual_seed(0)
-    before = Before(preset("dlrm", data.schema), data, config)
-    batches = list(new._batches("train", 64, True, 0))[:3]
+    new, before, batches = new_and_before(Before, "dlrm")
     with plain_layout():
         assert DotInteraction.forward is plain_forward
     assert DotInteraction.forward is not plain_forward
