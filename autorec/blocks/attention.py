@@ -4,10 +4,12 @@ At DHEN's shapes (a few to a few dozen vectors of D = 16, two heads, batch 4096)
 path is slow in two places: the fused attention kernel (``_scaled_dot_product_flash_attention``
 for CPU: 45 of the module's 72 ms, forward and backward, at 27 vectors) and ATen's softmax over
 rows shorter than one SIMD vector (16 fp32 lanes on AVX-512: 10x the time per element of a row
-of 16, backward included). :func:`self_attention` computes the same values with two batched
-products over the heads folded into the batch and a softmax whose rows are padded with -inf to
-the vector width when shorter (``python -m benchmarks.dhen_attention``). ``tests/blocks/
-test_attention.py`` checks values and gradients against ``nn.MultiheadAttention``.
+of 16, backward included). :func:`self_attention` computes the same values head by head, two
+batched products on strided views of the projections (folding the heads into the batch would
+copy Q, K and V into a permuted layout, and their gradient back: 1.2x slower at 27 vectors),
+and a softmax whose rows are padded with -inf to the vector width when shorter
+(``python -m benchmarks.dhen_attention``). ``tests/blocks/test_attention.py`` checks values and
+gradients against ``nn.MultiheadAttention``.
 """
 
 from __future__ import annotations
@@ -52,16 +54,21 @@ def self_attention(mha: nn.MultiheadAttention, x: torch.Tensor) -> torch.Tensor:
         >>> torch.allclose(self_attention(mha, x), mha(x, x, x, need_weights=False)[0], atol=1e-6)
         True
     """
-    b, length, embed = x.shape
+    b, length, _ = x.shape
     heads, width = mha.num_heads, mha.head_dim
-    qkv = F.linear(x, mha.in_proj_weight, mha.in_proj_bias)  # [B, L, 3E]
-    qkv = qkv.view(b, length, 3, heads, width).permute(2, 0, 3, 1, 4).reshape(3, b * heads, length, width)
-    q, k, v = qkv.unbind(0)  # [B * heads, L, width] each
-    scores = torch.bmm(q * (1.0 / math.sqrt(width)), k.transpose(1, 2))  # [B * heads, L, L]
-    lanes = softmax_lanes()
-    if length < lanes:  # a short row pays ATen's scalar path: pad it to one vector, then drop it
-        weights = torch.softmax(F.pad(scores, (0, lanes - length), value=float("-inf")), -1)[..., :length]
-    else:
-        weights = torch.softmax(scores, -1)
-    out = torch.bmm(weights, v).view(b, heads, length, width).transpose(1, 2).reshape(b, length, embed)
+    qkv = F.linear(x, mha.in_proj_weight, mha.in_proj_bias).view(b, length, 3, heads, width)
+    q, k, v = (t.unbind(2) for t in qkv.unbind(2))  # per head [B, L, width], views of qkv
+    scale = 1.0 / math.sqrt(width)
+    outs = [torch.bmm(_softmax(torch.bmm(hq * scale, hk.transpose(1, 2))), hv)  # [B, L, width]
+            for hq, hk, hv in zip(q, k, v, strict=True)]
+    out = outs[0] if heads == 1 else torch.cat(outs, -1)  # [B, L, E], heads side by side
     return F.linear(out, mha.out_proj.weight, mha.out_proj.bias)
+
+
+def _softmax(scores: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim of ``scores`` [..., L]; rows shorter than :func:`softmax_lanes`
+    are padded with -inf to it (ATen runs those on a scalar path), then cut back."""
+    length, lanes = scores.shape[-1], softmax_lanes()
+    if length < lanes:
+        return torch.softmax(F.pad(scores, (0, lanes - length), value=float("-inf")), -1)[..., :length]
+    return torch.softmax(scores, -1)
