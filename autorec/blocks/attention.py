@@ -56,8 +56,9 @@ def self_attention(mha: nn.MultiheadAttention, x: torch.Tensor) -> torch.Tensor:
     """
     b, length, _ = x.shape
     heads, width = mha.num_heads, mha.head_dim
-    qkv = F.linear(x, mha.in_proj_weight, mha.in_proj_bias).view(b, length, 3, heads, width)
-    q, k, v = (t.unbind(2) for t in qkv.unbind(2))  # per head [B, L, width], views of qkv
+    qkv = F.linear(x, mha.in_proj_weight, mha.in_proj_bias).view(b, length, 3 * heads, width)
+    parts = qkv.unbind(2)  # per head [B, L, width], views of qkv: their gradient is one stack
+    q, k, v = parts[:heads], parts[heads: 2 * heads], parts[2 * heads:]
     scale = 1.0 / math.sqrt(width)
     outs = [torch.bmm(_softmax(torch.bmm(hq * scale, hk.transpose(1, 2))), hv)  # [B, L, width]
             for hq, hk, hv in zip(q, k, v, strict=True)]
