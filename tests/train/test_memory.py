@@ -12,11 +12,12 @@ from autorec.config.train import TrainSettings
 from autorec.train.records import TrainConfig
 
 # A Trainer built with the setting on or off, then four 24 MiB buffers taken, written and freed
-# five times over: the minor page faults of each round. Off, glibc serves them by mmap until its
-# sliding threshold has risen past their size, then from a heap whose freed top it gives back
-# to the kernel past twice that threshold, so rounds 2-5 fault at least one round's 24,576 pages
-# in again (measured: 30,700-98,200 over rounds 2-5); on, the heap keeps them and after the
-# second round nothing faults (a round-2 buffer may still be placed anew: 0 or 6,144). A
+# eight times over: the minor page faults of each round. Off, glibc serves them by mmap until its
+# sliding threshold has risen past their size, so round 2 faults all four in again (24,576
+# pages; later rounds, from the heap, 0-24,544 each as glibc trims it or not). On, the heap
+# keeps them: round 2 faults one buffer at most (6,144) and most later rounds fault nothing, but
+# not every one (6,094 pages in round 3 of one newcomer-check run under load, where something
+# else took a block between the buffers), so the test counts the rounds that fault nothing. A
 # training step's own faults move from run to run with that sliding threshold (0 to 6,000 a step
 # at D 64 here), so BENCHMARKS.md ("Freed memory kept for reuse") measures them over processes.
 _ROUNDS = """
@@ -30,7 +31,7 @@ data = load_dataset("synthetic", preset="tiny", num_samples=256)
 Trainer(preset("dlrm", data.schema), data,
         TrainConfig(batch_size=64, progress=False, keep_freed_memory=sys.argv[1] == "keep"))
 faults = []
-for _ in range(5):
+for _ in range(8):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     buffers = [torch.empty(6 * 2**20).fill_(1.0) for _ in range(4)]  # 4 x 24 MiB
     del buffers
@@ -51,9 +52,9 @@ def test_a_trainer_keeps_freed_buffers_mapped_for_reuse() -> None:
 
     assert keep_freed_memory() is True  # glibc here: the setting is taken
     plain, kept = _faults_by_round("plain"), _faults_by_round("keep")
-    assert sum(plain[1:]) > 24_000  # the premise: off, the buffers are faulted in again
-    assert sum(kept[2:]) < 100  # on: rounds 3-5 reuse the pages warm
-    assert sum(kept[1:]) < sum(plain[1:]) / 3
+    assert plain[1] > 20_000  # the premise: off, round 2 faults all four buffers in again
+    assert kept[1] < plain[1] / 2  # on: round 2 reuses most of them warm (one may be placed anew)
+    assert sum(f < 100 for f in kept[2:]) >= 4  # and most of rounds 3-8 fault nothing
 
 
 def test_on_by_default_and_off_by_setting() -> None:
