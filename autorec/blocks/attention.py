@@ -14,16 +14,20 @@ gradients against ``nn.MultiheadAttention``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autorec.blocks.base import global_forward_hooks
+
 # fp32 lanes of ATen's CPU kernels per capability (torch.backends.cpu.get_cpu_capability)
 _LANES = {"AVX512": 16, "AVX2": 8}
 
 
+@functools.cache
 def softmax_lanes() -> int:
     """The row length below which a row of the softmax is padded: ATen's fp32 SIMD width here."""
     return _LANES.get(torch.backends.cpu.get_cpu_capability(), 1)
@@ -37,9 +41,8 @@ def by_hand(mha: nn.Module, x: torch.Tensor) -> bool:
     if type(mha) is not nn.MultiheadAttention or x.device.type != "cpu" or torch.compiler.is_exporting():
         return False
     plain = mha.batch_first and mha._qkv_same_embed_dim and mha.bias_k is None and not mha.add_zero_attn
-    hooked = any(m._forward_hooks or m._forward_pre_hooks for m in (mha, mha.out_proj))
-    module = nn.modules.module
-    hooked = hooked or bool(module._global_forward_hooks or module._global_forward_pre_hooks)
+    hooked = global_forward_hooks() or any(m._forward_hooks or m._forward_pre_hooks
+                                           for m in (mha, mha.out_proj))
     return plain and not hooked and not (mha.training and mha.dropout > 0)
 
 

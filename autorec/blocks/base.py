@@ -36,3 +36,11 @@ class InteractionBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def global_forward_hooks() -> bool:
+    """Whether any module-wide forward hook is registered: a block that computes a submodule's
+    values by hand (Wukong's fused maps, DHEN's written-out attention) calls the submodule
+    instead, so such a hook (a precision probe, say) sees every call."""
+    module = nn.modules.module
+    return bool(module._global_forward_hooks or module._global_forward_pre_hooks)

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from autorec.arch import WukongConfig
-from autorec.blocks.base import InteractionBlock
+from autorec.blocks.base import InteractionBlock, global_forward_hooks
 from autorec.blocks.layout import FloatLayerNorm, transposed
 from autorec.blocks.mlp import FeatureLinear, mlp_to_rows
 from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, register_kind
@@ -109,7 +109,7 @@ class WukongLayer(InteractionBlock):
         without bias or hooks (the fp32 and autocast default), else ``[]``: then the three maps
         over the feature axis can run as one product."""
         maps = [m.linear for m in (self.lcb, self.residual) if isinstance(m, FeatureLinear)]
-        if not maps or _global_hooks():
+        if not maps or global_forward_hooks():
             return []
         plain = all(type(m) is nn.Linear and m.bias is None and not (m._forward_hooks or m._forward_pre_hooks)
                     for m in maps)
@@ -132,12 +132,6 @@ class WukongLayer(InteractionBlock):
             out = torch.cat((out, parts[1].transpose(1, 2)), dim=1)
         residual = parts[-1].transpose(1, 2) if isinstance(self.residual, FeatureLinear) else x
         return self.norm(out + residual)
-
-
-def _global_hooks() -> bool:
-    """Whether any module-wide forward hook is registered (it must see every linear's call)."""
-    module = nn.modules.module
-    return bool(module._global_forward_hooks or module._global_forward_pre_hooks)
 
 
 class WukongRules(SearchRules):
