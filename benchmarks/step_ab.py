@@ -113,11 +113,11 @@ def before_after_figures(key: str, times: dict[str, list[float]]) -> dict[str, f
 
 
 def before_after_main(doc: str | None, before: type[Trainer], prefix: str, presets: str,
-                      autocast: str, alone: Callable[[int], dict[str, float]] | None = None) -> None:
+                      autocast: str, alone: Callable[[int, str], dict[str, float]] | None = None) -> None:
     """A before/after benchmark's main: a default Trainer ("new") and a ``before`` one (the form
     before a change) of each preset on the scale workload, in alternating rounds; prints and
     merges :func:`before_after_figures` under ``<prefix>_<preset>[_dim<D>][_<autocast>]``. With
-    ``alone``, first the changed part timed on its own (``alone(repeats)``'s figures, merged
+    ``alone``, first the changed part timed on its own (``alone(repeats, autocast)``'s figures, merged
     too; ``--repeats``, 0 to skip it), and ``--no-steps`` skips the steps."""
     parser = ab_parser(doc)
     parser.set_defaults(presets=presets, rounds=12)
@@ -128,7 +128,8 @@ def before_after_main(doc: str | None, before: type[Trainer], prefix: str, prese
                             help="timings of the part alone, each way (0: not timed, its figures kept)")
         parser.add_argument("--no-steps", action="store_true", help="only the part alone")
     args = parser.parse_args()
-    figures: dict[str, Any] = alone(args.repeats) if alone is not None and args.repeats > 0 else {}
+    timed_alone = alone is not None and args.repeats > 0
+    figures: dict[str, Any] = alone(args.repeats, args.autocast) if timed_alone else {}
     if not getattr(args, "no_steps", False):
         sizes = {} if args.dim is None else {"dim": args.dim}
         data = scale_data(args)

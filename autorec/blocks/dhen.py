@@ -56,8 +56,9 @@ class AttentionModule(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-            # Under bf16 autocast the CPU's attention kernel runs its backward about 4x slower
-            # than in fp32 (benchmarks.step_profile --autocast bf16): attention stays in fp32.
+            # The attention stays in fp32 under bf16 autocast: by hand in bf16 it runs 1.04-1.18x
+            # slower than in fp32 on the CPU (its per-head products are D/heads wide), and the
+            # module's own kernel slower still (benchmarks.dhen_attention --autocast bf16 --no-steps).
             with torch.autocast("cpu", enabled=False):
                 attended = self._attend(x.float())
         else:
