@@ -18,6 +18,13 @@ scored twice, 26 features times 9 settings): ``python -m benchmarks.oneshot_tau_
 ``..._sd_<part>``, ``..._sd_trained``, ``..._pairs``, and per first layer kind
 ``..._layers_mean_<kind>`` and ``..._trained_mean_<kind>``; with ``--no-heads``, scored through
 the supernet's one over-arch, the scores' keys end in ``_shared``).
+
+With ``--fit-on tpe,tpe_shared`` the issue's "learned accuracy predictor over the inherited-weight
+scores" (:mod:`autorec.oneshot.predictor`): the archived TPE studies' complete trials (trained
+stand-alone on the same trial budget, none of them in the pool) are scored into the same parts,
+a least-squares fit of their validation AUCs on the layers and features parts learns how much
+each is worth, and the fitted predictor ranks the pool (keys ``..._tau_predicted``,
+``..._predictor_weight_<part>``, ``..._predictor_fit_pairs``, ``..._predictor_fit_tau``).
 """
 
 from __future__ import annotations
@@ -28,22 +35,53 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
+from scipy.stats import kendalltau
 
 from autorec.oneshot.parts import part_figures, proxy_parts
+from autorec.oneshot.predictor import fit_predictor
 from benchmarks.oneshot_cross_scores import ARCHIVE, Loader, one_at_a_time, pooled_pairs, winners
-from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, use_kind_heads
+from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, same_model, supernet_values, use_kind_heads
 from benchmarks.results_file import RESULTS, merge_results
+from benchmarks.study_archive import read_study
+
+
+def study_pairs(stages: list[str], search: Any,
+                archive_dir: Path = ARCHIVE) -> list[tuple[dict[str, str], float]]:
+    """The complete trials (with their metrics) of the multi-trial studies ``stages`` archived
+    under ``archive_dir`` (``<stage>.jsonl``, as ``oneshot_vs_tpe --stage archive`` keeps TPE's),
+    each as (the supernet's choice values, its stand-alone validation AUC). A trial whose
+    architecture does not derive back from those choices is a ValueError naming it."""
+    out = []
+    for stage in stages:
+        study = read_study(archive_dir / f"{stage}.jsonl", stage)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if "metrics" not in t.user_attrs:
+                continue
+            params = supernet_values(t.params, search.names)
+            if not same_model(search.net.derive(search.values_of(params)).to_dict(), t.user_attrs["arch"]):
+                raise ValueError(f"{archive_dir / f'{stage}.jsonl'}: trial {t.number}'s architecture "
+                                 f"does not derive back from the supernet's choices; its parts "
+                                 f"would score another model")
+            out.append((params, float(t.user_attrs["metrics"]["val"]["auc"])))
+    return out
 
 
 def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, root: Path,
               pool_seeds: list[int], load: Loader = load_supernet,
-              archive_dir: Path = ARCHIVE, heads: bool = True) -> dict[str, Any]:
+              archive_dir: Path = ARCHIVE, heads: bool = True,
+              fit_on: list[str] | None = None) -> dict[str, Any]:
     """Flat figures for each seed's supernet of run ``tag`` over the pool of the tau trainings
     of ``pairs_tags``'s ``pool_seeds`` (one pool for every supernet), the reference path's
     layers its own study's winner's; with ``heads`` false, every path through the supernet's
     one over-arch (the keys then end in ``_shared``). Beside them, per first layer kind, the
     mean layers part and the mean trained AUC of the architectures with it first
-    (``..._layers_mean_<kind>``, ``..._trained_mean_<kind>``)."""
+    (``..._layers_mean_<kind>``, ``..._trained_mean_<kind>``). With ``fit_on`` (archived
+    multi-trial studies, as ``tpe``), a predictor over the layers and features parts
+    (:func:`~autorec.oneshot.predictor.fit_predictor`) is fitted on their trials, scored the same
+    way, and ranks the pool, which it never saw: ``..._tau_predicted``, its weights
+    (``..._predictor_weight_<part>``), the trials it learned from (``..._predictor_fit_pairs``)
+    and its tau over them (``..._predictor_fit_tau``)."""
     pairs = pooled_pairs(pairs_tags, pool_seeds, root, archive_dir)
     if len(pairs) < 3:
         raise SystemExit(f"{', '.join(pairs_tags)}: {len(pairs)} calibration trainings; "
@@ -56,10 +94,21 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
         if heads:  # score as the search did: through its kind heads, where it trained them
             use_kind_heads(loaded)
         layers = {n: v for n, v in won.items() if not n.startswith("emb.")}
-        parts = proxy_parts(loaded.search, [p for p, _ in pairs], layers, samples)
+        fit = study_pairs(fit_on, loaded.search, archive_dir) if fit_on else []
+        scored = proxy_parts(loaded.search, [p for p, _ in pairs] + [p for p, _ in fit], layers, samples)
+        parts = {part: scores[:len(pairs)] for part, scores in scored.items()}
         prefix, end = f"{tag[1:]}_seed{seed}", "" if heads else "_shared"
         out.update({f"{prefix}_{key}{end}": value for key, value in part_figures(parts, trained).items()})
         out[f"{prefix}_pairs"] = len(pairs)
+        if fit_on:
+            learned = {part: scores[len(pairs):] for part, scores in scored.items()}
+            labels = [v for _, v in fit]
+            predictor = fit_predictor(learned, labels)
+            for key, scores, truth in (("tau_predicted", parts, trained),
+                                       ("predictor_fit_tau", learned, labels)):
+                out[f"{prefix}_{key}{end}"] = float(kendalltau(predictor.predict(scores), truth).statistic)
+            out[f"{prefix}_predictor_fit_pairs"] = len(fit)
+            out.update({f"{prefix}_predictor_weight_{part}{end}": w for part, w in predictor.weights.items()})
         kinds = [str(p.get("layer0.kind")) for p, _ in pairs]
         for kind in sorted(set(kinds)):  # where the layers part comes from
             rows = [i for i, k in enumerate(kinds) if k == kind]
@@ -89,6 +138,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-heads", action="store_true",
                         help="score through the supernet's one over-arch, not its kind heads "
                              "(keys end in _shared)")
+    parser.add_argument("--fit-on", default=None,
+                        help="archived multi-trial studies whose trials a predictor over the parts is "
+                             "fitted on, separated by commas (e.g. tpe,tpe_shared)")
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=RESULTS / "oneshot_tau_parts.json")
     args = parser.parse_args(argv)
@@ -105,7 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     load, figures = one_at_a_time(load_supernet), {f"{args.tag[1:]}_samples": args.samples}
     for seed in seeds:  # one supernet held at a time
         figures.update(tau_parts(args.tag, args.tau_from.split(","), [seed], args.samples, args.root,
-                                 pool_seeds, load=load, heads=not args.no_heads))
+                                 pool_seeds, load=load, heads=not args.no_heads,
+                                 fit_on=args.fit_on.split(",") if args.fit_on else None))
     for key, value in figures.items():
         print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
     merge_results(args.out, figures, prefix=args.tag[1:])

@@ -80,7 +80,9 @@ def supernet_values(params: Mapping[str, Any], names: Mapping[str, list[str]]) -
     return out
 
 
-def _same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two architectures' dicts (``ArchSpec.to_dict()``) describe the same model: equal but for
+    their name and metadata."""
     strip = ("name", "metadata")
     return {k: v for k, v in a.items() if k not in strip} == {k: v for k, v in b.items() if k not in strip}
 
@@ -162,7 +164,7 @@ def score_tpe(tag: str, seed: int, tpe_stage: str, samples: int, root: Path,
     for t in trained:
         values = search.values_of(supernet_values(t.params, search.names))
         spec = search.net.derive(values)
-        if not _same_model(spec.to_dict(), t.user_attrs["arch"]):
+        if not same_model(spec.to_dict(), t.user_attrs["arch"]):
             raise ValueError(f"{tpe_db}: trial {t.number}'s architecture does not derive back from the "
                              f"supernet's choices; its score would be another model's")
         rows.append({"trial": t.number, "proxy": score(values),

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import optuna
 import pytest
 
 from autorec.oneshot.parts import PARTS
 from benchmarks.oneshot_cross_scores import pooled_pairs
 from benchmarks.oneshot_tau_parts import main, tau_parts
-from tests.studyfiles import run_micro_oneshot
+from tests.studyfiles import MICRO_BUDGET, run_micro_oneshot, write_study
 
 
 def test_figures_per_supernet_and_the_command_line(micro_runs, tmp_path, capsys):
@@ -58,3 +60,41 @@ def test_a_study_with_kind_heads_is_scored_through_them(micro_runs, tmp_path):
     assert through_heads != plain.search.rescore(plain.search.values_of(path), 256)["val_auc"]
     without = load_supernet("_m", 0, 256, micro_runs)  # a study that trained none: left as it is
     assert not use_kind_heads(without) and without.search.heads is None
+
+
+def _archived_random_study(archive_dir: Path, space: Path, name: str, trials: int) -> int:
+    """A random multi-trial study of ``trials`` on ``space`` archived as ``<name>.jsonl``; its
+    complete trials."""
+    from autorec.study import StudyConfig, run_study
+    from benchmarks.study_archive import archive
+
+    folder = archive_dir / f"{name}_run"
+    folder.mkdir(parents=True)
+    budget = {**MICRO_BUDGET, "trials": trials}
+    config = StudyConfig.load(write_study(folder, name=name, space=str(space), budget=budget))
+    run_study(config, log=lambda *_: None)
+    archive(name, config.storage_url, archive_dir / f"{name}.jsonl")
+    return len(optuna.load_study(study_name=name, storage=config.storage_url).get_trials(
+        states=(optuna.trial.TrialState.COMPLETE,)))
+
+
+def test_a_predictor_fitted_on_another_studys_trials_ranks_the_pool(micro_runs, tmp_path):
+    archive_dir = tmp_path / "archive"
+    complete = _archived_random_study(archive_dir, micro_runs / "micro.yaml", "rnd", 6)
+    figures = tau_parts("_m", ["_m"], [1], 256, micro_runs, [0, 1], archive_dir=archive_dir,
+                        fit_on=["rnd"])
+    assert figures["m_seed1_predictor_fit_pairs"] == complete >= 4
+    for key in ("tau_predicted", "predictor_fit_tau"):
+        assert -1.0 <= figures[f"m_seed1_{key}"] <= 1.0
+    assert {"m_seed1_predictor_weight_layers", "m_seed1_predictor_weight_features"} <= figures.keys()
+    # the pool's own figures are the run's without a predictor: the fit's trials are scored apart
+    plain = tau_parts("_m", ["_m"], [1], 256, micro_runs, [0, 1])
+    assert {k: v for k, v in figures.items() if "predict" not in k} == plain
+    # a study on a space the supernet cannot score is refused, naming the file and the trial
+    other = tmp_path / "other.yaml"
+    other.write_text((micro_runs / "micro.yaml").read_text().replace("[[16]]", "[[32]]"))
+    _archived_random_study(archive_dir, other, "wide", 4)
+    with pytest.raises(ValueError, match=r"wide\.jsonl: trial 0's architecture does not derive back"):
+        tau_parts("_m", ["_m"], [1], 256, micro_runs, [0, 1], archive_dir=archive_dir, fit_on=["wide"])
+    with pytest.raises(SystemExit, match="no archive of study 'gone'"):
+        tau_parts("_m", ["_m"], [1], 256, micro_runs, [0, 1], archive_dir=archive_dir, fit_on=["gone"])

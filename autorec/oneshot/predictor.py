@@ -1,0 +1,75 @@
+"""A learned accuracy predictor over the inherited-weight parts of the proxy.
+
+The supernet's proxy of an architecture mixes a reading of its layers with a reading of its
+embeddings (:mod:`autorec.oneshot.parts`), and on issue 20's ``scale`` workload the first ranks
+trained architectures at chance while the second ranks them well. How much each reading is worth
+is learned from architectures that were trained stand-alone (another study's trials, on the same
+workload and budget): a least-squares fit of their validation AUC on the parts' scores, with an
+intercept. The fit's weights say how far the search can trust each part (a weight near 0: the part
+says nothing that training confirms); the predictor ranks new architectures from the same
+inherited-weight scores, with no further training.
+
+Example:
+    >>> fit = fit_predictor({"layers": [0.1, 0.3, 0.2, 0.4], "features": [1.0, 2.0, 3.0, 4.0]},
+    ...                     [0.6, 0.7, 0.8, 0.9])
+    >>> round(fit.weights["features"], 3), round(abs(fit.weights["layers"]), 3)
+    (0.1, 0.0)
+    >>> [round(v, 2) for v in fit.predict({"layers": [0.0], "features": [5.0]})]
+    [1.0]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+INPUTS = ("layers", "features")  # the parts a predictor reads by default (the two that add up)
+
+
+@dataclasses.dataclass(frozen=True)
+class PartsPredictor:
+    """Predicted AUC = ``intercept`` + sum over parts of ``weights[part]`` x the part's score."""
+
+    intercept: float
+    weights: dict[str, float]
+
+    def predict(self, parts: Mapping[str, Sequence[float]]) -> list[float]:
+        """The predicted AUC of each architecture whose part scores are ``parts`` (part ->
+        one score per architecture, in order; every part of ``weights`` present)."""
+        missing = [p for p in self.weights if p not in parts]
+        if missing:
+            raise KeyError(f"predictor: no scores for part(s) {', '.join(missing)} "
+                           f"(given {', '.join(parts) or 'none'})")
+        rows = np.column_stack([np.asarray(parts[p], dtype=float) for p in self.weights])
+        return [float(v) for v in self.intercept + rows @ np.asarray(list(self.weights.values()))]
+
+
+def fit_predictor(parts: Mapping[str, Sequence[float]], trained: Sequence[float],
+                  inputs: Sequence[str] = INPUTS) -> PartsPredictor:
+    """Least squares of ``trained`` (stand-alone validation AUCs) on the ``inputs`` parts' scores of
+    the same architectures, with an intercept (:func:`numpy.linalg.lstsq`). Needs more
+    architectures than inputs + 1, and each input's scores must vary; a ValueError naming what is
+    short otherwise."""
+    if not inputs:
+        raise ValueError("fit_predictor: no inputs given (expected part names, as 'layers', 'features')")
+    missing = [p for p in inputs if p not in parts]
+    if missing:
+        raise ValueError(f"fit_predictor: no scores for part(s) {', '.join(missing)} "
+                         f"(given {', '.join(parts)})")
+    n = len(trained)
+    for part in inputs:
+        if len(parts[part]) != n:
+            raise ValueError(f"fit_predictor: part {part!r} has {len(parts[part])} scores "
+                             f"for {n} trained AUCs")
+        if n and float(np.ptp(np.asarray(parts[part], dtype=float))) == 0.0:
+            raise ValueError(f"fit_predictor: part {part!r} scores every architecture alike; "
+                             f"nothing to learn its weight from")
+    if n <= len(inputs) + 1:
+        raise ValueError(f"fit_predictor: {n} trained architectures for {len(inputs)} weights and an "
+                         f"intercept; expected at least {len(inputs) + 2}")
+    design = np.column_stack([np.ones(n), *(np.asarray(parts[p], dtype=float) for p in inputs)])
+    coefficients = np.linalg.lstsq(design, np.asarray(trained, dtype=float), rcond=None)[0]
+    return PartsPredictor(float(coefficients[0]),
+                          {p: float(w) for p, w in zip(inputs, coefficients[1:], strict=True)})
