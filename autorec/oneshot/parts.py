@@ -93,11 +93,17 @@ def proxy_parts(search: Any, architectures: Sequence[Mapping[str, Any]], referen
     as Optuna records them) of ``architectures``, in order; ``reference_layers`` the layer and
     over-arch choices of the reference path (its embedding choices are ignored); scored by
     ``search`` (a :class:`~autorec.oneshot.search.CandidateSearch`) on ``samples`` validation
-    samples. Costs 2 scores an architecture and 1 + ``len(feature_settings(search.names))``."""
+    samples. Costs 2 scores an architecture and 1 + ``len(feature_settings(search.names))``, each
+    distinct path scored once."""
     names = search.names
+    scored: dict[tuple[str, ...], float] = {}  # a path scored once (architectures may share layers)
 
     def score(params: Mapping[str, Any]) -> float:
-        return search.rescore(search.values_of({n: str(params[n]) for n in names}), samples)["val_auc"]
+        path = tuple(str(params[n]) for n in names)
+        if path not in scored:
+            scored[path] = search.rescore(search.values_of(dict(zip(names, path, strict=True))),
+                                          samples)["val_auc"]
+        return scored[path]
 
     reference = reference_setting(names)
     base = {**{n: str(v) for n, v in reference_layers.items() if not n.startswith("emb.")}, **reference}

@@ -28,8 +28,13 @@ def test_the_parts_add_up_and_the_reference_embedding_costs_nothing(micro_runs):
     assert reference and all(float(v) == max(float(x) for x in names[n]) for n, v in reference.items())
     layers = winners("_m", [0], micro_runs)[0]["params"]  # its embedding choices are ignored
     at_reference = {**pairs[0][0], **reference}  # one architecture already at the reference embedding
+    calls = []
+    rescore = loaded.search.rescore
+    loaded.search.rescore = lambda values, samples: calls.append(values) or rescore(values, samples)
     parts = proxy_parts(loaded.search, [*(p for p, _ in pairs), at_reference], layers, 256)
     assert set(parts) == set(PARTS)
+    paths = [tuple(sorted(v.items())) for v in calls]  # each distinct path scored once
+    assert len(paths) == len(set(paths)) < 1 + len(feature_settings(names)) + 2 * (len(pairs) + 1)
     for i in range(len(pairs) + 1):
         assert parts["additive"][i] == pytest.approx(parts["layers"][i] + parts["features"][i])
         assert parts["own_features"][i] == pytest.approx(parts["joint"][i] - parts["layers"][i])
