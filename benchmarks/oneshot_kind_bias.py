@@ -41,8 +41,9 @@ from scipy.stats import kendalltau
 
 from autorec.oneshot.grid import layer_settings
 from autorec.oneshot.heads import KindHeads, train_head
+from autorec.oneshot.labels import supernet_values
 from benchmarks.oneshot_cross_scores import calibration_pairs
-from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, supernet_values
+from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet
 from benchmarks.results_file import RESULTS, merge_results
 
 PROBES = ("dhen2 512", "dhen3 512", "dcnv2(1,0) 512", "dcnv2(1,16) 256", "dcnv2(1,16)+dlrm 256",

@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
 from scipy.stats import kendalltau
 
+from autorec.oneshot.labels import trained_pairs
 from autorec.oneshot.parts import part_figures, proxy_parts
 from autorec.oneshot.predictor import fit_predictor
 from benchmarks.oneshot_cross_scores import ARCHIVE, Loader, one_at_a_time, pooled_pairs, winners
-from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, same_model, supernet_values, use_kind_heads
+from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, use_kind_heads
 from benchmarks.results_file import RESULTS, merge_results
 from benchmarks.study_archive import read_study
 
@@ -50,21 +50,11 @@ def study_pairs(stages: list[str], search: Any,
                 archive_dir: Path = ARCHIVE) -> list[tuple[dict[str, str], float]]:
     """The complete trials (with their metrics) of the multi-trial studies ``stages`` archived
     under ``archive_dir`` (``<stage>.jsonl``, as ``oneshot_vs_tpe --stage archive`` keeps TPE's),
-    each as (the supernet's choice values, its stand-alone validation AUC). A trial whose
-    architecture does not derive back from those choices is a ValueError naming it."""
-    out = []
-    for stage in stages:
-        study = read_study(archive_dir / f"{stage}.jsonl", stage)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if "metrics" not in t.user_attrs:
-                continue
-            params = supernet_values(t.params, search.names)
-            if not same_model(search.net.derive(search.values_of(params)).to_dict(), t.user_attrs["arch"]):
-                raise ValueError(f"{archive_dir / f'{stage}.jsonl'}: trial {t.number}'s architecture "
-                                 f"does not derive back from the supernet's choices; its parts "
-                                 f"would score another model")
-            out.append((params, float(t.user_attrs["metrics"]["val"]["auc"])))
-    return out
+    each as (the supernet's choice values, its stand-alone validation AUC)
+    (:func:`~autorec.oneshot.labels.trained_pairs`)."""
+    return [pair for stage in stages
+            for pair in trained_pairs(read_study(archive_dir / f"{stage}.jsonl", stage), search,
+                                      str(archive_dir / f"{stage}.jsonl"))]
 
 
 def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, root: Path,

@@ -41,50 +41,11 @@ import optuna
 from optuna.trial import TrialState
 from scipy.stats import kendalltau, spearmanr
 
+from autorec.oneshot.labels import same_model, supernet_values
 from benchmarks.results_file import RESULTS, commit, machine, merge_results
 
 ROOT = Path.home() / ".cache" / "autorec-bench" / "oneshot"
 DEFAULT_SAMPLES = 32768  # the rescore's; another count is named in the figures' keys (``_s<N>``)
-
-
-def supernet_values(params: Mapping[str, Any], names: Mapping[str, list[str]]) -> dict[str, str]:
-    """A multi-trial study's parameters as the supernet's choice names: a choice the trial did not
-    draw (a hash of a dropped feature, the layers past ``num_layers``) is ``skip`` for a layer
-    kind and the first value otherwise (derive() ignores it). A shared choice of a space whose
-    embedding group is ``all`` (``emb.all``, ``emb.all.hash``) is every feature's.
-
-    Example:
-        >>> supernet_values({"num_layers": 1, "layer0.kind": "dlrm", "emb.a": 0},
-        ...                 {"layer0.kind": ["dlrm", "dcnv2"], "layer1.kind": ["dlrm", "skip"],
-        ...                  "emb.a": ["0", "8"], "emb.a.hash": ["1", "0.25"]})
-        {'layer0.kind': 'dlrm', 'layer1.kind': 'skip', 'emb.a': '0', 'emb.a.hash': '1'}
-    """
-    params = dict(params)
-    for key in [k for k in params if k.startswith("emb.all")]:  # one shared choice for every feature
-        suffix = key[len("emb.all"):]
-        for name in names:
-            if name.startswith("emb.") and name.endswith(suffix) and name.count(".") == 1 + suffix.count("."):
-                params.setdefault(name, params[key])
-    out = {}
-    for name, choices in names.items():
-        if name in params:
-            value = params[name]
-            text = "-".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
-            if text not in choices:
-                raise ValueError(f"{name}: {value!r} is not among the supernet's choices {choices}")
-            out[name] = text
-        elif name.endswith(".kind") and "skip" in choices:
-            out[name] = "skip"
-        else:
-            out[name] = choices[0]
-    return out
-
-
-def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Two architectures' dicts (``ArchSpec.to_dict()``) describe the same model: equal but for
-    their name and metadata."""
-    strip = ("name", "metadata")
-    return {k: v for k, v in a.items() if k not in strip} == {k: v for k, v in b.items() if k not in strip}
 
 
 class LoadedSupernet(NamedTuple):

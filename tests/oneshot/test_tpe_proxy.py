@@ -9,27 +9,10 @@ import pytest
 from scipy.stats import kendalltau
 
 from autorec.study import StudyConfig, run_study
-from benchmarks.oneshot_tpe_proxy import main, score_tpe, supernet_values, swaps
+from benchmarks.oneshot_tpe_proxy import main, score_tpe, swaps
 from tests.studyfiles import write_study
 
 BUDGET = {"trials": 5, "epochs": 1, "batch_size": 128, "max_steps_per_epoch": 4}
-NAMES = {"layer0.kind": ["dlrm", "dcnv2"], "layer1.kind": ["dlrm", "skip"], "emb.a": ["0", "8"],
-         "emb.a.hash": ["1", "0.25"], "over_arch": ["32-16", "16"]}
-
-
-def test_parameters_map_to_the_supernets_choices():
-    params = {"num_layers": 1, "layer0.kind": "dcnv2", "emb.a": 8, "emb.a.hash": 0.25, "over_arch": "16"}
-    assert supernet_values(params, NAMES) == {"layer0.kind": "dcnv2", "layer1.kind": "skip", "emb.a": "8",
-                                              "emb.a.hash": "0.25", "over_arch": "16"}
-    # a list value (an over-arch as the space lists it) joins as the supernet names it
-    assert supernet_values({**params, "over_arch": [32, 16]}, NAMES)["over_arch"] == "32-16"
-    # a space of one shared width and hash (group ``all``): every feature's
-    shared = supernet_values({"num_layers": 1, "layer0.kind": "dlrm", "emb.all": 8, "emb.all.hash": 1,
-                              "over_arch": "16"}, NAMES)
-    assert shared["emb.a"] == "8" and shared["emb.a.hash"] == "1"
-    with pytest.raises(ValueError, match=r"emb\.a: 4 is not among the supernet's choices \['0', '8'\]"):
-        supernet_values({**params, "emb.a": 4}, NAMES)
-
 
 def test_crossings_swap_the_embedding_choices_and_keep_every_row():
     theirs = {"emb.a": "0", "emb.a.hash": "0.25", "layer0.kind": "dcnv2", "over_arch": "16"}
