@@ -24,7 +24,7 @@ scores" (:mod:`autorec.oneshot.predictor`): the archived TPE studies' complete t
 stand-alone on the same trial budget, none of them in the pool) are scored into the same parts,
 a least-squares fit of their validation AUCs on the layers and features parts learns how much
 each is worth, and the fitted predictor ranks the pool (keys ``..._tau_predicted``,
-``..._predictor_weight_<part>``, ``..._predictor_fit_pairs``, ``..._predictor_fit_tau``).
+``..._predictor_weight_<part>``, ``..._predictor_pairs``, ``..._predictor_fit_tau``).
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from scipy.stats import kendalltau
 
 from autorec.oneshot.labels import trained_pairs
 from autorec.oneshot.parts import part_figures, proxy_parts
-from autorec.oneshot.predictor import fit_predictor
+from autorec.oneshot.predictor import predictor_figures
 from benchmarks.oneshot_cross_scores import ARCHIVE, Loader, one_at_a_time, pooled_pairs, winners
 from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, use_kind_heads
 from benchmarks.results_file import RESULTS, merge_results
@@ -70,7 +69,7 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
     multi-trial studies, as ``tpe``), a predictor over the layers and features parts
     (:func:`~autorec.oneshot.predictor.fit_predictor`) is fitted on their trials, scored the same
     way, and ranks the pool, which it never saw: ``..._tau_predicted``, its weights
-    (``..._predictor_weight_<part>``), the trials it learned from (``..._predictor_fit_pairs``)
+    (``..._predictor_weight_<part>``), the trials it learned from (``..._predictor_pairs``)
     and its tau over them (``..._predictor_fit_tau``)."""
     pairs = pooled_pairs(pairs_tags, pool_seeds, root, archive_dir)
     if len(pairs) < 3:
@@ -91,14 +90,10 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
         out.update({f"{prefix}_{key}{end}": value for key, value in part_figures(parts, trained).items()})
         out[f"{prefix}_pairs"] = len(pairs)
         if fit_on:
-            learned = {part: scores[len(pairs):] for part, scores in scored.items()}
-            labels = [v for _, v in fit]
-            predictor = fit_predictor(learned, labels)
-            for key, scores, truth in (("tau_predicted", parts, trained),
-                                       ("predictor_fit_tau", learned, labels)):
-                out[f"{prefix}_{key}{end}"] = float(kendalltau(predictor.predict(scores), truth).statistic)
-            out[f"{prefix}_predictor_fit_pairs"] = len(fit)
-            out.update({f"{prefix}_predictor_weight_{part}{end}": w for part, w in predictor.weights.items()})
+            figures = predictor_figures({part: scores[len(pairs):] for part, scores in scored.items()},
+                                        [v for _, v in fit], parts, trained)
+            out.update({f"{prefix}_{key}{'' if key == 'predictor_pairs' else end}": value
+                        for key, value in figures.items()})
         kinds = [str(p.get("layer0.kind")) for p, _ in pairs]
         for kind in sorted(set(kinds)):  # where the layers part comes from
             rows = [i for i, k in enumerate(kinds) if k == kind]

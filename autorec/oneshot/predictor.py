@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+from scipy.stats import kendalltau
 
 INPUTS = ("layers", "features")  # the parts a predictor reads by default (the two that add up)
 
@@ -73,3 +75,44 @@ def fit_predictor(parts: Mapping[str, Sequence[float]], trained: Sequence[float]
     coefficients = np.linalg.lstsq(design, np.asarray(trained, dtype=float), rcond=None)[0]
     return PartsPredictor(float(coefficients[0]),
                           {p: float(w) for p, w in zip(inputs, coefficients[1:], strict=True)})
+
+
+def predictor_sources(value: Any) -> tuple[dict[str, str], ...]:
+    """The ``tau_predictor_from`` option checked: a list of ``{storage: <Optuna storage URL>,
+    study: <name>}``, the multi-trial studies whose trained trials a predictor learns from; a
+    ValueError naming the entry and key at fault otherwise.
+
+    Example:
+        >>> predictor_sources([{"storage": "sqlite:///tpe.db", "study": "tpe"}])
+        ({'storage': 'sqlite:///tpe.db', 'study': 'tpe'},)
+    """
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"tau_predictor_from: expected a list of {{storage, study}} mappings, "
+                         f"got {value!r}")
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict) or set(entry) != {"storage", "study"}:
+            raise ValueError(f"tau_predictor_from[{i}]: expected a mapping with keys storage and study, "
+                             f"got {entry!r}")
+        for key in ("storage", "study"):
+            if not isinstance(entry[key], str) or not entry[key]:
+                raise ValueError(f"tau_predictor_from[{i}].{key}: expected a non-empty string, "
+                                 f"got {entry[key]!r}")
+    return tuple({"storage": e["storage"], "study": e["study"]} for e in value)
+
+
+def predictor_figures(learned: Mapping[str, Sequence[float]], labels: Sequence[float],
+                      parts: Mapping[str, Sequence[float]],
+                      trained: Sequence[float]) -> dict[str, float | int]:
+    """A predictor fitted on the architectures whose part scores are ``learned`` and stand-alone
+    AUCs ``labels`` (:func:`fit_predictor`), judged on others (``parts``, ``trained``) it never
+    saw: ``tau_predicted`` (Kendall's tau of its predictions against ``trained``),
+    ``predictor_fit_tau`` (the same on what it learned from), ``predictor_pairs`` and
+    ``predictor_weight_<part>``."""
+    predictor = fit_predictor(learned, labels)
+    out: dict[str, float | int] = {"predictor_pairs": len(labels)}
+    for key, scores, truth in (("tau_predicted", parts, trained), ("predictor_fit_tau", learned, labels)):
+        out[key] = float(kendalltau(predictor.predict(scores), truth).statistic)
+    out |= {f"predictor_weight_{part}": weight for part, weight in predictor.weights.items()}
+    return out

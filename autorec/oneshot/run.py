@@ -54,7 +54,7 @@ import dataclasses
 import functools
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
@@ -66,7 +66,9 @@ from autorec.oneshot.drops import DROPPED_ATTR, SupernetDrops, drop_finalists
 from autorec.oneshot.grid import grid_bases
 from autorec.oneshot.heads import KindHeads
 from autorec.oneshot.importance import TrainedDrops
+from autorec.oneshot.labels import trained_pairs
 from autorec.oneshot.parts import part_figures, proxy_parts
+from autorec.oneshot.predictor import predictor_figures
 from autorec.oneshot.ranking import (
     crossing_bases,
     distinct_best,
@@ -210,10 +212,13 @@ def _score_enqueued(study: optuna.Study, search: CandidateSearch,
 
 def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[str], None] = print,
                 trial_attrs: dict[str, Any] | None = None,
-                on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None) -> None:
+                on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+                labels: Sequence[tuple[str, optuna.Study]] = ()) -> None:
     """Run (or resume) the one-shot study of ``config`` (strategy ``oneshot``) into ``study``;
     ``trial_attrs`` are set on every candidate trial (the study marks its worker with them) and
-    ``on_trial`` is called after each candidate (a progress bar)."""
+    ``on_trial`` is called after each candidate (a progress bar). ``labels``: (where, study) of
+    the multi-trial studies whose trained trials the tau predictor learns from
+    (``tau_predictor_from``)."""
     strategy = runner.strategy
     check_objectives(config.objectives, strategy.hash_choice)  # before the supernet trains
     record: dict[str, Any] = dict(study.user_attrs.get(ONESHOT_ATTR, {}))
@@ -354,10 +359,16 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     record["tau_pairs"] = len(pairs)
     if strategy.tau_parts and len(pairs) >= 3 and record.get("tau_parts", {}).get("pairs") != len(pairs):
         start = time.perf_counter()  # tau split into layers and embeddings (autorec.oneshot.parts)
-        parts = proxy_parts(search, [t.params for t in [*chosen, *calibration] if t.number in on_budget],
+        ours = [t.params for t in [*chosen, *calibration] if t.number in on_budget]
+        learned = [pair for where, labelled in labels for pair in trained_pairs(labelled, search, where)]
+        parts = proxy_parts(search, ours + [p for p, _ in learned],
                             stage_trials(study, "final")[-1].params,  # the winner's layers: the reference
                             strategy.rescore_samples or strategy.selection_samples)
-        record["tau_parts"] = {**part_figures(parts, [v for _, v in pairs]), "pairs": len(pairs)}
+        own = {part: scores[:len(ours)] for part, scores in parts.items()}
+        record["tau_parts"] = {**part_figures(own, [v for _, v in pairs]), "pairs": len(pairs)}
+        if learned:  # a predictor over the parts, fitted on the other studies' trials
+            record["tau_parts"] |= predictor_figures({p: s[len(ours):] for p, s in parts.items()},
+                                                     [v for _, v in learned], own, [v for _, v in pairs])
         record["calibration_seconds"] = record.get("calibration_seconds", 0.0) + time.perf_counter() - start
     study.set_user_attr(ONESHOT_ATTR, record)
 

@@ -173,7 +173,8 @@ def arch_probs_figure(data: ArchProbsData) -> go.Figure:
 
 def proxy_figure(data: ProxyData) -> go.Figure:
     """Proxy (inherited weights) against trained validation AUC, Kendall's tau in the title (and
-    its split into the layers and embeddings parts, where the study recorded it)."""
+    its split into the layers and embeddings parts, where the study recorded it, with the tau of
+    the predictor over them learned from another study's trials, where it learned one)."""
     go = _plotly()
     tau = "n/a" if data.tau is None else f"{data.tau:.2f}"
     figure = go.Figure(go.Scatter(x=data.proxy, y=data.trained, mode="markers+text",
@@ -185,6 +186,9 @@ def proxy_figure(data: ProxyData) -> go.Figure:
         layers, features = ("n/a" if data.parts.get(k) is None else f"{data.parts[k]:.2f}"
                             for k in ("tau_layers", "tau_features"))
         split = f"<br>tau of its layers part {layers}, of its embeddings part {features}"
+        if data.parts.get("tau_predicted") is not None:  # a predictor learned from another study's trials
+            split += (f"; a predictor over the parts, fitted on {data.parts.get('predictor_pairs')} "
+                      f"other trainings: tau {data.parts['tau_predicted']:.2f}")
     figure.update_layout(title=f"One-shot proxy against trained val AUC (Kendall's tau {tau}, "
                                f"{len(data.trials)} trainings){split}",
                          xaxis_title="val AUC with inherited weights", yaxis_title="val AUC trained")

@@ -40,14 +40,17 @@ space, for Kendall's tau, on the trial budget), ``calibrate_from`` (``space``, t
 choice drawn uniformly; ``shared``: layers and over-arch drawn so, every feature one all-alike
 embedding setting, the sub-space a search ending on the all-alike crossings decides in),
 ``tau_parts`` (false, the default; true: tau also split into the proxy's layers part and its
-embeddings part, :mod:`autorec.oneshot.parts`), ``diverse`` (the rescore takes the screen's best in
-turns over families, a family being the sequence of layer kinds, and the re-rank the best of each of
-the ``rerank`` best families: a screen that TPE narrowed onto one family still re-ranks others),
-``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation AUC is within it of the
-best, by the proxy that picks the re-ranked ones and by the re-rank's training that picks the
-winner, go in order of forward FLOPs per sample, largest first: short-horizon scores cannot see the
-capacity a full training pays for), ``rerank_tie`` (an AUC margin, default 0: off; the re-ranked
-candidates whose trained validation AUC is within it of the best are told apart by the
+embeddings part, :mod:`autorec.oneshot.parts`), ``tau_predictor_from`` (with ``tau_parts``: a list
+of ``{storage, study}``, multi-trial studies of the same space and workload whose trained trials a
+predictor over those parts learns from, :mod:`autorec.oneshot.predictor`; its tau over the study's
+own tau trainings, which it never saw, is recorded beside), ``diverse`` (the rescore takes the
+screen's best in turns over families, a family being the sequence of layer kinds, and the re-rank
+the best of each of the ``rerank`` best families: a screen that TPE narrowed onto one family still
+re-ranks others), ``capacity_tie`` (an AUC margin, default 0: off; candidates whose validation AUC
+is within it of the best, by the proxy that picks the re-ranked ones and by the re-rank's training
+that picks the winner, go in order of forward FLOPs per sample, largest first: short-horizon scores
+cannot see the capacity a full training pays for), ``rerank_tie`` (an AUC margin, default 0: off;
+the re-ranked candidates whose trained validation AUC is within it of the best are told apart by the
 inherited-weight score that chose them, best first: a short training's noise is wider than the gap
 it is then asked to read; not with ``capacity_tie``), ``rerank_speed_tie`` (an AUC margin, default
 0: off; the re-ranked candidates whose trained validation AUC is within it of the best go to the
@@ -208,7 +211,8 @@ class OneShotStrategy(Strategy):
                  kind_heads_shared: float | None = None, rung_price: str = "steps",
                  rung_probe: float | None = None, rerank_train: bool = True, crossing_from: str = "screen",
                  rung_margin: float = 0.0, calibrate_from: str = "space", tau_parts: bool = False,
-                 **options: Any) -> None:
+                 tau_predictor_from: list[dict[str, str]] | None = None, **options: Any) -> None:
+        from autorec.oneshot.predictor import predictor_sources
         from autorec.oneshot.run import CALIBRATE_FROM
         from autorec.oneshot.search import HASH_CHOICES
         from autorec.oneshot.train import OneShotTrainConfig
@@ -341,6 +345,13 @@ class OneShotStrategy(Strategy):
         if tau_parts and not calibrate and not rerank_train:
             raise ValueError("strategy 'oneshot': tau_parts: true without tau's trainings (set calibrate, "
                              "or keep rerank_train)")
+        try:
+            self.tau_predictor_from = predictor_sources(tau_predictor_from)
+        except ValueError as exc:
+            raise ValueError(f"strategy 'oneshot': {exc}") from None
+        if self.tau_predictor_from and not tau_parts:
+            raise ValueError("strategy 'oneshot': tau_predictor_from: set without tau_parts: true (the "
+                             "predictor reads the proxy's parts)")
         if not 0.0 < drop_clear < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_clear: expected an AUC cost in (0, 0.5), "
                              f"got {drop_clear}")

@@ -107,6 +107,24 @@ def _address_space() -> int | None:
     return sizes[0] if sizes else None
 
 
+def label_studies(config: StudyConfig, strategy: Any) -> list[tuple[str, optuna.Study]]:
+    """The studies the one-shot strategy's ``tau_predictor_from`` names, each with where it is
+    (``<storage> (study <name>)``), opened before the supernet trains; a StudyConfigError naming
+    the study file, the entry and its storage when one is not there."""
+    out = []
+    for i, source in enumerate(getattr(strategy, "tau_predictor_from", ())):
+        url, name = source["storage"], source["study"]
+        key = f"{config.source}: strategy.options.tau_predictor_from[{i}]"
+        if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+            raise StudyConfigError(f"{key}: no database file at {url.removeprefix('sqlite:///')}")
+        try:
+            labelled = optuna.load_study(study_name=name, storage=open_storage(url))
+        except (KeyError, ValueError, ImportError) as exc:
+            raise StudyConfigError(f"{key}: no study {name!r} in {url} ({exc})") from None
+        out.append((f"{url} (study {name!r})", labelled))
+    return out
+
+
 def _spawned_worker(config: StudyConfig, index: int) -> None:
     import warnings
 
@@ -173,7 +191,7 @@ def run_study(config: StudyConfig, workers: int | None = None,
         from autorec.oneshot.run import run_oneshot
 
         run_oneshot(config, study, runner, log,
-                    {WORKER_ATTR: worker_mark()}, on_trial)
+                    {WORKER_ATTR: worker_mark()}, on_trial, label_studies(config, runner.strategy))
     elif workers == 1:
         _work(config, on_trial, runner)
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import optuna
 import pytest
 
 from autorec.oneshot.parts import (
@@ -15,9 +16,12 @@ from autorec.oneshot.parts import (
 from autorec.report.data import proxy_data
 from autorec.report.figures import proxy_figure
 from autorec.strategies import make_strategy
+from autorec.study import StudyConfig, run_study
+from autorec.study.config import StudyConfigError
 from benchmarks.oneshot_cross_scores import pooled_pairs, winners
 from benchmarks.oneshot_tpe_proxy import load_supernet
 from tests.oneshot.test_run import micro_space, run_oneshot
+from tests.studyfiles import MICRO_BUDGET, write_study
 
 
 def test_the_parts_add_up_and_the_reference_embedding_costs_nothing(micro_runs):
@@ -69,8 +73,14 @@ def test_part_figures_name_a_constant_part_and_too_few_pairs():
 
 def test_a_study_with_tau_parts_records_the_split_and_the_report_draws_it(tmp_path):
     space = micro_space(tmp_path, "{dim: [0, 4, 8], hash: [1, 0.5]}")
+    (tmp_path / "rnd").mkdir()  # a multi-trial study of the same space: the predictor's labels
+    labelled = StudyConfig.load(write_study(tmp_path / "rnd", name="rnd", space=str(space),
+                                            budget={**MICRO_BUDGET, "trials": 6}))
+    run_study(labelled, log=lambda *_: None)
+    source = {"storage": labelled.storage_url, "study": "rnd"}
     _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
-                                      "rescore": 3, "rescore_samples": 600, "tau_parts": True},
+                                      "rescore": 3, "rescore_samples": 600, "tau_parts": True,
+                                      "tau_predictor_from": [source]},
                            space=str(space))
     record = study.user_attrs["oneshot"]
     parts = record["tau_parts"]
@@ -78,8 +88,15 @@ def test_a_study_with_tau_parts_records_the_split_and_the_report_draws_it(tmp_pa
     assert {f"tau_{p}" for p in PARTS} | {f"sd_{p}" for p in PARTS} | {"sd_trained"} <= set(parts)
     # the joint part is the proxy tau was taken on: the same scores, so the same tau
     assert parts["tau_joint"] == pytest.approx(record["kendall_tau"])
+    # the predictor learned from the other study's complete trials and ranked this study's own
+    done = optuna.load_study(study_name="rnd", storage=labelled.storage_url).get_trials(
+        states=(optuna.trial.TrialState.COMPLETE,))
+    assert parts["predictor_pairs"] == len(done) == 6
+    assert -1.0 <= parts["tau_predicted"] <= 1.0 and -1.0 <= parts["predictor_fit_tau"] <= 1.0
+    assert {"predictor_weight_layers", "predictor_weight_features"} <= set(parts)
     title = proxy_figure(proxy_data(study)).layout.title.text
     assert "tau of its layers part" in title and "of its embeddings part" in title
+    assert "a predictor over the parts, fitted on 6 other trainings" in title
     (tmp_path / "plain").mkdir()
     _, plain = run_oneshot(tmp_path / "plain", {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2},
                            space=str(space))
@@ -90,7 +107,34 @@ def test_a_study_with_tau_parts_records_the_split_and_the_report_draws_it(tmp_pa
 @pytest.mark.parametrize(("options", "message"), [
     ({"tau_parts": "yes"}, "tau_parts: expected true or false, got 'yes'"),
     ({"tau_parts": True, "calibrate": 0, "rerank_train": False}, "tau_parts: true without tau's trainings"),
+    ({"tau_parts": True, "tau_predictor_from": "tpe"}, "tau_predictor_from: expected a list"),
+    ({"tau_parts": True, "tau_predictor_from": []}, "tau_predictor_from: expected a list"),
+    ({"tau_parts": True, "tau_predictor_from": [{"study": "tpe"}]},
+     r"tau_predictor_from\[0\]: expected a mapping with keys storage and study"),
+    ({"tau_parts": True, "tau_predictor_from": [{"storage": "sqlite:///a.db", "study": ""}]},
+     r"tau_predictor_from\[0\]\.study: expected a non-empty string"),
+    ({"tau_predictor_from": [{"storage": "sqlite:///a.db", "study": "tpe"}]},
+     "tau_predictor_from: set without tau_parts: true"),
 ])
 def test_bad_tau_parts(options, message):
     with pytest.raises(ValueError, match=message):
         make_strategy("oneshot", **options)
+
+
+def test_a_predictor_study_that_is_not_there_is_named_before_anything_trains(tmp_path):
+    space = micro_space(tmp_path, "{dim: [0, 4, 8], hash: [1, 0.5]}")
+    (tmp_path / "rnd").mkdir()
+    labelled = StudyConfig.load(write_study(tmp_path / "rnd", name="rnd", space=str(space),
+                                            budget={**MICRO_BUDGET, "trials": 1}))
+    run_study(labelled, log=lambda *_: None)
+    for source, message in (({"storage": f"sqlite:///{tmp_path / 'gone.db'}", "study": "rnd"},
+                             r"tau_predictor_from\[0\]: no database file at .*gone\.db"),
+                            ({"storage": labelled.storage_url, "study": "nope"},
+                             r"tau_predictor_from\[0\]: no study 'nope' in sqlite")):
+        folder = tmp_path / f"run_{source['study']}_{len(message)}"
+        folder.mkdir()
+        with pytest.raises(StudyConfigError, match=message):
+            run_oneshot(folder, {"steps": 6, "calibrate": 2, "tau_parts": True,
+                                 "tau_predictor_from": [source]}, space=str(space))
+        assert not (folder / "t" / "oneshot").exists()  # nothing trained (the study "t"'s folder)
+        assert not (tmp_path / "gone.db").exists()  # and no empty database left where none was

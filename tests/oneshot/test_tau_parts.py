@@ -83,7 +83,7 @@ def test_a_predictor_fitted_on_another_studys_trials_ranks_the_pool(micro_runs, 
     complete = _archived_random_study(archive_dir, micro_runs / "micro.yaml", "rnd", 6)
     figures = tau_parts("_m", ["_m"], [1], 256, micro_runs, [0, 1], archive_dir=archive_dir,
                         fit_on=["rnd"])
-    assert figures["m_seed1_predictor_fit_pairs"] == complete >= 4
+    assert figures["m_seed1_predictor_pairs"] == complete >= 4
     for key in ("tau_predicted", "predictor_fit_tau"):
         assert -1.0 <= figures[f"m_seed1_{key}"] <= 1.0
     assert {"m_seed1_predictor_weight_layers", "m_seed1_predictor_weight_features"} <= figures.keys()
