@@ -30,6 +30,7 @@ each is worth, and the fitted predictor ranks the pool (keys ``..._tau_predicted
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def study_pairs(stages: list[str], search: Any,
 def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, root: Path,
               pool_seeds: list[int], load: Loader = load_supernet,
               archive_dir: Path = ARCHIVE, heads: bool = True,
-              fit_on: list[str] | None = None) -> dict[str, Any]:
+              fit_on: list[str] | None = None, scores_out: Path | None = None) -> dict[str, Any]:
     """Flat figures for each seed's supernet of run ``tag`` over the pool of the tau trainings
     of ``pairs_tags``'s ``pool_seeds`` (one pool for every supernet), the reference path's
     layers its own study's winner's; with ``heads`` false, every path through the supernet's
@@ -70,7 +71,9 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
     (:func:`~autorec.oneshot.predictor.fit_predictor`) is fitted on their trials, scored the same
     way, and ranks the pool, which it never saw: ``..._tau_predicted``, its weights
     (``..._predictor_weight_<part>``), the trials it learned from (``..._predictor_pairs``)
-    and its tau over them (``..._predictor_fit_tau``)."""
+    and its tau over them (``..._predictor_fit_tau``). With ``scores_out``, every architecture's
+    part scores and trained AUC are written there too (a JSON object per supernet, merged with
+    what the file holds), to fit other predictors on without scoring again."""
     pairs = pooled_pairs(pairs_tags, pool_seeds, root, archive_dir)
     if len(pairs) < 3:
         raise SystemExit(f"{', '.join(pairs_tags)}: {len(pairs)} calibration trainings; "
@@ -94,6 +97,14 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
                                         [v for _, v in fit], parts, trained)
             out.update({f"{prefix}_{key}{'' if key == 'predictor_pairs' else end}": value
                         for key, value in figures.items()})
+        if scores_out is not None:
+            rows = [{"set": "pool", "trained": v, **{p: scored[p][i] for p in scored}}
+                    for i, (_, v) in enumerate(pairs)]
+            rows += [{"set": "fit", "trained": v, **{p: scored[p][len(pairs) + i] for p in scored}}
+                     for i, (_, v) in enumerate(fit)]
+            kept = json.loads(scores_out.read_text()) if scores_out.exists() else {}
+            kept[f"{prefix}{end}"] = rows
+            scores_out.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
         kinds = [str(p.get("layer0.kind")) for p, _ in pairs]
         for kind in sorted(set(kinds)):  # where the layers part comes from
             rows = [i for i, k in enumerate(kinds) if k == kind]
@@ -126,6 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fit-on", default=None,
                         help="archived multi-trial studies whose trials a predictor over the parts is "
                              "fitted on, separated by commas (e.g. tpe,tpe_shared)")
+    parser.add_argument("--scores-out", type=Path, default=None,
+                        help="a JSON file for every architecture's part scores and trained AUC")
     parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--out", type=Path, default=RESULTS / "oneshot_tau_parts.json")
     args = parser.parse_args(argv)
@@ -143,7 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     for seed in seeds:  # one supernet held at a time
         figures.update(tau_parts(args.tag, args.tau_from.split(","), [seed], args.samples, args.root,
                                  pool_seeds, load=load, heads=not args.no_heads,
-                                 fit_on=args.fit_on.split(",") if args.fit_on else None))
+                                 fit_on=args.fit_on.split(",") if args.fit_on else None,
+                                 scores_out=args.scores_out))
     for key, value in figures.items():
         print(f"{key:40s} {value:.4f}" if isinstance(value, float) else f"{key:40s} {value}")
     merge_results(args.out, figures, prefix=args.tag[1:])
