@@ -47,6 +47,8 @@ def refits(scores: dict[str, list[dict[str, Any]]], stages: list[str], counts: l
     naming it (the file came from another ``--fit-on``)."""
     out: dict[str, Any] = {}
     for key, rows in scores.items():
+        if not isinstance(rows, list):  # the file's machine and commit
+            continue
         pool = [r for r in rows if r["set"] == "pool"]
         fit = [r for r in rows if r["set"] == "fit"]
         if len(fit) != sum(counts):

@@ -42,7 +42,7 @@ from autorec.oneshot.parts import part_figures, proxy_parts
 from autorec.oneshot.predictor import predictor_figures
 from benchmarks.oneshot_cross_scores import ARCHIVE, Loader, one_at_a_time, pooled_pairs, winners
 from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, use_kind_heads
-from benchmarks.results_file import RESULTS, merge_results
+from benchmarks.results_file import RESULTS, commit, machine, merge_results
 from benchmarks.study_archive import read_study
 
 
@@ -72,8 +72,9 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
     way, and ranks the pool, which it never saw: ``..._tau_predicted``, its weights
     (``..._predictor_weight_<part>``), the trials it learned from (``..._predictor_pairs``)
     and its tau over them (``..._predictor_fit_tau``). With ``scores_out``, every architecture's
-    part scores and trained AUC are written there too (a JSON object per supernet, merged with
-    what the file holds), to fit other predictors on without scoring again."""
+    part scores and trained AUC are written there too (a list of rows per supernet, merged with
+    what the file holds, the machine and commit of the last write beside), to fit other
+    predictors on without scoring again."""
     pairs = pooled_pairs(pairs_tags, pool_seeds, root, archive_dir)
     if len(pairs) < 3:
         raise SystemExit(f"{', '.join(pairs_tags)}: {len(pairs)} calibration trainings; "
@@ -103,7 +104,7 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
             rows += [{"set": "fit", "trained": v, **{p: scored[p][len(pairs) + i] for p in scored}}
                      for i, (_, v) in enumerate(fit)]
             kept = json.loads(scores_out.read_text()) if scores_out.exists() else {}
-            kept[f"{prefix}{end}"] = rows
+            kept |= {f"{prefix}{end}": rows, "machine": machine(), "commit": commit()}
             scores_out.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
         kinds = [str(p.get("layer0.kind")) for p, _ in pairs]
         for kind in sorted(set(kinds)):  # where the layers part comes from

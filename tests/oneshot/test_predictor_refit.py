@@ -21,7 +21,7 @@ def _rows(rng: np.random.Generator, kind: str, n: int, layers_weight: float) -> 
 def test_each_studys_trials_alone_and_all_of_them():
     rng = np.random.default_rng(0)
     rows = _rows(rng, "pool", 30, 0.0) + _rows(rng, "fit", 8, 0.0) + _rows(rng, "fit", 9, 0.02)
-    figures = refits({"k_seed0": rows}, ["a", "b"], [8, 9])
+    figures = refits({"k_seed0": rows, "machine": "m", "commit": "c"}, ["a", "b"], [8, 9])
     assert figures["k_seed0_refit_a_predictor_pairs"] == 8 and figures["k_seed0_refit_b_predictor_pairs"] == 9
     assert figures["k_seed0_refit_a+b_predictor_pairs"] == 17
     # the labels where the layers part counts teach the predictor to weigh it

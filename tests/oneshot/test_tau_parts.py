@@ -83,7 +83,9 @@ def test_a_predictor_fitted_on_another_studys_trials_ranks_the_pool(micro_runs, 
     complete = _archived_random_study(archive_dir, micro_runs / "micro.yaml", "rnd", 6)
     figures = tau_parts("_m", ["_m"], [1], 256, micro_runs, [0, 1], archive_dir=archive_dir,
                         fit_on=["rnd"], scores_out=tmp_path / "scores.json")
-    rows = json.loads((tmp_path / "scores.json").read_text())["m_seed1"]  # each architecture's scores
+    kept = json.loads((tmp_path / "scores.json").read_text())
+    assert {"machine", "commit"} <= kept.keys()
+    rows = kept["m_seed1"]  # each architecture's scores
     assert [r["set"] for r in rows] == ["pool"] * figures["m_seed1_pairs"] + ["fit"] * complete
     assert all(set(PARTS) <= set(r) and 0.0 < r["trained"] < 1.0 for r in rows)
     assert figures["m_seed1_predictor_pairs"] == complete >= 4
