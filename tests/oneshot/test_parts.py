@@ -5,6 +5,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
+from autorec.oneshot.labels import trained_pairs
 from autorec.oneshot.parts import (
     PARTS,
     feature_settings,
@@ -13,6 +14,7 @@ from autorec.oneshot.parts import (
     reference_setting,
     setting_of,
 )
+from autorec.oneshot.predictor import fit_predictor
 from autorec.report.data import proxy_data
 from autorec.report.figures import proxy_figure
 from autorec.strategies import make_strategy
@@ -78,10 +80,10 @@ def test_a_study_with_tau_parts_records_the_split_and_the_report_draws_it(tmp_pa
                                             budget={**MICRO_BUDGET, "trials": 6}))
     run_study(labelled, log=lambda *_: None)
     source = {"storage": labelled.storage_url, "study": "rnd"}
-    _, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
-                                      "rescore": 3, "rescore_samples": 600, "tau_parts": True,
-                                      "tau_predictor_from": [source]},
-                           space=str(space))
+    config, study = run_oneshot(tmp_path, {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2,
+                                           "rescore": 3, "rescore_samples": 600, "tau_parts": True,
+                                           "tau_predictor_from": [source]},
+                                space=str(space))
     record = study.user_attrs["oneshot"]
     parts = record["tau_parts"]
     assert parts["pairs"] == record["tau_pairs"] == 4
@@ -93,7 +95,14 @@ def test_a_study_with_tau_parts_records_the_split_and_the_report_draws_it(tmp_pa
         states=(optuna.trial.TrialState.COMPLETE,))
     assert parts["predictor_pairs"] == len(done) == 6
     assert -1.0 <= parts["tau_predicted"] <= 1.0 and -1.0 <= parts["predictor_fit_tau"] <= 1.0
-    assert {"predictor_weight_layers", "predictor_weight_features"} <= set(parts)
+    # its weights are those of a fit on the other study's trials alone, scored on the same supernet
+    search = _search_of(config)
+    labels = trained_pairs(optuna.load_study(study_name="rnd", storage=labelled.storage_url), search, "rnd")
+    winner = [t for t in study.trials if t.user_attrs.get("stage") == "final"][-1].params
+    scored = proxy_parts(search, [p for p, _ in labels], winner, 600)
+    fit = fit_predictor(scored, [v for _, v in labels])
+    for part, weight in fit.weights.items():
+        assert parts[f"predictor_weight_{part}"] == pytest.approx(weight)
     title = proxy_figure(proxy_data(study)).layout.title.text
     assert "tau of its layers part" in title and "of its embeddings part" in title
     assert "a predictor over the parts, fitted on 6 other trainings" in title
@@ -138,3 +147,18 @@ def test_a_predictor_study_that_is_not_there_is_named_before_anything_trains(tmp
                                  "tau_predictor_from": [source]}, space=str(space))
         assert not (folder / "t" / "oneshot").exists()  # nothing trained (the study "t"'s folder)
         assert not (tmp_path / "gone.db").exists()  # and no empty database left where none was
+
+
+def _search_of(config: StudyConfig):
+    """A :class:`~autorec.oneshot.search.CandidateSearch` over ``config``'s trained supernet (its
+    last checkpoint; nothing trains), as the study's run scored with."""
+    from autorec.oneshot.search import CandidateSearch
+    from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
+    from autorec.study import TrialRunner
+
+    runner = TrialRunner(config)
+    options = OneShotTrainConfig(**runner.strategy.train_options)
+    folder = config.directory / "oneshot" / "supernet"
+    training = SupernetTraining(runner.space, runner.dataset, options, folder)
+    training.fit()
+    return CandidateSearch(training, 600, config.objectives)
