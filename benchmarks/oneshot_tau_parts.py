@@ -38,7 +38,7 @@ from typing import Any
 import optuna
 
 from autorec.oneshot.labels import trained_pairs
-from autorec.oneshot.parts import part_figures, proxy_parts
+from autorec.oneshot.parts import part_figures, parts_apart
 from autorec.oneshot.predictor import predictor_figures
 from benchmarks.oneshot_cross_scores import ARCHIVE, Loader, one_at_a_time, pooled_pairs, winners
 from benchmarks.oneshot_tpe_proxy import ROOT, load_supernet, use_kind_heads
@@ -88,21 +88,19 @@ def tau_parts(tag: str, pairs_tags: list[str], seeds: list[int], samples: int, r
             use_kind_heads(loaded)
         layers = {n: v for n, v in won.items() if not n.startswith("emb.")}
         fit = study_pairs(fit_on, loaded.search, archive_dir) if fit_on else []
-        scored = proxy_parts(loaded.search, [p for p, _ in pairs] + [p for p, _ in fit], layers, samples)
-        parts = {part: scores[:len(pairs)] for part, scores in scored.items()}
+        parts, theirs = parts_apart(loaded.search, [p for p, _ in pairs], [p for p, _ in fit], layers,
+                                    samples)
         prefix, end = f"{tag[1:]}_seed{seed}", "" if heads else "_shared"
         out.update({f"{prefix}_{key}{end}": value for key, value in part_figures(parts, trained).items()})
         out[f"{prefix}_pairs"] = len(pairs)
         if fit_on:
-            figures = predictor_figures({part: scores[len(pairs):] for part, scores in scored.items()},
-                                        [v for _, v in fit], parts, trained)
+            figures = predictor_figures(theirs, [v for _, v in fit], parts, trained)
             out.update({f"{prefix}_{key}{'' if key == 'predictor_pairs' else end}": value
                         for key, value in figures.items()})
         if scores_out is not None:
-            rows = [{"set": "pool", "trained": v, **{p: scored[p][i] for p in scored}}
-                    for i, (_, v) in enumerate(pairs)]
-            rows += [{"set": "fit", "trained": v, **{p: scored[p][len(pairs) + i] for p in scored}}
-                     for i, (_, v) in enumerate(fit)]
+            rows = [{"set": name, "trained": v, **{p: scores[p][i] for p in scores}}
+                    for name, scores, these in (("pool", parts, pairs), ("fit", theirs, fit))
+                    for i, (_, v) in enumerate(these)]
             kept = json.loads(scores_out.read_text()) if scores_out.exists() else {}
             kept |= {f"{prefix}{end}": rows, "machine": machine(), "commit": commit()}
             scores_out.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")

@@ -139,3 +139,15 @@ def part_figures(parts: Mapping[str, Sequence[float]], trained: Sequence[float])
         out[f"sd_{part}"] = statistics.pstdev(scores)
     out["sd_trained"] = statistics.pstdev(trained)
     return out
+
+
+def parts_apart(search: Any, architectures: Sequence[Mapping[str, Any]],
+                labelled: Sequence[Mapping[str, Any]], reference_layers: Mapping[str, Any],
+                samples: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """:func:`proxy_parts` of ``architectures`` and of ``labelled`` (another study's trained ones,
+    which a predictor learns from) in one call, so every feature setting is scored once for
+    both: (the first's parts, the second's)."""
+    scored = proxy_parts(search, [*architectures, *labelled], reference_layers, samples)
+    n = len(architectures)
+    return ({part: scores[:n] for part, scores in scored.items()},
+            {part: scores[n:] for part, scores in scored.items()})

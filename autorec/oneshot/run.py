@@ -67,7 +67,7 @@ from autorec.oneshot.grid import grid_bases
 from autorec.oneshot.heads import KindHeads
 from autorec.oneshot.importance import TrainedDrops
 from autorec.oneshot.labels import trained_pairs
-from autorec.oneshot.parts import part_figures, proxy_parts
+from autorec.oneshot.parts import part_figures, parts_apart
 from autorec.oneshot.predictor import predictor_figures
 from autorec.oneshot.ranking import (
     crossing_bases,
@@ -361,14 +361,13 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
         start = time.perf_counter()  # tau split into layers and embeddings (autorec.oneshot.parts)
         ours = [t.params for t in [*chosen, *calibration] if t.number in on_budget]
         learned = [pair for where, labelled in labels for pair in trained_pairs(labelled, search, where)]
-        parts = proxy_parts(search, ours + [p for p, _ in learned],
-                            stage_trials(study, "final")[-1].params,  # the winner's layers: the reference
-                            strategy.rescore_samples or strategy.selection_samples)
-        own = {part: scores[:len(ours)] for part, scores in parts.items()}
+        reference = stage_trials(study, "final")[-1].params  # the winner's layers
+        own, theirs = parts_apart(search, ours, [p for p, _ in learned], reference,
+                                  strategy.rescore_samples or strategy.selection_samples)
         record["tau_parts"] = {**part_figures(own, [v for _, v in pairs]), "pairs": len(pairs)}
         if learned:  # a predictor over the parts, fitted on the other studies' trials
-            record["tau_parts"] |= predictor_figures({p: s[len(ours):] for p, s in parts.items()},
-                                                     [v for _, v in learned], own, [v for _, v in pairs])
+            record["tau_parts"] |= predictor_figures(theirs, [v for _, v in learned], own,
+                                                     [v for _, v in pairs])
         record["calibration_seconds"] = record.get("calibration_seconds", 0.0) + time.perf_counter() - start
     study.set_user_attr(ONESHOT_ATTR, record)
 
