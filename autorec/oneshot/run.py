@@ -225,10 +225,13 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     root = config.directory / "oneshot"
     train_config = OneShotTrainConfig(**strategy.train_options)
     training = SupernetTraining(runner.space, runner.dataset, train_config, root / "supernet")
-    state = training.fit(log)
-    record["supernet"] = {"steps": state.step, "seconds": state.seconds, "sampling": train_config.sampling,
-                          "resumed_from": state.resumed_from, "final_loss": state.losses[-1]}
-    study.set_user_attr(ONESHOT_ATTR, record)
+    coarse = train_config.shared_until if strategy.fine_after_pick else train_config.steps
+    state = training.fit(log, until=coarse)
+    if "supernet" not in record or state.step <= coarse:  # (past it: the fine phase's, kept apart)
+        record["supernet"] = {"steps": state.step, "seconds": state.seconds,
+                              "sampling": train_config.sampling, "resumed_from": state.resumed_from,
+                              "final_loss": state.losses[-1]}
+        study.set_user_attr(ONESHOT_ATTR, record)
 
     heads = None
     if strategy.kind_heads:  # one over-arch per last layer kind, before any candidate is scored
@@ -272,6 +275,9 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                              strategy.capacity_tie)
     chosen = (family_bests(ranked, strategy.rerank, strategy.family) if strategy.diverse
               else ranked[:strategy.rerank])
+    if strategy.fine_after_pick:  # the pick was the coarse supernet's; drops and tau read the fine one
+        search.heads = fine_phase(training, record, log)
+        study.set_user_attr(ONESHOT_ATTR, record)
     start = time.perf_counter()  # scoring the calibration samples is calibration time too
     calibration = space_samples(study, search, strategy.calibrate, config.seed, config.objectives,
                                 strategy.calibrate_from)
@@ -353,13 +359,14 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
 
     train(jobs[len(method):])
     on_budget = calibrated if short else trained  # the trainings on the trial budget
+    scored = calibration if strategy.fine_after_pick else [*chosen, *calibration]  # (one supernet's scores)
     pairs = [(proxy_of(t)["val_auc"], on_budget[t.number].user_attrs["metrics"]["val"]["auc"])
-             for t in [*chosen, *calibration] if t.number in on_budget]
+             for t in scored if t.number in on_budget]
     record["kendall_tau"] = rank_correlation([p for p, _ in pairs], [v for _, v in pairs])
     record["tau_pairs"] = len(pairs)
     if strategy.tau_parts and len(pairs) >= 3 and record.get("tau_parts", {}).get("pairs") != len(pairs):
         start = time.perf_counter()  # tau split into layers and embeddings (autorec.oneshot.parts)
-        ours = [t.params for t in [*chosen, *calibration] if t.number in on_budget]
+        ours = [t.params for t in scored if t.number in on_budget]
         learned = [pair for where, labelled in labels for pair in trained_pairs(labelled, search, where)]
         reference = stage_trials(study, "final")[-1].params  # the winner's layers
         own, theirs = parts_apart(search, ours, [p for p, _ in learned], reference,
@@ -370,6 +377,25 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
                                                      [v for _, v in pairs])
         record["calibration_seconds"] = record.get("calibration_seconds", 0.0) + time.perf_counter() - start
     study.set_user_attr(ONESHOT_ATTR, record)
+
+
+def fine_phase(training: SupernetTraining, record: dict[str, Any], log: Callable[[str], None]) -> None:
+    """Train the supernet's steps after ``shared_until`` (``fine_after_pick``: after the finalists
+    were picked on the coarse weights), resuming from its checkpoint there. Its seconds are search
+    time, kept in ``record["fine_phase"]`` and added to ``search_seconds`` once: the fine steps'
+    own (across a kill) or the call's wall time, the checkpoint's reload included, whichever is
+    more. Returns None: the kind heads, fitted to the coarse supernet, are not used on the fine
+    one (its shared over-arch trained along)."""
+    if "fine_phase" in record:  # (a rerun after it ended: the weights load, nothing is added)
+        training.fit(log)
+        return None
+    start = time.perf_counter()
+    state = training.fit(log)
+    seconds = max(time.perf_counter() - start, state.seconds - record["supernet"]["seconds"])
+    record["fine_phase"] = {"from": training.config.shared_until, "to": state.step, "seconds": seconds,
+                            "final_loss": state.losses[-1]}
+    record["search_seconds"] = record.get("search_seconds", 0.0) + seconds
+    return None
 
 
 def _drop_reader(config: Any, runner: Any, search: CandidateSearch, trained: dict[int, FrozenTrial]) -> Any:

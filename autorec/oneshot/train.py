@@ -339,20 +339,24 @@ class SupernetTraining:
         return total
 
     # ---- the loop, checkpointed ----------------------------------------------------------
-    def fit(self, log: Any = None) -> TrainState:
-        """Train to ``config.steps``, resuming from the latest checkpoint in the directory."""
+    def fit(self, log: Any = None, until: int | None = None) -> TrainState:
+        """Train to ``config.steps`` (or to step ``until`` of them, checkpointed there, so a later
+        call goes on with the same schedule), resuming from the latest checkpoint in the directory."""
+        end = self.config.steps if until is None else until
+        if not 0 <= end <= self.config.steps:
+            raise ValueError(f"until: expected a step in [0, steps ({self.config.steps})], got {until!r}")
         self.directory.mkdir(parents=True, exist_ok=True)
         state = self.resume()
-        if state.step >= self.config.steps:
+        if state.step >= end:
             return state
         train, _ = self.search.batches()
         for _ in range(state.step):  # the batch stream continues where the last run was cut
             next(train)
         start = time.perf_counter()
-        while state.step < self.config.steps:
+        while state.step < end:
             state.losses.append(self.step(next(train), state.step))
             state.step += 1
-            if state.step % self.config.checkpoint_every == 0 or state.step == self.config.steps:
+            if state.step % self.config.checkpoint_every == 0 or state.step == end:
                 state.seconds += time.perf_counter() - start
                 start = time.perf_counter()
                 self.save(state)

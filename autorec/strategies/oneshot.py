@@ -39,6 +39,11 @@ samples, so fewer suffice to order them), ``calibrate`` (architectures drawn at 
 space, for Kendall's tau, on the trial budget), ``calibrate_from`` (``space``, the default: every
 choice drawn uniformly; ``shared``: layers and over-arch drawn so, every feature one all-alike
 embedding setting, the sub-space a search ending on the all-alike crossings decides in),
+``fine_after_pick`` (false, the default; true: the supernet trains its first
+``shared_until`` steps, the search picks the finalists on those weights, and only then trains its
+fine phase, whose per-feature paths teach the tables apart; the finalists' drops and tau's draws
+are read on the fine supernet through its shared over-arch: the search's pick stays the coarse
+supernet's, the embeddings are read where they were learned; needs ``drop_tolerance``),
 ``tau_parts`` (false, the default; true: tau also split into the proxy's layers part and its
 embeddings part, :mod:`autorec.oneshot.parts`), ``tau_predictor_from`` (with ``tau_parts``: a list
 of ``{storage, study}``, multi-trial studies of the same space and workload whose trained trials a
@@ -211,7 +216,8 @@ class OneShotStrategy(Strategy):
                  kind_heads_shared: float | None = None, rung_price: str = "steps",
                  rung_probe: float | None = None, rerank_train: bool = True, crossing_from: str = "screen",
                  rung_margin: float = 0.0, calibrate_from: str = "space", tau_parts: bool = False,
-                 tau_predictor_from: list[dict[str, str]] | None = None, **options: Any) -> None:
+                 tau_predictor_from: list[dict[str, str]] | None = None, fine_after_pick: bool = False,
+                 **options: Any) -> None:
         from autorec.oneshot.predictor import predictor_sources
         from autorec.oneshot.run import CALIBRATE_FROM
         from autorec.oneshot.search import HASH_CHOICES
@@ -352,6 +358,15 @@ class OneShotStrategy(Strategy):
         if self.tau_predictor_from and not tau_parts:
             raise ValueError("strategy 'oneshot': tau_predictor_from: set without tau_parts: true (the "
                              "predictor reads the proxy's parts)")
+        if not isinstance(fine_after_pick, bool):
+            raise ValueError(f"strategy 'oneshot': fine_after_pick: expected true or false, "
+                             f"got {fine_after_pick!r}")
+        if fine_after_pick and not 0 < shared_until < steps:
+            raise ValueError(f"strategy 'oneshot': fine_after_pick: true needs a fine phase, shared_until "
+                             f"in (0, steps ({steps})), got shared_until {shared_until}")
+        if fine_after_pick and (drop_tolerance is None or drop_read != "supernet"):
+            raise ValueError("strategy 'oneshot': fine_after_pick: true without drop_tolerance and drop_read "
+                             "'supernet' (the finalists' drops are what the fine supernet reads)")
         if not 0.0 < drop_clear < 0.5:
             raise ValueError(f"strategy 'oneshot': drop_clear: expected an AUC cost in (0, 0.5), "
                              f"got {drop_clear}")
@@ -368,7 +383,7 @@ class OneShotStrategy(Strategy):
         self.drop_screen, self.drop_clear, self.screen_drops = drop_screen, drop_clear, screen_drops
         self.rerank_from, self.drop_from, self.crossing_layers = rerank_from, drop_from, crossing_layers
         self.kind_heads, self.rung_price, self.rerank_train = kind_heads, rung_price, rerank_train
-        self.kind_heads_shared = kind_heads_shared
+        self.kind_heads_shared, self.fine_after_pick = kind_heads_shared, fine_after_pick
         self.crossing_from, self.calibrate_from, self.tau_parts = crossing_from, calibrate_from, tau_parts
         self.dataset: RecDataset | None = None
         self._candidates: Any = None
