@@ -276,7 +276,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     chosen = (family_bests(ranked, strategy.rerank, strategy.family) if strategy.diverse
               else ranked[:strategy.rerank])
     if strategy.fine_after_pick:  # the pick was the coarse supernet's; drops and tau read the fine one
-        search.heads = fine_phase(training, record, log)
+        fine_phase(training, record, log)
+        search.heads = None  # (fitted to the coarse weights; the shared over-arch trained along)
         study.set_user_attr(ONESHOT_ATTR, record)
     start = time.perf_counter()  # scoring the calibration samples is calibration time too
     calibration = space_samples(study, search, strategy.calibrate, config.seed, config.objectives,
@@ -384,18 +385,16 @@ def fine_phase(training: SupernetTraining, record: dict[str, Any], log: Callable
     were picked on the coarse weights), resuming from its checkpoint there. Its seconds are search
     time, kept in ``record["fine_phase"]`` and added to ``search_seconds`` once: the fine steps'
     own (across a kill) or the call's wall time, the checkpoint's reload included, whichever is
-    more. Returns None: the kind heads, fitted to the coarse supernet, are not used on the fine
-    one (its shared over-arch trained along)."""
+    more."""
     if "fine_phase" in record:  # (a rerun after it ended: the weights load, nothing is added)
         training.fit(log)
-        return None
+        return
     start = time.perf_counter()
     state = training.fit(log)
     seconds = max(time.perf_counter() - start, state.seconds - record["supernet"]["seconds"])
     record["fine_phase"] = {"from": training.config.shared_until, "to": state.step, "seconds": seconds,
                             "final_loss": state.losses[-1]}
     record["search_seconds"] = record.get("search_seconds", 0.0) + seconds
-    return None
 
 
 def _drop_reader(config: Any, runner: Any, search: CandidateSearch, trained: dict[int, FrozenTrial]) -> Any:

@@ -9,7 +9,8 @@ import pytest
 
 from autorec.data import load_dataset
 from autorec.oneshot.drops import DROPPED_ATTR, DROPPED_NAMES_ATTR, DROPS_ATTR, zero_width
-from autorec.oneshot.run import ONESHOT_ATTR
+from autorec.oneshot.heads import KindHeads
+from autorec.oneshot.run import ONESHOT_ATTR, proxy_trials
 from autorec.oneshot.search import CandidateSearch
 from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
 from autorec.space import SearchSpace
@@ -88,6 +89,17 @@ def test_the_pick_is_the_coarse_supernets_and_the_drops_and_tau_the_fine_ones(tm
     thinned = [t for t in study.trials if DROPPED_ATTR in t.user_attrs]
     assert thinned and all(score(t) == pytest.approx(t.user_attrs["proxy"]["val_auc"], abs=1e-9)
                            for t in thinned)
+    # the screen's candidates were scored on the coarse weights (trained again to step 4 here: the
+    # same weights, as a cut run's), each through its kind's head
+    coarse = SupernetTraining(runner.space, runner.dataset,
+                              OneShotTrainConfig(**runner.strategy.train_options), tmp_path / "coarse")
+    assert coarse.fit(until=4).step == 4
+    heads = KindHeads(coarse, 2, config.directory / "oneshot" / "heads")
+    heads.fit()
+    picked = CandidateSearch(coarse, 400, config.objectives, heads=heads)
+    screened = [t for t in proxy_trials(study) if DROPPED_ATTR not in t.user_attrs]
+    assert screened and all(picked.evaluate(picked.values_of({n: str(t.params[n]) for n in picked.names}))[1][
+        "val_auc"] == pytest.approx(t.user_attrs["proxy"]["val_auc"], abs=1e-9) for t in screened)
     samples = of_stage(study, "sample")  # tau's draws: scored on the fine weights too
     assert len(samples) == 2 and record["tau_pairs"] == 2  # the re-ranked ones (coarse scores) left out
     for t in samples:
