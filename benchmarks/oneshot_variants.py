@@ -336,8 +336,9 @@ VARIANTS["k53"] = ({**VARIANTS["k51"][0], "supernet_steps": 3000},
 # k53 (Intel Xeon) made k51's picks on every seed and read 9-10 drops off the first finalist's path
 # on the fine weights: 5-7 of the 8 noise tables and 3-5 weak ones; its finals tested 0.6728 /
 # 0.6712 / 0.6503 where k51's same picks, undropped, tested 0.6719 / 0.6734 / 0.6753 the same day,
-# at 30-75 s more search a seed: not adopted. Seed 0's read was on its winner's own path; seeds 1
-# and 2 read on a DHEN finalist's and lost. So k53 with each finalist's drops read on its own path
+# at 16-32 s more search a seed (seeds 0 and 2): not adopted. Seed 0's read was on its winner's own
+# path; seeds 1 and 2 read on a DHEN finalist's and lost. So k53 with each finalist's drops read on
+# its own path
 VARIANTS["k54"] = (VARIANTS["k53"][0], {**VARIANTS["k53"][1], "drop_from": "each"})
 # k54 tested 0.6728 / 0.6758 / 0.6746 (TPE 0.6724 on this Intel; k51's same picks 0.6719 / 0.6734 /
 # 0.6753) at 3.29 / (not clean) / 2.72 TEs of a slow hour's unit, where k51 searched in 1.99 / 1.89:
