@@ -343,6 +343,10 @@ VARIANTS["k54"] = (VARIANTS["k53"][0], {**VARIANTS["k53"][1], "drop_from": "each
 # k54 tested 0.6728 / 0.6758 / 0.6746 (TPE 0.6724 on this Intel; k51's same picks 0.6719 / 0.6734 /
 # 0.6753) at 3.29 / (not clean) / 2.72 TEs of a slow hour's unit, where k51 searched in 1.99 / 1.89:
 # the AUC on every seed for about one TE more, tau not met (0.48-0.63): not adopted
+# k55: k54 again, its options unchanged, on the code that scores paths in joined batches of 8192
+# validation samples (autorec.data.merge; benchmarks/oneshot_scoring.py) where k54 scored them
+# 1024 at a time: the same scores, so the same picks, drops and finals, and what the search saves
+VARIANTS["k55"] = VARIANTS["k54"]
 
 
 def variant_defaults(name: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from torchrec.optim.optimizers import in_backward_optimizer_filter
 from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from autorec.data import RecDataset
+from autorec.data.merge import merged
 from autorec.space import SearchSpace
 from autorec.supernet.config import (
     SELECTION_SWEEPS,
@@ -39,6 +40,12 @@ from autorec.supernet.supernet import Supernet
 from autorec.train.distributed import default_device, shard
 from autorec.train.embedding_optim import EPS
 from autorec.train.records import dense_optimizer
+
+# Samples per forward pass when paths are scored (no gradient): the supernet's Python cost per
+# pass (its choices' gates read module by module) is about a third of a pass over 1024 samples
+# of the scale workload; at 8192 the arithmetic dominates (BENCHMARKS.md, "Scoring paths in
+# larger batches"). Each sample's logit is that of a pass over its own batch.
+SCORING_SAMPLES = 8192
 
 
 def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParallel:
@@ -292,11 +299,14 @@ class SupernetSearch:
 
     def selection_batches(self, samples: int | None = None) -> list[Any]:
         """The validation batches that :meth:`select` scores every path on (fixed per seed):
-        ``samples`` of them (default: the config's ``selection_samples``), in whole batches."""
+        ``samples`` of them (default: the config's ``selection_samples``), in whole batches of
+        the config's size, joined into batches of up to :data:`SCORING_SAMPLES` samples (the
+        same samples in the same order: a pass's fixed cost is paid once per join)."""
         cfg = self.config
         n = math.ceil((samples or cfg.selection_samples) / cfg.batch_size)
-        return list(itertools.islice(
-            self.dataset.batches("val", cfg.batch_size, shuffle=True, seed=cfg.seed + 2), n))
+        return merged(itertools.islice(
+            self.dataset.batches("val", cfg.batch_size, shuffle=True, seed=cfg.seed + 2), n),
+            max(SCORING_SAMPLES, cfg.batch_size))
 
     def select(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Choose the architecture by validation AUC (``selection: validation``) or penalized

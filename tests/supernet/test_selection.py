@@ -2,8 +2,10 @@
 inherited weights."""
 
 import dataclasses
+import itertools
 
 import pytest
+import torch
 
 from autorec.costs import arch_cost
 from autorec.data import load_dataset
@@ -81,3 +83,19 @@ def test_penalized_selection_minimises_the_architecture_loss_and_follows_lambda(
     assert search.path_cost(cheap) < free_cost or free_cost == min(p["cost"] for p in costly_scored)
     # Loss and cost differ from path to path, so the two lambdas are a real test of the ranking.
     assert len({round(p["cost"]) for p in costly_scored}) > 2
+
+
+def test_paths_score_the_same_on_joined_batches_as_batch_by_batch():
+    space = SearchSpace.from_dict(SPACE)
+    data = load_dataset("synthetic", preset="tiny", num_samples=10000)
+    search = SupernetSearch(space, data, 8, (8,), (16,), SupernetConfig(
+        steps=20, warmup_steps=20, batch_size=128, weight_sampling="uniform", selection_samples=600))
+    search.fit()
+    joined = search.selection_batches()
+    alone = list(itertools.islice(data.batches("val", 128, shuffle=True, seed=search.config.seed + 2), 5))
+    assert len(joined) == 1 and len(joined[0].labels) == 5 * 128  # one pass for the five batches
+    for kind in search.supernet.layer_kinds[0]:
+        path = {**search.supernet.arch.argmax(), "layer0.kind": kind}
+        (a, ya), (b, yb) = search.path_outputs(path, joined), search.path_outputs(path, alone)
+        assert torch.equal(ya, yb) and torch.allclose(a, b, atol=1e-6), kind
+        assert search.path_scores(path, joined)["val_auc"] == search.path_scores(path, alone)["val_auc"], kind
