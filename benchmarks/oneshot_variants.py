@@ -347,6 +347,9 @@ VARIANTS["k54"] = (VARIANTS["k53"][0], {**VARIANTS["k53"][1], "drop_from": "each
 # validation samples (autorec.data.merge; benchmarks/oneshot_scoring.py) where k54 scored them
 # 1024 at a time: the same scores, so the same picks, drops and finals, and what the search saves
 VARIANTS["k55"] = VARIANTS["k54"]
+# k55 made k54's finals to the last digit (0.6728 / 0.6758 / 0.6746) with the grid and the drop reads
+# 17-40 s faster a seed, at 4.14 / 2.84 / 3.10 TEs of a fast hour's unit (101.7 s; k51's seconds
+# 2.83 / 2.68 by it): the fine phase and the reads still cost about a TE: not adopted
 
 
 def variant_defaults(name: str) -> dict[str, Any]:

@@ -80,7 +80,7 @@ from benchmarks.oneshot_reference import (
     tpe_record,
 )
 from benchmarks.oneshot_variants import VARIANTS, merged_options, variant_defaults
-from benchmarks.results_file import commit, machine
+from benchmarks.results_file import commit, machine, merge_results
 from benchmarks.study_archive import archive, archive_trained, restore, restore_if_gone, trained_archive_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -387,6 +387,31 @@ def reference_training(args: argparse.Namespace, full: bool = False) -> dict[str
     return cached
 
 
+def stage_seconds(record: dict[str, Any]) -> dict[str, float]:
+    """Where a one-shot study's search time went, from its ``oneshot`` record: the supernet's
+    coarse steps, the kind heads, the layer grid, the fine phase (``fine_after_pick``), the rest of
+    the search (screen, crossings), the rescore with the finalists' drop reads, the re-rank and the
+    rung's losers; their sum is the report's ``search_s``.
+
+    Example:
+        >>> figures = stage_seconds({"supernet": {"seconds": 90.0}, "search_seconds": 140.0,
+        ...     "heads": {"seconds": 40.0}, "layer_grid": {"seconds": 30.0},
+        ...     "fine_phase": {"seconds": 60.0}, "rescore_seconds": 20.0, "rung_loser_seconds": 70.0})
+        >>> figures["other_search_s"], sum(figures.values())
+        (10.0, 320.0)
+    """
+    parts = {"supernet_s": record["supernet"]["seconds"],
+             "heads_s": record.get("heads", {}).get("seconds", 0.0),
+             "grid_s": record.get("layer_grid", {}).get("seconds", 0.0),
+             "fine_phase_s": record.get("fine_phase", {}).get("seconds", 0.0)}
+    parts["other_search_s"] = record.get("search_seconds", 0.0) - parts["heads_s"] - parts["grid_s"] \
+        - parts["fine_phase_s"]
+    parts["rescore_s"] = record.get("rescore_seconds", 0.0)
+    parts["rerank_s"] = record.get("rerank_seconds", 0.0)
+    parts["rung_losers_s"] = record.get("rung_loser_seconds", 0.0)
+    return parts
+
+
 def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | None:
     loaded = _load(args, "oneshot", seed)
     if loaded is None:
@@ -402,14 +427,13 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
     if not final:
         return None
     trained = [t for t in study.get_trials(deepcopy=False) if "metrics" in t.user_attrs]
-    search_s = (
-        record["supernet"]["seconds"] + record.get("search_seconds", 0.0) + record.get("rescore_seconds", 0.0)
-        + record.get("rerank_seconds", 0.0)
-        + record.get("rung_loser_seconds", 0.0)  # the final_candidates that did not go on are search
-    )
+    stages = stage_seconds(record)  # the final_candidates that did not go on are search
+    search_s = sum(stages.values())
     return {
         "seed": seed,
         "search_s": search_s,
+        "stages": stages,
+        "final_tables": len(final[0].user_attrs["arch"]["tables"]),
         "final_s": record.get("final_seconds", 0.0),
         "wall_s": search_s + record.get("final_seconds", 0.0),
         "test_auc": final[0].user_attrs["metrics"]["test"]["auc"],
@@ -421,6 +445,23 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
             for t in trained if "auc" in t.user_attrs["metrics"]["test"]
         ],
     }
+
+
+def stage_figures(args: argparse.Namespace) -> dict[str, Any]:
+    """``--stage stages``: each seed's search time by stage (:func:`stage_seconds`), its search
+    seconds, test AUC and final tables, as flat keys ``<variant>_seed<N>_<key>``; nothing trains.
+    A seed whose study has no final is named and left out."""
+    figures: dict[str, Any] = {}
+    name = args.tag.lstrip("_")
+    for seed in (int(s) for s in args.seeds.split(",")):
+        f = oneshot_figures(args, seed)
+        if f is None:
+            print(f"oneshot{args.tag}_seed{seed}: no study with a final under {args.out}; left out")
+            continue
+        for key, value in {**f["stages"], "search_s": f["search_s"], "final_s": f["final_s"],
+                           "test_auc": f["test_auc"], "final_tables": f["final_tables"]}.items():
+            figures[f"{name}_seed{seed}_{key}"] = value
+    return figures
 
 
 def reranked_archs(study: optuna.Study) -> list[str]:
@@ -543,8 +584,10 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
             ),
         )
         for f in shots:  # each seed's figures beside the worst-of-seeds ones
-            for key in ("test_auc", "search_s", "final_s", "wall_s", "kendall_tau"):
+            for key in ("test_auc", "search_s", "final_s", "wall_s", "kendall_tau", "final_tables"):
                 out[f"oneshot_seed{f['seed']}_{key}"] = f[key]
+            for key, seconds in f["stages"].items():  # where the search time went
+                out[f"oneshot_seed{f['seed']}_{key}"] = seconds
         # the training-equivalent on the trial budget, and (--full-reference) on the final's
         for suffix, full in (("", False), ("_full", True))[:1 + args.full_reference]:
             reference = reference_training(args, full)
@@ -592,7 +635,8 @@ def arguments() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--stage", choices=["tpe", "tpe_shared", "oneshot", "report", "status", "archive"], required=True
+        "--stage", choices=["tpe", "tpe_shared", "oneshot", "report", "status", "archive", "stages"],
+        required=True, help="stages: each seed's search seconds by stage, merged into --json"
     )
     parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
     parser.add_argument("--samples", type=int, default=5_000_000)
@@ -679,6 +723,10 @@ def main() -> None:
         return
     if args.stage == "archive":
         archive_stages(args)
+        return
+    if args.stage == "stages":
+        figures = stage_figures(args)
+        print(json.dumps(merge_results(args.json, figures, prefix=args.tag.lstrip("_")), indent=1))
         return
     if args.stage != "report":
         run_stage(args, args.stage)

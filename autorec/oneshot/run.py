@@ -82,7 +82,7 @@ from autorec.oneshot.ranking import (
 from autorec.oneshot.rung import final_rung, rung_entry
 from autorec.oneshot.search import PROXY_ATTR, STAGE_ATTR, CandidateSearch, check_objectives, scores_to_values
 from autorec.oneshot.stages import ONESHOT_ATTR, stage_trials, train_stage
-from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining
+from autorec.oneshot.train import OneShotTrainConfig, SupernetTraining, TrainState
 
 CROSSING_ATTR = "crossing"  # trial user attr: the screen trial whose layers a crossing took, or "grid"
 NEIGHBOUR_ATTR = "neighbour_of"  # trial user attr: the candidate a kind neighbour changed one layer kind of
@@ -276,7 +276,7 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     chosen = (family_bests(ranked, strategy.rerank, strategy.family) if strategy.diverse
               else ranked[:strategy.rerank])
     if strategy.fine_after_pick:  # the pick was the coarse supernet's; drops and tau read the fine one
-        fine_phase(training, record, log)
+        fine_phase(training, record, log, state)
         search.heads = None  # (fitted to the coarse weights; the shared over-arch trained along)
         study.set_user_attr(ONESHOT_ATTR, record)
     start = time.perf_counter()  # scoring the calibration samples is calibration time too
@@ -380,14 +380,17 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     study.set_user_attr(ONESHOT_ATTR, record)
 
 
-def fine_phase(training: SupernetTraining, record: dict[str, Any], log: Callable[[str], None]) -> None:
+def fine_phase(training: SupernetTraining, record: dict[str, Any], log: Callable[[str], None],
+               state: TrainState) -> None:
     """Train the supernet's steps after ``shared_until`` (``fine_after_pick``: after the finalists
-    were picked on the coarse weights), resuming from its checkpoint there. Its seconds are search
-    time, kept in ``record["fine_phase"]`` and added to ``search_seconds`` once: the fine steps'
-    own (across a kill) or the call's wall time, the checkpoint's reload included, whichever is
-    more."""
-    if "fine_phase" in record:  # (a rerun after it ended: the weights load, nothing is added)
-        training.fit(log)
+    were picked on the coarse weights), resuming from its checkpoint there; ``state``: what the
+    coarse ``fit`` returned (a rerun of a finished study has the fine weights loaded already).
+    Its seconds are search time, kept in ``record["fine_phase"]`` and added to
+    ``search_seconds`` once: the fine steps' own (across a kill) or the call's wall time, the
+    checkpoint's reload included, whichever is more."""
+    if "fine_phase" in record:  # (a rerun after it ended: the weights loaded, nothing is added)
+        if state.step < training.config.steps:
+            training.fit(log)
         return
     start = time.perf_counter()
     state = training.fit(log)

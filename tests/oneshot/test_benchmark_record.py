@@ -237,3 +237,33 @@ def test_a_fresh_reference_is_timed_for_this_report_and_the_cached_one_kept(tmp_
     assert fresh is not None and fresh["fresh"] and fresh["trial"] == 2 and fresh["seconds"] > 0
     assert optuna.load_study(study_name=config.name, storage=open_storage(config.storage_url)
                              ).user_attrs["reference"] == cached  # kept for the other reports
+
+
+def test_a_seeds_search_time_is_split_by_stage_and_sums_to_its_search_s(tmp_path: Path) -> None:
+    """The report's per-seed stage seconds (``oneshot_seed<N>_<stage>_s``) come from the study's
+    record and add up to its ``search_s``; the final's tables are counted."""
+    from autorec.study import StudyConfig, open_storage
+    from benchmarks.oneshot_vs_tpe import arguments, oneshot_figures, stage_figures, study_file
+
+    args = arguments().parse_args(["--stage", "report", "--out", str(tmp_path), "--tag", "_t"])
+    config = StudyConfig.load(study_file(args, "oneshot", 0))
+    study = optuna.create_study(study_name=config.name, storage=open_storage(config.storage_url))
+    record = {"supernet": {"seconds": 100.0}, "heads": {"seconds": 40.0}, "layer_grid": {"seconds": 35.0},
+              "fine_phase": {"seconds": 80.0}, "search_seconds": 162.5, "rescore_seconds": 41.0,
+              "rung_loser_seconds": 84.0, "final_seconds": 140.0}
+    study.set_user_attr("oneshot", record)
+    study.add_trial(optuna.trial.create_trial(
+        value=0.6, user_attrs={"stage": "final", "arch": {"tables": [{}] * 17},
+                               "metrics": {"test": {"auc": 0.67}}, "costs": {"embedding_bytes": 1}}))
+    figures = oneshot_figures(args, 0)
+    assert figures is not None and figures["final_tables"] == 17 and figures["test_auc"] == 0.67
+    assert figures["stages"] == {"supernet_s": 100.0, "heads_s": 40.0, "grid_s": 35.0, "fine_phase_s": 80.0,
+                                 "other_search_s": 7.5, "rescore_s": 41.0, "rerank_s": 0.0,
+                                 "rung_losers_s": 84.0}
+    assert figures["search_s"] == pytest.approx(100.0 + 162.5 + 41.0 + 84.0)
+    assert figures["wall_s"] == pytest.approx(figures["search_s"] + 140.0)
+    # --stage stages: the same as flat keys per seed; a seed with no study is left out
+    flat = stage_figures(arguments().parse_args(["--stage", "stages", "--out", str(tmp_path), "--tag", "_t",
+                                                 "--seeds", "0,1"]))
+    assert flat["t_seed0_grid_s"] == 35.0 and flat["t_seed0_final_tables"] == 17
+    assert flat["t_seed0_search_s"] == figures["search_s"] and not any(k.startswith("t_seed1") for k in flat)

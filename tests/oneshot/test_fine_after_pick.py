@@ -58,7 +58,8 @@ def test_bad_fine_after_pick_options(options: dict, message: str) -> None:
         make_strategy("oneshot", **options)
 
 
-def test_the_pick_is_the_coarse_supernets_and_the_drops_and_tau_the_fine_ones(tmp_path: Path) -> None:
+def test_the_pick_is_the_coarse_supernets_and_the_drops_and_tau_the_fine_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     options = {"steps": 8, "shared_until": 4, "shared_paths": 0.5, "fine_embedding_lr": 0.3,
                "fine_after_pick": True, "candidates": 10, "rerank": 3, "calibrate": 2, "rerank_steps": 1,
                "final_epochs": 1, "final_candidates": 2, "drop_tolerance": 0.002, "kind_heads": 2,
@@ -107,6 +108,11 @@ def test_the_pick_is_the_coarse_supernets_and_the_drops_and_tau_the_fine_ones(tm
         scores = search.evaluate(values)[1]
         assert scores["val_auc"] == pytest.approx(t.user_attrs["proxy"]["val_auc"], abs=1e-9)
     before = (len(study.trials), dict(fine), record["search_seconds"])
+    loads = []  # checkpoints the rerun loads into its supernet
+    resume = SupernetTraining.resume
+    monkeypatch.setattr(SupernetTraining, "resume",
+                        lambda self, checkpoint=None: loads.append(checkpoint) or resume(self, checkpoint))
     run_study(StudyConfig.load(tmp_path / "study.yaml"), log=quiet)  # done: nothing trained or added
     after = study.user_attrs[ONESHOT_ATTR]
     assert (len(study.trials), after["fine_phase"], after["search_seconds"]) == before
+    assert loads == [None]  # the fine weights, loaded once (the coarse fit finds them latest)
