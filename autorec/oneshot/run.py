@@ -227,6 +227,11 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     training = SupernetTraining(runner.space, runner.dataset, train_config, root / "supernet")
     coarse = train_config.shared_until if strategy.fine_after_pick else train_config.steps
     state = training.fit(log, until=coarse)
+    if state.step > coarse and "supernet" not in record:  # a finished supernet, adopted: no coarse weights
+        raise ValueError(f"fine_after_pick: the supernet in {root / 'supernet'} is at step {state.step}, "
+                         f"past shared_until ({coarse}), and this study has not picked on it yet: its "
+                         f"pick would be made on the fine weights. Start it from a supernet at step "
+                         f"{coarse} or earlier (a supernet's folder keeps only its latest checkpoint)")
     if "supernet" not in record or state.step <= coarse:  # (past it: the fine phase's, kept apart)
         record["supernet"] = {"steps": state.step, "seconds": state.seconds,
                               "sampling": train_config.sampling, "resumed_from": state.resumed_from,

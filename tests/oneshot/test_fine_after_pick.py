@@ -3,8 +3,10 @@ trains, and the finalists' drops and tau's draws are read on the fine weights.""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import optuna
 import pytest
 
 from autorec.data import load_dataset
@@ -116,3 +118,13 @@ def test_the_pick_is_the_coarse_supernets_and_the_drops_and_tau_the_fine_ones(
     after = study.user_attrs[ONESHOT_ATTR]
     assert (len(study.trials), after["fine_phase"], after["search_seconds"]) == before
     assert loads == [None]  # the fine weights, loaded once (the coarse fit finds them latest)
+    # A new study started from this finished supernet (--supernet-from) has no coarse weights to
+    # pick on: refused by name before anything is written
+    adopted = tmp_path / "adopted"
+    shutil.copytree(config.directory / "oneshot" / "supernet", adopted / "t" / "oneshot" / "supernet")
+    refusal = (r"fine_after_pick: the supernet in .*adopted/t/oneshot/supernet is at step 8, past "
+               r"shared_until \(4\), and this study has not picked")
+    with pytest.raises(ValueError, match=refusal):
+        run_oneshot(adopted, options, space=str(space), data=PLANTED)
+    assert ONESHOT_ATTR not in optuna.load_study(
+        study_name="t", storage=f"sqlite:///{adopted / 't' / 'study.db'}").user_attrs
