@@ -3,9 +3,10 @@
 A forward pass that only scores (no gradient) costs a fixed Python price per call on top of its
 arithmetic; the supernet's, which reads its choices' gates module by module, is about a third of
 the time of a pass over 1024 samples on the scale workload. Scoring the same validation samples
-in batches of 8192 pays that price an eighth as often and gives the same logits per sample (each
-sample's row is computed alone), so the same AUC (BENCHMARKS.md, "Scoring paths in larger
-batches"). torchrec's ``KeyedJaggedTensor.concat`` joins tensors of different keys; joining
+in batches of 8192 pays that price an eighth as often and gives each sample the logit it had, up
+to float rounding (each sample's row is computed alone): on the scale supernet the same AUC to
+the last digit, in 0.63 of the time (BENCHMARKS.md, "`k55`: paths scored in joined batches").
+torchrec's ``KeyedJaggedTensor.concat`` joins tensors of different keys; joining
 along the batch is written here: per key, the values and lengths of each batch in turn.
 """
 

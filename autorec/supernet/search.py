@@ -43,8 +43,8 @@ from autorec.train.records import dense_optimizer
 
 # Samples per forward pass when paths are scored (no gradient): the supernet's Python cost per
 # pass (its choices' gates read module by module) is about a third of a pass over 1024 samples
-# of the scale workload; at 8192 the arithmetic dominates (BENCHMARKS.md, "Scoring paths in
-# larger batches"). Each sample's logit is that of a pass over its own batch.
+# of the scale workload; at 8192 the arithmetic dominates (BENCHMARKS.md, "`k55`: paths scored in
+# joined batches"). Each sample's logit is that of a pass over its own batch, up to float rounding.
 SCORING_SAMPLES = 8192
 
 
