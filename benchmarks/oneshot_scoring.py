@@ -18,7 +18,6 @@ way, their ratio, and the largest AUC difference between the two (the same sampl
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import time
 from pathlib import Path
@@ -27,14 +26,6 @@ from typing import Any
 from benchmarks.oneshot_tpe_proxy import ROOT as CACHE
 from benchmarks.oneshot_tpe_proxy import load_supernet
 from benchmarks.results_file import RESULTS, merge_results
-
-
-def batch_by_batch(search: Any, samples: int) -> list[Any]:
-    """The validation batches ``selection_batches(samples)`` joins, as the dataset gives them."""
-    cfg = search.config
-    n = -(-samples // cfg.batch_size)
-    return list(itertools.islice(search.dataset.batches("val", cfg.batch_size, shuffle=True,
-                                                        seed=cfg.seed + 2), n))
 
 
 def measure(tag: str, seed: int, samples: int, paths: int, rounds: int, root: Path) -> dict[str, Any]:
@@ -46,7 +37,8 @@ def measure(tag: str, seed: int, samples: int, paths: int, rounds: int, root: Pa
     trials = {t.number: t for t in loaded.oneshot.get_trials(deepcopy=False)}
     candidate = loaded.search
     search = candidate.search
-    alone, joined = batch_by_batch(search, samples), search.selection_batches(samples)
+    alone = search.selection_batches(samples, join=search.config.batch_size)  # as the dataset gives them
+    joined = search.selection_batches(samples)
     seconds: dict[str, list[float]] = {"alone": [], "joined": []}
     differences = []
     for number in numbers:

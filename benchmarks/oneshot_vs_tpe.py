@@ -447,9 +447,16 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
     }
 
 
+def seed_keys(figures: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """A seed's :func:`oneshot_figures` as flat keys ``<prefix><key>``: its AUC, seconds, tau and
+    final tables, and where its search time went (:func:`stage_seconds`)."""
+    keys = ("test_auc", "search_s", "final_s", "wall_s", "kendall_tau", "final_tables")
+    return {f"{prefix}{k}": v for k, v in [*((k, figures[k]) for k in keys), *figures["stages"].items()]}
+
+
 def stage_figures(args: argparse.Namespace) -> dict[str, Any]:
-    """``--stage stages``: each seed's search time by stage (:func:`stage_seconds`), its search
-    seconds, test AUC and final tables, as flat keys ``<variant>_seed<N>_<key>``; nothing trains.
+    """``--stage stages``: each seed's search time by stage and its figures (:func:`seed_keys`),
+    as flat keys ``<variant>_seed<N>_<key>``; nothing trains.
     A seed whose study has no final is named and left out."""
     figures: dict[str, Any] = {}
     name = args.tag.lstrip("_")
@@ -458,9 +465,7 @@ def stage_figures(args: argparse.Namespace) -> dict[str, Any]:
         if f is None:
             print(f"oneshot{args.tag}_seed{seed}: no study with a final under {args.out}; left out")
             continue
-        for key, value in {**f["stages"], "search_s": f["search_s"], "final_s": f["final_s"],
-                           "test_auc": f["test_auc"], "final_tables": f["final_tables"]}.items():
-            figures[f"{name}_seed{seed}_{key}"] = value
+        figures |= seed_keys(f, f"{name}_seed{seed}_")
     return figures
 
 
@@ -584,10 +589,7 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
             ),
         )
         for f in shots:  # each seed's figures beside the worst-of-seeds ones
-            for key in ("test_auc", "search_s", "final_s", "wall_s", "kendall_tau", "final_tables"):
-                out[f"oneshot_seed{f['seed']}_{key}"] = f[key]
-            for key, seconds in f["stages"].items():  # where the search time went
-                out[f"oneshot_seed{f['seed']}_{key}"] = seconds
+            out |= seed_keys(f, f"oneshot_seed{f['seed']}_")
         # the training-equivalent on the trial budget, and (--full-reference) on the final's
         for suffix, full in (("", False), ("_full", True))[:1 + args.full_reference]:
             reference = reference_training(args, full)

@@ -297,16 +297,17 @@ class SupernetSearch:
             out.append((name, _value_name(value)))
         return tuple(sorted(out))
 
-    def selection_batches(self, samples: int | None = None) -> list[Any]:
+    def selection_batches(self, samples: int | None = None, join: int = SCORING_SAMPLES) -> list[Any]:
         """The validation batches that :meth:`select` scores every path on (fixed per seed):
         ``samples`` of them (default: the config's ``selection_samples``), in whole batches of
-        the config's size, joined into batches of up to :data:`SCORING_SAMPLES` samples (the
-        same samples in the same order: a pass's fixed cost is paid once per join)."""
+        the config's size, joined into batches of up to ``join`` samples (the same samples in the
+        same order: a pass's fixed cost is paid once per join; ``join`` at most the batch size:
+        the batches as the dataset gives them)."""
         cfg = self.config
         n = math.ceil((samples or cfg.selection_samples) / cfg.batch_size)
         return merged(itertools.islice(
             self.dataset.batches("val", cfg.batch_size, shuffle=True, seed=cfg.seed + 2), n),
-            max(SCORING_SAMPLES, cfg.batch_size))
+            max(join, cfg.batch_size))
 
     def select(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Choose the architecture by validation AUC (``selection: validation``) or penalized
