@@ -380,3 +380,8 @@ def merged_options(name: str, given: str) -> dict[str, Any]:
     if not isinstance(extra, dict):
         raise SystemExit(f"--oneshot-options: expected a JSON object, got {type(extra).__name__}: {given!r}")
     return {**VARIANTS[name][1], **extra}
+# k57: k55 with half its fine phase and every fine step a per-feature path (shared_paths 0.0 after
+# shared_until; k55 drew one half the time): the same per-feature steps that k55's drops and tau read
+# on, none on the all-alike corner its search had already picked in, at half the fine phase's seconds
+VARIANTS["k57"] = ({**VARIANTS["k55"][0], "supernet_steps": 2500},
+                   {**VARIANTS["k55"][1], "shared_paths": 0.0})

@@ -7,7 +7,10 @@ is learned from architectures that were trained stand-alone (another study's tri
 workload and budget): a least-squares fit of their validation AUC on the parts' scores, with an
 intercept. The fit's weights say how far the search can trust each part (a weight near 0: the part
 says nothing that training confirms); the predictor ranks new architectures from the same
-inherited-weight scores, with no further training.
+inherited-weight scores, with no further training. ``nonnegative=True`` bounds the weights at 0
+(:func:`scipy.optimize.lsq_linear`; the intercept stays free): a part whose higher scores mean
+higher trained AUC is read, one that says nothing is given no weight, and none is read upside
+down, which an unbounded fit on a few dozen labels does to a part at chance.
 
 Example:
     >>> fit = fit_predictor({"layers": [0.1, 0.3, 0.2, 0.4], "features": [1.0, 2.0, 3.0, 4.0]},
@@ -25,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.optimize import lsq_linear
 from scipy.stats import kendalltau
 
 INPUTS = ("layers", "features")  # the parts a predictor reads by default (the two that add up)
@@ -49,9 +53,10 @@ class PartsPredictor:
 
 
 def fit_predictor(parts: Mapping[str, Sequence[float]], trained: Sequence[float],
-                  inputs: Sequence[str] = INPUTS) -> PartsPredictor:
+                  inputs: Sequence[str] = INPUTS, nonnegative: bool = False) -> PartsPredictor:
     """Least squares of ``trained`` (stand-alone validation AUCs) on the ``inputs`` parts' scores of
-    the same architectures, with an intercept (:func:`numpy.linalg.lstsq`). Needs more
+    the same architectures, with an intercept (:func:`numpy.linalg.lstsq`; with ``nonnegative``,
+    every part's weight bounded at 0 by :func:`scipy.optimize.lsq_linear`). Needs more
     architectures than inputs + 1, and each input's scores must vary; a ValueError naming what is
     short otherwise."""
     if not inputs:
@@ -72,7 +77,12 @@ def fit_predictor(parts: Mapping[str, Sequence[float]], trained: Sequence[float]
         raise ValueError(f"fit_predictor: {n} trained architectures for {len(inputs)} weights and an "
                          f"intercept; expected at least {len(inputs) + 2}")
     design = np.column_stack([np.ones(n), *(np.asarray(parts[p], dtype=float) for p in inputs)])
-    coefficients = np.linalg.lstsq(design, np.asarray(trained, dtype=float), rcond=None)[0]
+    target = np.asarray(trained, dtype=float)
+    if nonnegative:
+        lower = np.array([-np.inf] + [0.0] * len(inputs))
+        coefficients = lsq_linear(design, target, bounds=(lower, np.inf), method="bvls").x
+    else:
+        coefficients = np.linalg.lstsq(design, target, rcond=None)[0]
     return PartsPredictor(float(coefficients[0]),
                           {p: float(w) for p, w in zip(inputs, coefficients[1:], strict=True)})
 
@@ -109,10 +119,12 @@ def predictor_figures(learned: Mapping[str, Sequence[float]], labels: Sequence[f
     AUCs ``labels`` (:func:`fit_predictor`), judged on others (``parts``, ``trained``) it never
     saw: ``tau_predicted`` (Kendall's tau of its predictions against ``trained``),
     ``predictor_fit_tau`` (the same on what it learned from), ``predictor_pairs`` and
-    ``predictor_weight_<part>``."""
-    predictor = fit_predictor(learned, labels)
+    ``predictor_weight_<part>``; and the same figures of the fit with its weights bounded at 0
+    (``nonnegative``), under keys that end in ``_nonnegative``."""
     out: dict[str, float | int] = {"predictor_pairs": len(labels)}
-    for key, scores, truth in (("tau_predicted", parts, trained), ("predictor_fit_tau", learned, labels)):
-        out[key] = float(kendalltau(predictor.predict(scores), truth).statistic)
-    out |= {f"predictor_weight_{part}": weight for part, weight in predictor.weights.items()}
+    for suffix, nonnegative in (("", False), ("_nonnegative", True)):
+        predictor = fit_predictor(learned, labels, nonnegative=nonnegative)
+        for key, scores, truth in (("tau_predicted", parts, trained), ("predictor_fit_tau", learned, labels)):
+            out[key + suffix] = float(kendalltau(predictor.predict(scores), truth).statistic)
+        out |= {f"predictor_weight_{part}{suffix}": weight for part, weight in predictor.weights.items()}
     return out

@@ -39,3 +39,37 @@ def test_bad_inputs_are_named():
         fit_predictor(parts, [0.5, 0.6, 0.7, 0.8], inputs=())
     with pytest.raises(KeyError, match=r"no scores for part\(s\) features \(given layers"):
         PartsPredictor(0.5, {"layers": 1.0, "features": 1.0}).predict({"layers": [0.1]})
+
+
+def test_a_nonnegative_fit_gives_a_part_at_chance_no_weight_rather_than_a_negative_one():
+    rng = np.random.default_rng(1)
+    features = rng.normal(size=12)
+    layers = rng.normal(size=12)
+    # the labels follow the features; the layers part is noise that happens to anti-correlate
+    trained = 0.6 + 0.01 * features - 0.004 * layers + rng.normal(scale=1e-4, size=12)
+    parts = {"layers": list(layers), "features": list(features)}
+    free = fit_predictor(parts, list(trained))
+    bounded = fit_predictor(parts, list(trained), nonnegative=True)
+    assert free.weights["layers"] < -0.003  # the unbounded fit reads the layers upside down
+    assert bounded.weights["layers"] == 0.0
+    assert bounded.weights["features"] == pytest.approx(0.01, abs=2e-3)
+    # where the unbounded weights are already >= 0 the two fits agree
+    positive = 0.6 + 0.01 * features + 0.002 * layers
+    assert fit_predictor(parts, list(positive), nonnegative=True).weights == pytest.approx(
+        fit_predictor(parts, list(positive)).weights, abs=1e-6)
+
+
+def test_predictor_figures_give_both_fits():
+    from autorec.oneshot.predictor import predictor_figures
+
+    rng = np.random.default_rng(2)
+    learned = {"layers": list(rng.normal(size=10)), "features": list(rng.normal(size=10))}
+    labels = [0.6 + 0.01 * f - 0.003 * la
+              for f, la in zip(learned["features"], learned["layers"], strict=True)]
+    pool = {"layers": list(rng.normal(size=8)), "features": list(rng.normal(size=8))}
+    trained = [0.6 + 0.01 * f for f in pool["features"]]
+    figures = predictor_figures(learned, labels, pool, trained)
+    assert figures["predictor_weight_layers"] < 0
+    assert figures["predictor_weight_layers_nonnegative"] == 0.0
+    assert figures["tau_predicted_nonnegative"] == pytest.approx(1.0)  # ranks by the features alone
+    assert figures["tau_predicted"] < 1.0
