@@ -189,6 +189,8 @@ def proxy_figure(data: ProxyData) -> go.Figure:
         if data.parts.get("tau_predicted") is not None:  # a predictor learned from another study's trials
             split += (f"; a predictor over the parts, fitted on {data.parts.get('predictor_pairs')} "
                       f"other trainings: tau {data.parts['tau_predicted']:.2f}")
+            if data.parts.get("tau_predicted_nonnegative") is not None:  # its weights bounded at 0
+                split += f" ({data.parts['tau_predicted_nonnegative']:.2f} with weights >= 0)"
     figure.update_layout(title=f"One-shot proxy against trained val AUC (Kendall's tau {tau}, "
                                f"{len(data.trials)} trainings){split}",
                          xaxis_title="val AUC with inherited weights", yaxis_title="val AUC trained")

@@ -103,9 +103,14 @@ def test_a_study_with_tau_parts_records_the_split_and_the_report_draws_it(tmp_pa
     fit = fit_predictor(scored, [v for _, v in labels])
     for part, weight in fit.weights.items():
         assert parts[f"predictor_weight_{part}"] == pytest.approx(weight)
+    bounded = fit_predictor(scored, [v for _, v in labels], nonnegative=True)  # and bounded at 0
+    for part, weight in bounded.weights.items():
+        assert parts[f"predictor_weight_{part}_nonnegative"] == pytest.approx(weight, abs=1e-9)
+        assert weight >= 0.0
     title = proxy_figure(proxy_data(study)).layout.title.text
     assert "tau of its layers part" in title and "of its embeddings part" in title
     assert "a predictor over the parts, fitted on 6 other trainings" in title
+    assert f"({parts['tau_predicted_nonnegative']:.2f} with weights >= 0)" in title
     (tmp_path / "plain").mkdir()
     _, plain = run_oneshot(tmp_path / "plain", {"steps": 6, "candidates": 10, "rerank": 2, "calibrate": 2},
                            space=str(space))
