@@ -80,6 +80,7 @@ from benchmarks.oneshot_reference import (
     tpe_record,
 )
 from benchmarks.oneshot_variants import VARIANTS, merged_options, variant_defaults
+from benchmarks.pool_tau import pool_taus, read_tau_parts
 from benchmarks.results_file import commit, machine, merge_results
 from benchmarks.study_archive import archive, archive_trained, restore, restore_if_gone, trained_archive_path
 
@@ -590,6 +591,12 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
         )
         for f in shots:  # each seed's figures beside the worst-of-seeds ones
             out |= seed_keys(f, f"oneshot_seed{f['seed']}_")
+        if args.tau_parts is not None:  # tau over the pool that earlier runs trained, on these supernets
+            out |= pool_taus(read_tau_parts(args.tau_parts), args.tag, [f["seed"] for f in shots],
+                             str(args.tau_parts))
+            if out["kendall_tau_min"] is None:  # (no seed trained its own draws: the pool's is its tau)
+                out["kendall_tau_min"] = out["kendall_tau_pool_min"]
+                out["kendall_tau_source"] = f"pool ({args.tau_parts})"
         # the training-equivalent on the trial budget, and (--full-reference) on the final's
         for suffix, full in (("", False), ("_full", True))[:1 + args.full_reference]:
             reference = reference_training(args, full)
@@ -691,6 +698,11 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--fresh-reference", action="store_true",
                         help="report: time the reference training(s) now, in this report only (the cached "
                              "one, kept for other reports, may date from another day of this machine)")
+    parser.add_argument("--tau-parts", type=Path, default=None,
+                        help="report: a benchmarks.oneshot_tau_parts results file that scored these seeds' "
+                             "supernets over the pool of trained architectures: each seed's tau over it "
+                             "(and the bounded predictor's, where fitted), kendall_tau_min where the "
+                             "seeds trained no draws of their own")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "oneshot.json")
     parser.add_argument("--archive-dir", type=Path, default=ROOT / "benchmarks" / "results" / "studies",
                         help="archive: where each study's trials are copied (a journal file per study, "
