@@ -385,3 +385,6 @@ def merged_options(name: str, given: str) -> dict[str, Any]:
 # on, none on the all-alike corner its search had already picked in, at half the fine phase's seconds
 VARIANTS["k57"] = ({**VARIANTS["k55"][0], "supernet_steps": 2500},
                    {**VARIANTS["k55"][1], "shared_paths": 0.0})
+# k57 (Intel Xeon) tested 0.6768 / 0.6606 / 0.6499 at 2.94 / 3.48 / 3.09 TEs (99.3 s): the shorter
+# fine phase read five and six tables of planted weight as free on seeds 1 and 2, and ranked the 72
+# worse (the bounded predictor 0.66 / 0.58 / 0.67 against k55's 0.76 / 0.64 / 0.72): not adopted
