@@ -41,10 +41,15 @@ def concat_batches(batches: Sequence[Batch]) -> Batch:
     if len(batches) == 1:
         return batches[0]
     keys = batches[0].sparse_features.keys()
-    for i, b in enumerate(batches[1:], start=1):
+    for i, b in enumerate(batches):
         if b.sparse_features.keys() != keys:
             raise ValueError(f"concat_batches: batch {i} has sparse keys {b.sparse_features.keys()}, "
                              f"batch 0 has {keys}")
+        kjt = b.sparse_features  # every key one length per sample: the regrouping below reads them so
+        if kjt.variable_stride_per_key() or kjt.lengths().numel() != len(keys) * len(b.labels):
+            raise ValueError(f"concat_batches: batch {i} holds {kjt.lengths().numel()} lengths for "
+                             f"{len(keys)} keys and {len(b.labels)} labels; expected one length per key "
+                             f"and sample ({len(keys) * len(b.labels)}), not a variable batch per key")
     weighted = batches[0].sparse_features.weights_or_none() is not None
     values: list[list[torch.Tensor]] = [[] for _ in keys]
     lengths: list[list[torch.Tensor]] = [[] for _ in keys]
