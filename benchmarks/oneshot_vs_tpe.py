@@ -593,10 +593,7 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
             out |= seed_keys(f, f"oneshot_seed{f['seed']}_")
         if args.tau_parts is not None:  # tau over the pool that earlier runs trained, on these supernets
             out |= pool_taus(read_tau_parts(args.tau_parts), args.tag, [f["seed"] for f in shots],
-                             str(args.tau_parts))
-            if out["kendall_tau_min"] is None:  # (no seed trained its own draws: the pool's is its tau)
-                out["kendall_tau_min"] = out["kendall_tau_pool_min"]
-                out["kendall_tau_source"] = f"pool ({args.tau_parts})"
+                             str(args.tau_parts), own_min=out["kendall_tau_min"])
         # the training-equivalent on the trial budget, and (--full-reference) on the final's
         for suffix, full in (("", False), ("_full", True))[:1 + args.full_reference]:
             reference = reference_training(args, full)

@@ -38,14 +38,18 @@ def read_tau_parts(path: Path) -> dict[str, Any]:
     return figures
 
 
-def pool_taus(figures: Mapping[str, Any], tag: str, seeds: Sequence[int], where: str) -> dict[str, Any]:
+def pool_taus(figures: Mapping[str, Any], tag: str, seeds: Sequence[int], where: str,
+              own_min: float | None = None) -> dict[str, Any]:
     """Flat report keys for ``seeds`` of run ``tag`` (as ``_k57``) from ``figures`` (a tau-parts
     file's; ``where`` names it in errors): per seed ``oneshot_seed<i>_kendall_tau_pool`` (the
     proxy over the pool), ``..._tau_pool_pairs`` and, where the file has one,
     ``..._kendall_tau_predicted`` (the bounded predictor's); then the worst of the seeds,
     ``kendall_tau_pool_min`` and ``kendall_tau_predicted_min``. Scores through the supernet's one
     over-arch (keys ending in ``_shared``) are read where both are in the file, as the searches
-    that read the fine weights score. A seed not in the file is a SystemExit naming the key."""
+    that read the fine weights score. Where the seeds trained no draws of their own (``own_min``,
+    the report's ``kendall_tau_min`` from their studies, is None), ``kendall_tau_min`` is the
+    pool's, and ``kendall_tau_source`` names the file. A seed not in the file is a SystemExit
+    naming the key."""
     name, out = tag.lstrip("_"), {}
     pool, predicted = [], []
     for seed in seeds:
@@ -64,4 +68,7 @@ def pool_taus(figures: Mapping[str, Any], tag: str, seeds: Sequence[int], where:
             predicted.append(bounded)
     out["kendall_tau_pool_min"] = min(pool) if pool else None
     out["kendall_tau_predicted_min"] = min(predicted) if len(predicted) == len(pool) and pool else None
+    if own_min is None:
+        out["kendall_tau_min"] = out["kendall_tau_pool_min"]
+        out["kendall_tau_source"] = f"pool ({where})"
     return out

@@ -8,9 +8,9 @@ workload and budget): a least-squares fit of their validation AUC on the parts' 
 intercept. The fit's weights say how far the search can trust each part (a weight near 0: the part
 says nothing that training confirms); the predictor ranks new architectures from the same
 inherited-weight scores, with no further training. ``nonnegative=True`` bounds the weights at 0
-(:func:`scipy.optimize.lsq_linear`; the intercept stays free): a part whose higher scores mean
-higher trained AUC is read, one that says nothing is given no weight, and none is read upside
-down, which an unbounded fit on a few dozen labels does to a part at chance.
+(:func:`scipy.optimize.lsq_linear`; the intercept stays free): a part whose unbounded weight
+would come out negative gets none, so no part is read upside down, which an unbounded fit on a
+few dozen labels does to a part that ranks at chance.
 
 Example:
     >>> fit = fit_predictor({"layers": [0.1, 0.3, 0.2, 0.4], "features": [1.0, 2.0, 3.0, 4.0]},

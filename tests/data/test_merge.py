@@ -68,7 +68,8 @@ def test_bad_joins_are_refused_with_what_is_wrong():
     with pytest.raises(ValueError, match=r"batch 1 holds 2 lengths for 2 keys and 3 labels; expected one "
                                          r"length per key and sample \(6\)"):
         concat_batches([data.batch(torch.arange(2)), short])
-    variable = KeyedJaggedTensor(keys=["u", "tags"], values=torch.tensor([1, 2, 3]),
-                                 lengths=torch.tensor([1, 1, 1]), stride_per_key_per_rank=[[2], [1]])
+    # three samples' lengths for one key and one for the other: as many lengths as 2 keys x 2 labels
+    variable = KeyedJaggedTensor(keys=["u", "tags"], values=torch.tensor([1, 2, 3, 4]),
+                                 lengths=torch.tensor([1, 1, 1, 1]), stride_per_key_per_rank=[[3], [1]])
     with pytest.raises(ValueError, match="not a variable batch per key"):
         concat_batches([Batch(torch.zeros(2, 1), variable, torch.zeros(2)), data.batch(torch.arange(2))])

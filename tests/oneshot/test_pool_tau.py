@@ -18,6 +18,11 @@ def test_each_seed_and_the_worst_read_through_the_shared_over_arch_where_scored_
     assert out["oneshot_seed0_kendall_tau_pool"] == 0.59  # the _shared keys, where the file has them
     assert out["oneshot_seed1_kendall_tau_pool"] == 0.48
     assert out["kendall_tau_pool_min"] == 0.48 and out["kendall_tau_predicted_min"] == 0.64
+    # no seed trained its own draws: the pool's tau is the report's, its source named
+    assert out["kendall_tau_min"] == 0.48 and out["kendall_tau_source"] == "pool (f.json)"
+    # the seeds' own tau stands where they have one
+    own = pool_taus(figures, "_k57", [0, 1], "f.json", own_min=0.3)
+    assert "kendall_tau_min" not in own and "kendall_tau_source" not in own
     # a seed without a fitted predictor: no worst-of-seeds predictor figure
     del figures["k57_seed1_tau_predicted_nonnegative"]
     out = pool_taus(figures, "_k57", [0, 1], "f.json")
