@@ -388,3 +388,9 @@ VARIANTS["k57"] = ({**VARIANTS["k55"][0], "supernet_steps": 2500},
 # k57 (Intel Xeon) tested 0.6768 / 0.6606 / 0.6499 at 2.94 / 3.48 / 3.09 TEs (99.3 s): the shorter
 # fine phase read five and six tables of planted weight as free on seeds 1 and 2, and ranked the 72
 # worse (the bounded predictor 0.66 / 0.58 / 0.67 against k55's 0.76 / 0.64 / 0.72): not adopted
+# k58: k55 again, its options unchanged (the same supernets, picks, drops and finals, every step
+# deterministic), each seed bracketed by the reference training timed right before and right after
+# it (UNITS=1 bash benchmarks/until_final.sh k58 0 1 2; benchmarks/adjacent_units.py): k55's seed 0
+# trained k56's seed 0 supernet in 126.6 s where k56 took 90.2 s, and its 4.14 TE divided those
+# seconds by a unit timed in a faster hour
+VARIANTS["k58"] = VARIANTS["k55"]

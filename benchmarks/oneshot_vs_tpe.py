@@ -23,6 +23,7 @@ and commit. Run the stages in any order, across sessions:
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage report
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage status   # where each stage stands, no training
     .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage archive  # the studies' trials into the work tree
+    .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage unit --when after --seeds 0  # a seed's own unit
 
 ``--out`` may not outlive a session's machine. A TPE stage copies its study's trials to
 ``benchmarks/results/studies/<study>.jsonl`` (an Optuna journal, :mod:`benchmarks.study_archive`)
@@ -72,6 +73,7 @@ from optuna.trial import TrialState
 
 from autorec.arch import ArchSpec
 from autorec.study import StudyConfig, TrialRunner, open_storage, run_study
+from benchmarks.adjacent_units import UNITS_FILE, WHEN, adjacent_keys, read_units, record_unit
 from benchmarks.oneshot_reference import (
     RECORDED_TPE_KEYS,
     final_budget,
@@ -358,21 +360,43 @@ def timing_holds(cached: dict[str, Any] | None, trial: int, epochs: int | None, 
             and cached.get("machine") == here)
 
 
-def reference_training(args: argparse.Namespace, full: bool = False) -> dict[str, Any] | None:
-    """One training of the median architecture, timed now: the TPE study's complete trial of
-    median duration, retrained on its trial budget (cached in the study's ``reference`` attribute;
-    ``full``: on the final training's budget, ``reference_full``; benchmarks/oneshot_reference.py).
-    Its seconds are the training-equivalent of the one-shot searches, measured on this machine as
-    it is now rather than read from trials that may have shared the cores."""
+def tpe_median(args: argparse.Namespace) -> tuple[StudyConfig, optuna.Study, optuna.trial.FrozenTrial] | None:
+    """The ``tpe`` study and its complete trial of median duration (None: no such study or trial)."""
     loaded = _load(args, "tpe")
     if loaded is None:
         return None
     config, study = loaded
     complete = sorted((t for t in study.get_trials(deepcopy=False)
                        if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs), key=_seconds)
-    if not complete:
+    return (config, study, complete[len(complete) // 2]) if complete else None
+
+
+def time_units(args: argparse.Namespace) -> None:
+    """``--stage unit``: the reference training (:func:`reference_training`'s, on the trial
+    budget) timed now and kept in each seed's folder as its unit ``--when`` (before or after its
+    run; :mod:`benchmarks.adjacent_units`)."""
+    found = tpe_median(args)
+    if found is None:
+        raise SystemExit(f"--stage unit: no complete trial in the tpe study under {args.out} to time")
+    config, _, median = found
+    for seed in (int(s) for s in args.seeds.split(",")):
+        directory = StudyConfig.load(study_file(args, "oneshot", seed)).directory
+        seconds = timed_training(config, median.user_attrs["arch"])
+        units = record_unit(directory, args.when, seconds, median.number, machine())
+        print(f"oneshot{args.tag}_seed{seed}: unit {args.when} {seconds:.1f} s "
+              f"({len(units)} in {directory / UNITS_FILE})")
+
+
+def reference_training(args: argparse.Namespace, full: bool = False) -> dict[str, Any] | None:
+    """One training of the median architecture, timed now: the TPE study's complete trial of
+    median duration, retrained on its trial budget (cached in the study's ``reference`` attribute;
+    ``full``: on the final training's budget, ``reference_full``; benchmarks/oneshot_reference.py).
+    Its seconds are the training-equivalent of the one-shot searches, measured on this machine as
+    it is now rather than read from trials that may have shared the cores."""
+    found = tpe_median(args)
+    if found is None:
         return None
-    median = complete[len(complete) // 2]
+    config, study, median = found
     epochs = args.final_epochs if full else None
     attr = "reference_full" if full else "reference"
     cached = study.user_attrs.get(attr)
@@ -441,6 +465,7 @@ def oneshot_figures(args: argparse.Namespace, seed: int) -> dict[str, Any] | Non
         "kendall_tau": record.get("kendall_tau"),
         "tau_pairs": record.get("tau_pairs"),
         "peak_rss_gib": json.loads(peak.read_text()) if peak.exists() else None,
+        "units": read_units(config.directory),
         "trained": [  # (a short re-rank has no test pass)
             (t.user_attrs["metrics"]["test"]["auc"], t.user_attrs["costs"]["embedding_bytes"])
             for t in trained if "auc" in t.user_attrs["metrics"]["test"]
@@ -616,6 +641,7 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
                     out[f"oneshot_seed{f['seed']}_train_equivalents{suffix}"] = f["search_s"] / seconds
                 if not full and tpe:  # the wall ratio in each machine's own unit (see wall_in_trainings)
                     out |= wall_in_trainings(best, max(f["wall_s"] for f in shots), seconds)
+        out |= adjacent_keys(shots)  # each seed in the units timed beside it (--stage unit)
         if tpe or recorded is not None:
             out["tolerance"] = TOLERANCE
     trained = [pair for f in [*tpe, *shots] for pair in f["trained"]]
@@ -641,9 +667,12 @@ def arguments() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--stage", choices=["tpe", "tpe_shared", "oneshot", "report", "status", "archive", "stages"],
-        required=True, help="stages: each seed's search seconds by stage, merged into --json"
+        "--stage", choices=["tpe", "tpe_shared", "oneshot", "report", "status", "archive", "stages", "unit"],
+        required=True, help="stages: each seed's search seconds by stage, merged into --json; unit: the "
+                            "reference training timed now, kept as each seed's unit --when"
     )
+    parser.add_argument("--when", choices=WHEN, default="after",
+                        help="unit: whether this timing is before or after the seeds' runs")
     parser.add_argument("--out", type=Path, default=Path.home() / ".cache" / "autorec-bench" / "oneshot")
     parser.add_argument("--samples", type=int, default=5_000_000)
     parser.add_argument("--trials", type=int, default=30)
@@ -738,6 +767,9 @@ def main() -> None:
     if args.stage == "stages":
         figures = stage_figures(args)
         print(json.dumps(merge_results(args.json, figures, prefix=args.tag.lstrip("_")), indent=1))
+        return
+    if args.stage == "unit":
+        time_units(args)
         return
     if args.stage != "report":
         run_stage(args, args.stage)

@@ -9,7 +9,9 @@
 #
 # RUN_DIR: the checkout to run from (default: this one), so a run can go on from a worktree of a
 # fixed commit while the main checkout changes; LOG_DIR: where the logs go (default ~/runs);
-# TRIES: runs a seed gets before the script gives up on it (default 3).
+# TRIES: runs a seed gets before the script gives up on it (default 3); UNITS=1: the reference
+# training timed right before and right after each seed's run, as that seed's own TE unit
+# (benchmarks/adjacent_units.py; a failed timing is logged and the seed runs on).
 set -uo pipefail
 if [ $# -lt 2 ]; then
     echo "usage: $0 VARIANT SEED [SEED ...]  (e.g. $0 k40 0 1 2)" >&2
@@ -22,14 +24,23 @@ tries=${TRIES:-3}
 mkdir -p "$log_dir"
 log="$log_dir/${variant}_all.log"
 status=0
+unit() {  # unit SEED WHEN: the seed's TE unit timed now (UNITS=1)
+    [ "${UNITS:-0}" = 1 ] || return 0
+    # shellcheck disable=SC2086
+    (cd "$run_dir" && .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage unit --when "$2" \
+        --variant "$variant" --seeds "$1" ${EXTRA:-}) >> "$log" 2>&1 \
+        || echo "=== $(date -Is) $variant seed $1: the unit $2 its run failed" >> "$log"
+}
 for seed in "$@"; do
     done_seed=0
+    unit "$seed" before
     for try in $(seq 1 "$tries"); do
         echo "=== $(date -Is) $variant seed $seed, run $try of $tries, from $run_dir" >> "$log"
         # shellcheck disable=SC2086  # EXTRA holds several flags
         if (cd "$run_dir" && .venv/bin/python -m benchmarks.oneshot_vs_tpe --stage oneshot \
                 --variant "$variant" --seeds "$seed" ${EXTRA:-}) >> "$log" 2>&1; then
             done_seed=1
+            unit "$seed" after
             break
         fi
         echo "=== $(date -Is) $variant seed $seed: run $try failed" >> "$log"
