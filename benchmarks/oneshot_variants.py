@@ -397,4 +397,4 @@ VARIANTS["k58"] = VARIANTS["k55"]
 # k58 (Intel Xeon, a slow session: units 117.9-250.6 s) made k55's finals to the last digit at 3.73
 # / 4.41 / 3.23 TEs in each seed's own units (the mean of the two beside it): the TE missed on every
 # seed; its fine phase ran 1.9-3.0 times its coarse steps' pace, its restart (the checkpoint
-# reloaded, the stream's 2000 batches made again) part of that: not adopted
+# reloaded, the stream's 2000 batches made again, now skipped) part of that: not adopted

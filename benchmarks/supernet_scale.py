@@ -65,14 +65,14 @@ def _trainer(rows: int, samples: int, batch: int):
     the most FLOPs here), tables at full width."""
     from autorec.arch import ArchSpec, WukongConfig
     from autorec.presets import tables_for
-    from autorec.supernet.search import _forever  # the supernet's endless batch stream
+    from autorec.supernet.search import forever  # the supernet's endless batch stream
     from autorec.train.trainer import TrainConfig, Trainer
 
     data = _data(rows, samples)
     spec = ArchSpec(dim=16, tables=tables_for(data.schema, 16), n_dense=data.schema.n_dense, dense_arch=(64,),
                     layers=(WukongConfig(n_fm=16, n_lcb=8, rank=8, mlp=(128,)),) * 8, over_arch=(256, 128))
     trainer = Trainer(spec, data, TrainConfig(epochs=1, batch_size=batch, progress=False))
-    return trainer, _forever(data, "train", batch, seed=0)
+    return trainer, forever(data, "train", batch, seed=0)
 
 
 def supernet(rows: int, samples: int, steps: int, batch: int) -> dict:

@@ -134,15 +134,24 @@ class TabularBatches(torch.utils.data.IterableDataset):
         n = len(self.data)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
-    def __iter__(self) -> Iterator[Batch]:
+    def _order(self) -> torch.Tensor:
         n = len(self.data)
         if self.shuffle:
-            order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + self.epoch))
-        else:
-            order = torch.arange(n)
+            return torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + self.epoch))
+        return torch.arange(n)
+
+    def __iter__(self) -> Iterator[Batch]:
+        order = self._order()
         # Under DataLoader workers, worker k makes batches k, k + W, ...; the DataLoader takes
         # them round-robin, so the order is the same as with no workers.
         info = torch.utils.data.get_worker_info()
         first, step = (info.id, info.num_workers) if info else (0, 1)
         for b in range(first, len(self), step):
+            yield self.data.batch(order[b * self.batch_size:(b + 1) * self.batch_size])
+
+    def iter_from(self, start: int) -> Iterator[Batch]:
+        """The batches from the ``start``-th on (0-based), in :meth:`__iter__`'s order, the ones
+        before it never made (a resumed stream goes on without gathering what it had given)."""
+        order = self._order()
+        for b in range(max(0, start), len(self)):
             yield self.data.batch(order[b * self.batch_size:(b + 1) * self.batch_size])

@@ -349,9 +349,7 @@ class SupernetTraining:
         state = self.resume()
         if state.step >= end:
             return state
-        train, _ = self.search.batches()
-        for _ in range(state.step):  # the batch stream continues where the last run was cut
-            next(train)
+        train, _ = self.search.batches(start=state.step)  # the stream goes on where the last run was cut
         start = time.perf_counter()
         while state.step < end:
             state.losses.append(self.step(next(train), state.step))

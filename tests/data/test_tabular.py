@@ -69,3 +69,13 @@ def test_dataloader_workers_split_batches_without_duplicates():
     plain = [b.dense_features[:, 0].tolist() for b in ds.loader("train", 8, shuffle=True, num_workers=0)]
     loaded = [b.dense_features[:, 0].tolist() for b in ds.loader("train", 8, shuffle=True, num_workers=2)]
     assert loaded == plain and sorted(x for b in loaded for x in b) == list(range(50))
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_batches_from_a_start_are_the_tail_of_the_whole_order(shuffle):
+    source = TabularBatches(table(10), 3, shuffle=shuffle, seed=4)
+    source.epoch = 2
+    whole = [b.labels.tolist() + b.dense_features.flatten().tolist() for b in source]
+    for start in (0, 1, 3, 4, 9):
+        tail = [b.labels.tolist() + b.dense_features.flatten().tolist() for b in source.iter_from(start)]
+        assert tail == whole[start:], start
