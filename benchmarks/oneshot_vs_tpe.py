@@ -380,7 +380,8 @@ def time_units(args: argparse.Namespace) -> None:
         raise SystemExit(f"--stage unit: no complete trial in the tpe study under {args.out} to time")
     config, _, median = found
     for seed in (int(s) for s in args.seeds.split(",")):
-        directory = StudyConfig.load(study_file(args, "oneshot", seed)).directory
+        # (write=False: a unit never rewrites the study file its seed's run wrote)
+        directory = StudyConfig.load(study_file(args, "oneshot", seed, write=False)).directory
         seconds = timed_training(config, median.user_attrs["arch"])
         units = record_unit(directory, args.when, seconds, median.number, machine())
         print(f"oneshot{args.tag}_seed{seed}: unit {args.when} {seconds:.1f} s "

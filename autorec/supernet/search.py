@@ -68,9 +68,9 @@ def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParal
 
 def forever(dataset: RecDataset, split: str, batch_size: int, seed: int, start: int = 0) -> Iterator[Any]:
     """Shuffled batches of ``split``, epoch after epoch (each shuffled by ``seed + epoch``), from
-    the ``start``-th on: a split held in memory skips the earlier ones without making them (a
-    supernet resumed at step 2000 reached its first batch in about 9 s on issue 20's ``scale``
-    workload by making and dropping 2000), a streamed one makes and drops them."""
+    the ``start``-th on: a split held in memory skips the earlier ones without making them (making
+    and dropping 2000 batches of 1024 rows of issue 20's ``scale`` preset took 5.5 s, skipping
+    them 0.05 s; BENCHMARKS.md, ``k58``), a streamed one makes and drops them."""
     for epoch in itertools.count():
         batches = dataset.batches(split, batch_size, shuffle=True, seed=seed, epoch=epoch)
         if start and isinstance(batches, TabularBatches):
