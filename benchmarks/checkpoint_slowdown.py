@@ -1,4 +1,4 @@
-"""Issue 20 (and 25): does saving a checkpoint slow the training steps that follow it?
+"""Issue 20 (and 25): does saving or loading a checkpoint slow the training steps that follow it?
 
 A supernet trained in the one-shot benchmark took 115-122 s for 2000 steps checkpointed every 500
 where the same steps took 78 s without checkpoints: after the first ``dcp.save`` through the
@@ -11,17 +11,26 @@ This benchmark measures it for both trainings that checkpoint, each in a fresh p
 - ``supernet``: the one-shot supernet of ``benchmarks/spaces/scale.yaml`` on one uniformly drawn
   path a step (``SupernetTraining.step``), its states saved once;
 
-and two modes of the save: ``group`` (``dcp.save`` through the process group, as both saved
+and four modes: two of the save, ``group`` (``dcp.save`` through the process group, as both saved
 before) and ``no_dist`` (:func:`autorec.train.checkpoints.save_states` in one process, as both
-save now). Each run times ``--segments`` segments of ``--steps`` steps before the save and as many
-after it (after ``--warmup`` steps): the median segment's ms a step, after over before. Each pair
-of modes runs ``--repeats`` times, the modes alternating (processes of one configuration differ
-by up to a third in their step time before any save, so one run of each says little). Flat keys
+save now), and two of the load that a resumed training makes (the one-shot fine phase resumes
+from the supernet's checkpoint), ``load_group`` (``dcp.load`` through the process group, as
+:func:`autorec.train.checkpoint_reader.load_state` loaded before) and ``load_no_dist``
+(``load_state`` now, without the group in one process); a load mode saves its states without
+the group after the warm-up and loads them back between the segments. Each run times
+``--segments`` segments of ``--steps`` steps before the save (or load) and as many after it
+(after ``--warmup`` steps): the median segment's ms a step, after over before. The modes run
+``--repeats`` times, alternating (processes of one configuration differ by up to a third in
+their step time before any save, so one run of each says little). Flat keys
 ``<what>_<mode>_after_over_before`` (the median over repeats; ``..._min``, ``..._max``),
-``..._before_ms``, ``..._after_ms`` and ``..._save_s`` (medians) in
-``benchmarks/results/checkpoint_slowdown.json``.
+``..._before_ms``, ``..._after_ms`` and ``..._save_s`` (the save's or the load's seconds;
+medians) in ``benchmarks/results/checkpoint_slowdown.json``.
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.checkpoint_slowdown [--what trainer,supernet]
+    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.checkpoint_slowdown --modes load_group,load_no_dist
+
+The save modes' figures are stamped ``checkpoint_slowdown_machine`` / ``_commit``, the load
+modes' ``checkpoint_load_machine`` / ``_commit`` (each family's own run).
 """
 
 from __future__ import annotations
@@ -42,11 +51,12 @@ from typing import Any
 import torch.distributed.checkpoint as dcp
 
 from autorec.data import load_dataset
+from autorec.train.checkpoint_reader import SafePlanner, SafeReader, load_state
 from autorec.train.checkpoints import save_states
 from benchmarks.results_file import RESULTS, merge_results
 
 SPACE = Path(__file__).parent / "spaces" / "scale.yaml"
-WHATS, MODES = ("trainer", "supernet"), ("group", "no_dist")
+WHATS, MODES = ("trainer", "supernet"), ("group", "no_dist", "load_group", "load_no_dist")
 
 
 def _save(states: dict[str, Any], folder: Path, mode: str) -> None:
@@ -55,6 +65,16 @@ def _save(states: dict[str, Any], folder: Path, mode: str) -> None:
         dcp.save(states, storage_writer=dcp.FileSystemWriter(str(folder), overwrite=True))
     else:
         save_states(states, folder, folder, rank=0, world_size=1)
+
+
+def _load(states: dict[str, Any], folder: Path, mode: str) -> None:
+    """Load ``states`` back from ``folder`` through the process group (``load_group``) or as
+    :func:`load_state` does (``load_no_dist``). A weight no step has reached yet has no
+    optimizer state in the checkpoint, as when a supernet resumes."""
+    if mode == "load_group":
+        dcp.load(states, storage_reader=SafeReader(str(folder)), planner=SafePlanner(allow_partial_load=True))
+    else:
+        load_state(states, folder, allow_partial_load=True)
 
 
 def _steps(what: str, batch_size: int, samples: int, preset_name: str
@@ -87,7 +107,7 @@ def _steps(what: str, batch_size: int, samples: int, preset_name: str
 
 
 def measure(what: str, mode: str, args: argparse.Namespace) -> dict[str, float]:
-    """ms a step before and after one save of ``what``'s states in ``mode``, in this process."""
+    """ms a step before and after one save (or load) of ``what``'s states in ``mode``, in this process."""
     batch_size = args.batch_size if what == "trainer" else args.supernet_batch_size
     needed = (args.warmup + 2 * args.segments * args.steps + 2) * batch_size
     step, states = _steps(what, batch_size, needed * 10 // 8 + batch_size, args.preset)
@@ -103,9 +123,15 @@ def measure(what: str, mode: str, args: argparse.Namespace) -> dict[str, float]:
 
     for _ in range(args.warmup):
         step()
+    folder = Path(tempfile.mkdtemp(prefix="checkpoint-slowdown-")) / "ckpt"
+    if mode.startswith("load_"):
+        _save(states(), folder, "no_dist")  # (a save without the group leaves the steps as they were)
     before = segments()
     start = time.perf_counter()
-    _save(states(), Path(tempfile.mkdtemp(prefix="checkpoint-slowdown-")) / "ckpt", mode)
+    if mode.startswith("load_"):
+        _load(states(), folder, mode)
+    else:
+        _save(states(), folder, mode)
     save_s = time.perf_counter() - start
     after = segments()
     b, a = statistics.median(before), statistics.median(after)
@@ -160,7 +186,11 @@ def main() -> None:
                             f"{what}_{mode}_after_over_before_max": max(ratios)})
             print(f"{what} {mode}: after / before {figures[f'{what}_{mode}_after_over_before']:.2f} "
                   f"(median of {len(runs)})")
-    merge_results(Path(args.json), figures, prefix="checkpoint_slowdown")
+    modes = args.modes.split(",")
+    if any(not m.startswith("load_") for m in modes):
+        merge_results(Path(args.json), figures, prefix="checkpoint_slowdown")
+    if any(m.startswith("load_") for m in modes):
+        merge_results(Path(args.json), figures, prefix="checkpoint_load")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
@@ -76,12 +77,23 @@ class SafePlanner(dcp.DefaultLoadPlanner):
         super().load_bytes(read_item, safe)
 
 
+def one_process() -> bool:
+    """No process group, or one of a single rank: a load then needs no collective."""
+    return not dist.is_initialized() or dist.get_world_size() == 1
+
+
 def load_state(state: dict[str, Any], path: str | Path, *, allow_partial_load: bool = False) -> None:
     """``dcp.load(state)`` from the checkpoint folder ``path`` through :class:`SafeReader` and
-    :class:`SafePlanner`; raises :class:`CheckpointError` when it cannot be read."""
+    :class:`SafePlanner`; raises :class:`CheckpointError` when it cannot be read.
+
+    In one process the load runs without the process group (``no_dist``), as
+    :func:`autorec.train.checkpoints.save_states` saves: a load through the one-process gloo
+    group left every later supernet step about 1.4 times slower for the rest of the process
+    (``benchmarks/checkpoint_slowdown.py``, BENCHMARKS.md issue 20: the one-shot fine phase,
+    which resumes from the supernet's checkpoint)."""
     try:
         dcp.load(state, storage_reader=SafeReader(str(path)),
-                 planner=SafePlanner(allow_partial_load=allow_partial_load))
+                 planner=SafePlanner(allow_partial_load=allow_partial_load), no_dist=one_process())
     except CheckpointException as exc:  # a BaseException: one wrapped failure per rank
         failure = next(iter(exc.failures.values()), None)  # (exception, traceback summary)
         reason = failure[0] if failure else exc
