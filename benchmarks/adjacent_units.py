@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.results_file import read_json
+
 UNITS_FILE = "units.json"
 WHEN = ("before", "after")
 
@@ -39,12 +41,7 @@ def read_units(directory: Path) -> list[dict[str, Any]]:
     path = directory / UNITS_FILE
     if not path.exists():
         return []
-    try:
-        units = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise SystemExit(f"{path}: cannot read it as JSON ({error})") from error
-    if not isinstance(units, list):
-        raise SystemExit(f"{path}: expected a JSON list of unit records, got {type(units).__name__}")
+    units = read_json(path, list, "a JSON list of unit records")
     for i, unit in enumerate(units):
         seconds = unit.get("seconds") if isinstance(unit, dict) else None
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:

@@ -17,7 +17,6 @@ benchmarks/results/oneshot_tau_predictor_intel_scores.json --fit-on tpe,tpe_shar
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from scipy.stats import kendalltau
 
 from autorec.oneshot.predictor import INPUTS, predictor_figures
 from benchmarks.oneshot_cross_scores import ARCHIVE
-from benchmarks.results_file import RESULTS, merge_results
+from benchmarks.results_file import RESULTS, merge_results, read_json
 from benchmarks.study_archive import read_study
 
 
@@ -78,12 +77,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="the --fit-on it was scored with (e.g. tpe,tpe_shared)")
     parser.add_argument("--out", type=Path, default=RESULTS / "oneshot_tau_predictor_intel.json")
     args = parser.parse_args(argv)
-    if not args.scores.is_file():
-        parser.error(f"--scores: no file at {args.scores}")
     try:
-        scores = json.loads(args.scores.read_text())
-    except json.JSONDecodeError as err:
-        parser.error(f"--scores: {args.scores} is not JSON ({err})")
+        scores = read_json(args.scores, dict, "a JSON object of scores", "--scores")
+    except SystemExit as err:  # (with the usage line, as every other bad flag)
+        parser.error(str(err))
     stages = args.fit_on.split(",")
     try:
         figures = refits(scores, stages, labelled_counts(stages))

@@ -16,10 +16,11 @@ epochs, patience 2: the "full training" of the benchmark's own wording).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from benchmarks.results_file import read_json
 
 if TYPE_CHECKING:
     import optuna
@@ -34,12 +35,7 @@ def tpe_record(path: Path | None) -> dict[str, Any] | None:
     and the missing keys named when it is not such a report."""
     if path is None:
         return None
-    try:
-        recorded = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise SystemExit(f"--tpe-record {path}: cannot read it as JSON ({error})") from error
-    if not isinstance(recorded, dict):
-        raise SystemExit(f"--tpe-record {path}: expected a JSON object, got {type(recorded).__name__}")
+    recorded: dict[str, Any] = read_json(path, dict, "a JSON object", "--tpe-record")
     missing = [key for key in (*RECORDED_TPE_KEYS, "machine", "commit") if key not in recorded]
     if missing:
         raise SystemExit(f"--tpe-record {path}: no {', '.join(missing)}; expected a report of this "

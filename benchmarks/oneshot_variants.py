@@ -398,3 +398,8 @@ VARIANTS["k58"] = VARIANTS["k55"]
 # / 4.41 / 3.23 TEs in each seed's own units (the mean of the two beside it): the TE missed on every
 # seed; its fine phase ran 1.9-3.0 times its coarse steps' pace, its restart (the checkpoint
 # reloaded, the stream's 2000 batches made again, now skipped) part of that: not adopted
+# k59: k55 again, its options unchanged, on the code whose checkpoint loads leave the one-process
+# group out (autorec.train.checkpoint_reader.load_state): the fine phase resumes from the supernet's
+# step-2000 checkpoint and the rung's trainings from their pauses, and every step after such a load
+# ran 1.2-1.6 times slower (benchmarks/checkpoint_slowdown.py --modes load_group,load_no_dist)
+VARIANTS["k59"] = VARIANTS["k55"]

@@ -18,23 +18,18 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from benchmarks.results_file import read_json
 
 
 def read_tau_parts(path: Path) -> dict[str, Any]:
     """The figures of a tau-parts results file; a SystemExit naming the file if it is missing or
     not a JSON object."""
-    if not path.is_file():
-        raise SystemExit(f"--tau-parts: no file at {path} (write it with benchmarks.oneshot_tau_parts)")
-    try:
-        figures = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise SystemExit(f"--tau-parts: {path} is not JSON ({err})") from None
-    if not isinstance(figures, dict):
-        raise SystemExit(f"--tau-parts: {path} holds a {type(figures).__name__}, expected a JSON object")
+    figures: dict[str, Any] = read_json(path, dict, "a JSON object", "--tau-parts",
+                                        " (write it with benchmarks.oneshot_tau_parts)")
     return figures
 
 

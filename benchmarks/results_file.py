@@ -60,3 +60,31 @@ def merge_results(path: Path, figures: Mapping[str, Any], prefix: str | None = N
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record
+
+
+def read_json(path: Path, expected: type, what: str, flag: str = "", hint: str = "") -> Any:
+    """The JSON value in the file at ``path``, which must be an ``expected`` (``dict`` or ``list``;
+    ``what`` names it, as "a JSON object"); otherwise a SystemExit that names the option the path
+    came from (``flag``, if any), the file and what is wrong (``hint`` follows a missing file's
+    message: how to write one). Every results-file reader of the benchmarks reads through it.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "r.json"
+        >>> _ = path.write_text('[1, 2]')
+        >>> read_json(path, list, "a JSON list")
+        [1, 2]
+        >>> read_json(path, dict, "a JSON object", flag="--record")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        SystemExit: --record: .../r.json holds a list, expected a JSON object
+    """
+    where = f"{flag}: " if flag else ""
+    if not path.is_file():
+        raise SystemExit(f"{where}no file at {path}{hint}")
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise SystemExit(f"{where}{path} is not JSON ({err})") from None
+    if not isinstance(value, expected):
+        raise SystemExit(f"{where}{path} holds a {type(value).__name__}, expected {what}")
+    return value

@@ -141,17 +141,19 @@ class TabularBatches(torch.utils.data.IterableDataset):
         return torch.arange(n)
 
     def __iter__(self) -> Iterator[Batch]:
-        order = self._order()
         # Under DataLoader workers, worker k makes batches k, k + W, ...; the DataLoader takes
         # them round-robin, so the order is the same as with no workers.
         info = torch.utils.data.get_worker_info()
         first, step = (info.id, info.num_workers) if info else (0, 1)
-        for b in range(first, len(self), step):
-            yield self.data.batch(order[b * self.batch_size:(b + 1) * self.batch_size])
+        return self._batches(range(first, len(self), step))
 
     def iter_from(self, start: int) -> Iterator[Batch]:
         """The batches from the ``start``-th on (0-based), in :meth:`__iter__`'s order, the ones
         before it never made (a resumed stream goes on without gathering what it had given)."""
+        return self._batches(range(max(0, start), len(self)))
+
+    def _batches(self, numbers: range) -> Iterator[Batch]:
+        """Batches ``numbers`` of this epoch's order."""
         order = self._order()
-        for b in range(max(0, start), len(self)):
+        for b in numbers:
             yield self.data.batch(order[b * self.batch_size:(b + 1) * self.batch_size])

@@ -88,9 +88,10 @@ def load_state(state: dict[str, Any], path: str | Path, *, allow_partial_load: b
 
     In one process the load runs without the process group (``no_dist``), as
     :func:`autorec.train.checkpoints.save_states` saves: a load through the one-process gloo
-    group left every later supernet step about 1.4 times slower for the rest of the process
-    (``benchmarks/checkpoint_slowdown.py``, BENCHMARKS.md issue 20: the one-shot fine phase,
-    which resumes from the supernet's checkpoint)."""
+    group left every later step of the process slower, a supernet's 1.58 times and a Trainer's
+    1.22 (``benchmarks/checkpoint_slowdown.py --modes load_group,load_no_dist``, BENCHMARKS.md
+    issue 20): the one-shot fine phase, which resumes from the supernet's checkpoint, and the
+    rung's trainings, which resume from their pauses, ran at that pace."""
     try:
         dcp.load(state, storage_reader=SafeReader(str(path)),
                  planner=SafePlanner(allow_partial_load=allow_partial_load), no_dist=one_process())

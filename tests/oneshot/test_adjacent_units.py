@@ -27,8 +27,8 @@ def test_units_are_appended_and_read_back(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("{not json", "cannot read it as JSON"),
-    ('{"seconds": 1}', "expected a JSON list of unit records, got dict"),
+    ("{not json", "is not JSON"),
+    ('{"seconds": 1}', "holds a dict, expected a JSON list of unit records"),
     ('[{"when": "after", "seconds": 0}]', r"record 0 has no 'seconds' > 0"),
     ('[{"when": "after", "seconds": 5}, 3]', r"record 1 has no 'seconds' > 0 \(got 3\)"),
     ('[{"when": "later", "seconds": 5}]', "record 0 has 'when' 'later'; expected one of before, after"),

@@ -9,6 +9,6 @@ from tests.doctests import assert_examples_run
                                   "benchmarks.study_archive", "benchmarks.oneshot_cross_scores",
                                   "benchmarks.oneshot_kind_bias",
                                   "benchmarks.final_seeds", "benchmarks.planted_oracle",
-                                  "benchmarks.adjacent_units"])
+                                  "benchmarks.adjacent_units", "benchmarks.results_file"])
 def test_doctests(name: str) -> None:
     assert_examples_run(name)

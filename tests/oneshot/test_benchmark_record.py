@@ -28,9 +28,9 @@ def test_a_report_gives_tpes_figures(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    (None, "cannot read it as JSON"),
-    ("{not json", "cannot read it as JSON"),
-    ("[1, 2]", "expected a JSON object, got list"),
+    (None, "--tpe-record: no file at"),
+    ("{not json", "--tpe-record: .* is not JSON"),
+    ("[1, 2]", "holds a list, expected a JSON object"),
 ])
 def test_an_unreadable_record_is_named(tmp_path: Path, text: str | None, expected: str) -> None:
     path = tmp_path / "r.json"
