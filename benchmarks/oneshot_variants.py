@@ -403,3 +403,6 @@ VARIANTS["k58"] = VARIANTS["k55"]
 # step-2000 checkpoint and the rung's trainings from their pauses, and every step after such a load
 # ran 1.2-1.6 times slower (benchmarks/checkpoint_slowdown.py --modes load_group,load_no_dist)
 VARIANTS["k59"] = VARIANTS["k55"]
+# k59 (Intel Xeon, units 92-95 s) made k55's finals to the last digit with its fine phase at the coarse
+# supernet's pace (k58: 1.9-3.0 times it) at 3.05 / 3.12 / 2.98 TEs in each seed's own units
+# (k58: 3.73 / 4.41 / 3.23): the TE target met on seed 2 only; not adopted
