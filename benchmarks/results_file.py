@@ -66,7 +66,8 @@ def read_json(path: Path, expected: type, what: str, flag: str = "", hint: str =
     """The JSON value in the file at ``path``, which must be an ``expected`` (``dict`` or ``list``;
     ``what`` names it, as "a JSON object"); otherwise a SystemExit that names the option the path
     came from (``flag``, if any), the file and what is wrong (``hint`` follows a missing file's
-    message: how to write one). Every results-file reader of the benchmarks reads through it.
+    message: how to write one). The one-shot report's readers of results files (``tpe_record``,
+``read_tau_parts``, ``read_units``, the predictor refit's ``--scores``) read through it.
 
     Example:
         >>> import tempfile
