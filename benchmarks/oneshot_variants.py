@@ -409,3 +409,4 @@ VARIANTS["k59"] = VARIANTS["k55"]
 # k60: k59 with 200 steps a kind head (300): the heads took 33-35 s a seed in k59, whose seeds 0 and 1
 # searched 2-4% over 3 TEs; whether the heads separate the kinds as well in two thirds of the steps
 VARIANTS["k60"] = (VARIANTS["k59"][0], {**VARIANTS["k59"][1], "kind_heads": 200})
+# k60 (seeds 1 and 0) lost seed 0's pick (0.6552) and searched seed 1 in 3.25 TEs: not adopted
