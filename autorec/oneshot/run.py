@@ -224,7 +224,8 @@ def run_oneshot(config: Any, study: optuna.Study, runner: Any, log: Callable[[st
     record: dict[str, Any] = dict(study.user_attrs.get(ONESHOT_ATTR, {}))
     root = config.directory / "oneshot"
     train_config = OneShotTrainConfig(**strategy.train_options)
-    training = SupernetTraining(runner.space, runner.dataset, train_config, root / "supernet")
+    training = SupernetTraining(runner.space, runner.dataset, train_config, root / "supernet",
+                                keep_freed_memory=config.train.keep_freed_memory is not False)
     coarse = train_config.shared_until if strategy.fine_after_pick else train_config.steps
     state = training.fit(log, until=coarse)
     if state.step > coarse and "supernet" not in record:  # a finished supernet, adopted: no coarse weights

@@ -52,6 +52,7 @@ from autorec.supernet.hashing import HASH_ROWS
 from autorec.supernet.widths import WIDTH_COLUMNS
 from autorec.train.checkpoint_reader import load_state, read_meta, saved_keys
 from autorec.train.checkpoints import META, latest, point_latest, publish, save_states, staging, write_json
+from autorec.train.memory import keep_freed_memory as keep_freed
 
 SAMPLINGS = ("fair", "sandwich", "uniform")
 
@@ -179,11 +180,17 @@ def embedding_groups(choices: Any) -> tuple[list[Any], list[Any]]:
 
 class SupernetTraining:
     """The supernet of ``space`` on ``dataset`` and its single-path training, checkpointed in
-    ``directory`` (a rerun resumes there)."""
+    ``directory`` (a rerun resumes there). ``keep_freed_memory``: glibc keeps freed buffers warm
+    for reuse, process-wide, as a Trainer does by default (:mod:`autorec.train.memory`): a
+    supernet step at batch 1024 on the ``scale`` workload otherwise faults about 1,000 pages
+    in again (BENCHMARKS.md, "The supernet's memory kept warm"). A process setting, not a
+    training one: it changes no weight, so it is not in the checkpoint's configuration."""
 
     def __init__(self, space: SearchSpace, dataset: RecDataset, config: OneShotTrainConfig,
-                 directory: str | Path) -> None:
+                 directory: str | Path, keep_freed_memory: bool = True) -> None:
         self.config, self.directory = config, Path(directory)
+        if keep_freed_memory:
+            keep_freed()
         dim = config.dim if config.dim is not None else space.dim[0]
         if dim not in space.dim:
             raise ValueError(f"dim: {dim} is not among the space's choices {list(space.dim)}")

@@ -433,3 +433,18 @@ def test_the_fine_phase_trains_the_tables_at_their_own_learning_rate(data, tmp_p
     fine, other = weights(run), weights(plain)
     tables = [k for k in fine if "embedding_bags" in k]
     assert tables and any(not torch.equal(fine[k], other[k]) for k in tables)
+
+
+@pytest.mark.parametrize("setting, kept", [(None, True), (False, False)])
+def test_a_oneshot_study_keeps_freed_memory_as_its_train_section_says(tmp_path, monkeypatch, setting, kept):
+    """The study's ``train: keep_freed_memory`` (default on, as for its Trainers) reaches the
+    supernet's training, which runs before any Trainer of the study is built; whether glibc then
+    keeps freed buffers is ``tests/train/test_memory.py``'s test, in a fresh process."""
+    import autorec.oneshot.train as train_module
+    from tests.oneshot.test_run import run_oneshot
+
+    calls: list[bool] = []
+    monkeypatch.setattr(train_module, "keep_freed", lambda: calls.append(True) or True)
+    study = {} if setting is None else {"train": {"keep_freed_memory": setting}}
+    run_oneshot(tmp_path, {"steps": 4, "candidates": 4, "rerank": 1, "calibrate": 0}, **study)
+    assert bool(calls) is kept
