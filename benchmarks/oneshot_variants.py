@@ -410,3 +410,10 @@ VARIANTS["k59"] = VARIANTS["k55"]
 # searched 2-4% over 3 TEs; whether the heads separate the kinds as well in two thirds of the steps
 VARIANTS["k60"] = (VARIANTS["k59"][0], {**VARIANTS["k59"][1], "kind_heads": 200})
 # k60 (seeds 1 and 0) lost seed 0's pick (0.6552) and searched seed 1 in 3.25 TEs: not adopted
+# k61: k59 again, its options unchanged, on the code whose supernet keeps freed memory warm as a
+# Trainer does (SupernetTraining(keep_freed_memory=True); its coarse steps, heads, grid, fine phase
+# and rescore ran before any Trainer of the study was built, each supernet step faulting about
+# 1,000 pages in, about 11% of the step) and skips the one-hot weights' multiplies by exactly 1.0
+# (autorec.supernet.mixed.times_chosen): the same weights bit for bit, so the same picks, drops and
+# finals, and what the search saves
+VARIANTS["k61"] = VARIANTS["k59"]

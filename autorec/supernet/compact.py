@@ -41,7 +41,14 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 from autorec.blocks.gram import pair_dots
 from autorec.precision.layers import AtPrecision, as_precision
 from autorec.supernet.hashing import pooled_by_hash
-from autorec.supernet.mixed import MaskedOverArch, MixedChoice, Weights, one_hot_index, projected_width
+from autorec.supernet.mixed import (
+    MaskedOverArch,
+    MixedChoice,
+    Weights,
+    one_hot_index,
+    projected_width,
+    times_chosen,
+)
 from autorec.supernet.ops import SuperBlock, SuperCross, SuperDhen, SuperDot, SuperSkip, SuperWukong
 
 
@@ -160,7 +167,7 @@ def _wukong(op: SuperWukong, live: Live, weights: Weights) -> Live:
          + w_dead @ beta[dead])
     for k, layer in enumerate(chain[1:], start=1):
         h = F.linear(torch.relu(h), layer.weight[: rows[k], : h.shape[1]], layer.bias[: rows[k]])
-    parts = [(w_mlp[j] * h).view(b, n_fm, dim)]
+    parts = [times_chosen(w_mlp, j, h).view(b, n_fm, dim)]
     out = torch.arange(n_fm, device=x.device)
     if n_lcb:
         assert op.lcb is not None
@@ -282,12 +289,12 @@ def _mixed(mix: MixedChoice, live: Live, width: int, dim: int, weights: Weights)
             return _padded_run(mix, live, width, dim, weights)
         with as_precision(candidate.module, candidate.precision):
             out = _mixed(candidate.module, live, width, dim, weights)
-        return Live(w[j] * out.x, out.cols)
+        return Live(times_chosen(w, j, out.x), out.cols)
     out = _op(candidate, live, weights)
     y = out.x
     if key in mix.rescale:  # the padded mix's RMS over the candidate's whole output
         y = y * torch.rsqrt((y * y).sum(dim=1, keepdim=True) / (candidate.num_out * dim) + 1e-6)
-    return Live(w[j] * y, out.cols)
+    return Live(times_chosen(w, j, y), out.cols)
 
 
 # ---- the model --------------------------------------------------------------------------------
@@ -325,7 +332,7 @@ def _over_arch(net: Any, live: Live, weights: Weights) -> torch.Tensor:
         for k, (layer, size) in enumerate(zip(head.mlp._mlp, head.values[j], strict=True)):
             weight = layer._linear.weight[:size]
             weight = weight.index_select(1, cols) if k == 0 else weight[:, : flat.shape[1]]
-            flat = w[j] * layer._activation_fn(F.linear(flat, weight, layer._linear.bias[:size]))
+            flat = times_chosen(w, j, layer._activation_fn(F.linear(flat, weight, layer._linear.bias[:size])))
         return F.linear(flat, head.out.weight[:, : flat.shape[1]], head.out.bias)
     mlp, out = head[0], head[1]
     first, *rest = mlp._mlp

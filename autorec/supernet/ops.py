@@ -27,7 +27,15 @@ from autorec.blocks.dhen import _interaction_module
 from autorec.blocks.gram import pair_dots
 from autorec.blocks.mlp import FeatureLinear
 from autorec.precision.layers import PrecisionAware, quant_linear
-from autorec.supernet.mixed import Choice, SupernetError, Weights, one_hot_index, pad_features, width_mask
+from autorec.supernet.mixed import (
+    Choice,
+    SupernetError,
+    Weights,
+    one_hot_index,
+    pad_features,
+    times_chosen,
+    width_mask,
+)
 
 Fields = Mapping[str, tuple[Any, ...]]  # config field -> the values the supernet searches
 
@@ -126,8 +134,8 @@ class MaskedMLP(nn.Module):
                 h = torch.relu(quant_linear(h, layer.weight[:size, : h.shape[1]], layer.bias[:size],
                                             getattr(layer, "precision", "fp32")))
             last = chain[-1]
-            return weights[j] * quant_linear(h, last.weight[:, : h.shape[1]], last.bias,
-                                             getattr(last, "precision", "fp32"))
+            return times_chosen(weights, j, quant_linear(h, last.weight[:, : h.shape[1]], last.bias,
+                                                         getattr(last, "precision", "fp32")))
         out: torch.Tensor | None = None
         for d, members in self.groups.items():
             group = weights[members]
