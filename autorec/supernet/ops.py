@@ -7,8 +7,7 @@ reads the weights of its own choices, named ``layer<i>.<kind>.<field>`` as in th
 and zeroes the output vectors its current widths do not produce, so the next layer sees them as
 absent. Input vectors past the previous layer's chosen width arrive as zeros.
 
-Every op maps ``[B, F_in, D] -> [B, num_out, D]`` with ``num_out`` the largest width any of its
-choices gives.
+Every op maps ``[B, F_in, D] -> [B, num_out, D]`` with ``num_out`` the largest width any of its choices gives.
 """
 
 from __future__ import annotations
