@@ -417,3 +417,12 @@ VARIANTS["k60"] = (VARIANTS["k59"][0], {**VARIANTS["k59"][1], "kind_heads": 200}
 # (autorec.supernet.mixed.times_chosen): the same weights bit for bit, so the same picks, drops and
 # finals, and what the search saves
 VARIANTS["k61"] = VARIANTS["k59"]
+# k61 (Intel Xeon, units 88.5-97.3 s) made k59's finals to the last digit (the fine-phase loss
+# 0.5763 again) at 3.09 / 2.87 / 2.87 TEs in each seed's own units (k59: 3.05 / 3.12 / 2.98): the
+# real run's supernet steps gained little from the memory setting (its process had already raised
+# glibc's threshold) and seed 0, whose race trains its slower DCNv2 pair longest, still misses.
+# k62: k61 on the code whose kind heads make their 300 batches once (not once a head) and whose
+# batches read the one-id columns sample-major (half the batch's time; the same batches), with a
+# supernet checkpoint every 1000 steps (500): each save of k61's 828 MB supernet took 1.5-3.8 s and
+# four of them fell inside the search's seconds, one with 1000. The same weights bit for bit again
+VARIANTS["k62"] = ({**VARIANTS["k61"][0], "checkpoint_every": 1000}, VARIANTS["k61"][1])

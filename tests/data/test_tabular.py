@@ -79,3 +79,23 @@ def test_batches_from_a_start_are_the_tail_of_the_whole_order(shuffle):
     for start in (0, 1, 3, 4, 9):
         tail = [b.labels.tolist() + b.dense_features.flatten().tolist() for b in source.iter_from(start)]
         assert tail == whole[start:], start
+
+
+@pytest.mark.parametrize("rows", [10, 2**31 + 1])  # ids held as int32, or int64 past its range
+def test_a_batch_reads_single_id_columns_sample_major_as_each_columns_take(rows):
+    """``batch`` gathers the one-id columns from one sample-major copy: the KJT is the one the
+    columns' own ``take`` give, in schema order, between and beside multi-hot columns."""
+    schema = Schema(dense=("x",), sparse=(SparseFeature("a", rows), SparseFeature("tags", 20, multi_hot=True),
+                                          SparseFeature("b", rows), SparseFeature("c", rows)))
+    n = 12
+    lengths = torch.tensor([i % 3 for i in range(n)])
+    columns = (Jagged.single(torch.arange(n) % 10), Jagged.from_lengths(torch.arange(int(lengths.sum())) % 20,
+               lengths), Jagged.single(9 - torch.arange(n) % 10), Jagged.single(torch.arange(n) % 7))
+    data = TabularData(schema, torch.randn(n, 1), columns, torch.zeros(n))
+    idx = torch.tensor([5, 0, 11, 5, 3])
+    kjt = data.batch(idx).sparse_features
+    want = [column.take(idx) for column in columns]
+    assert kjt.values().dtype == torch.int64
+    assert kjt.values().tolist() == torch.cat([v for v, _ in want]).tolist()
+    assert kjt.lengths().tolist() == torch.cat([n for _, n in want]).tolist()
+    assert data._single_ids[1].dtype == (torch.int32 if rows < 2**31 else torch.int64)

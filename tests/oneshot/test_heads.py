@@ -187,3 +187,22 @@ def test_the_strategy_checks_kind_heads_shared():
         OneShotStrategy(kind_heads=3, kind_heads_shared=2)
     with pytest.raises(ValueError, match="kind_heads_shared: set without kind_heads"):
         OneShotStrategy(kind_heads_shared=1.0)
+
+
+def test_every_head_trains_on_the_stream_from_its_start_made_once(trained, tmp_path, monkeypatch):
+    """The heads share the stream's first ``steps`` batches, made once: each head is the one a
+    fresh stream from the start gives (``train_head`` without batches), bit for bit."""
+    from autorec.oneshot.heads import train_head
+
+    made = []
+    batches = trained.search.batches
+    monkeypatch.setattr(trained.search, "batches", lambda *a, **k: made.append(1) or batches(*a, **k))
+    heads = KindHeads(trained, 5, tmp_path / "heads")
+    heads.fit()
+    assert len(made) == 1  # one stream for every head
+    monkeypatch.undo()
+    for i, kind in enumerate(heads.kinds):
+        trained.search.supernet.over_arch.load_state_dict(heads.shared)
+        generator = torch.Generator().manual_seed(trained.config.seed + 1 + i)
+        alone = train_head(trained, heads._paths(kind, generator), 5)  # its own stream, from the start
+        assert not differ(alone, heads.heads[kind]), kind
