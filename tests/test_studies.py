@@ -57,9 +57,12 @@ def shrunk(path: Path) -> dict[str, Any]:
         elif strategy["name"] == "growth":
             opts.update(GROWTH_OPTIONS)
         elif strategy["name"] == "oneshot":
+            steps_given = opts.get("steps", SUPERNET_STEPS)
             opts.update(ONESHOT_OPTIONS)
             if opts.get("kind_heads"):  # the over-arch of each last layer kind: a few steps too
                 opts["kind_heads"] = SUPERNET_STEPS
+            if opts.get("shared_until"):  # the coarse steps: the file's share of them
+                opts["shared_until"] = max(1, round(opts["steps"] * opts["shared_until"] / steps_given))
         elif strategy["name"] == "ladder" and "samples" in opts:  # a growing data budget, kept small
             opts["samples"] = [SMOKE_BUDGET["batch_size"], 2 * SMOKE_BUDGET["batch_size"]]
         raw["strategy"] = {**strategy, "options": opts}

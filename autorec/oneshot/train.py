@@ -181,10 +181,11 @@ def embedding_groups(choices: Any) -> tuple[list[Any], list[Any]]:
 class SupernetTraining:
     """The supernet of ``space`` on ``dataset`` and its single-path training, checkpointed in
     ``directory`` (a rerun resumes there). ``keep_freed_memory``: glibc keeps freed buffers warm
-    for reuse, process-wide, as a Trainer does by default (:mod:`autorec.train.memory`): a
-    supernet step at batch 1024 on the ``scale`` workload otherwise faults about 1,000 pages
-    in again (BENCHMARKS.md, "The supernet's memory kept warm"). A process setting, not a
-    training one: it changes no weight, so it is not in the checkpoint's configuration."""
+    for reuse, process-wide, as a Trainer does by default (:mod:`autorec.train.memory`): without
+    it, one process in three kept faulting 600-900 pages back in a supernet step at batch 1024
+    on the ``scale`` workload, 4-5% of its time (BENCHMARKS.md, "The supernet's memory kept
+    warm"). A process setting, not a training one: it changes no weight, so it is not in the
+    checkpoint's configuration."""
 
     def __init__(self, space: SearchSpace, dataset: RecDataset, config: OneShotTrainConfig,
                  directory: str | Path, keep_freed_memory: bool = True) -> None:

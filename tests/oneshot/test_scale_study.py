@@ -1,4 +1,4 @@
-"""studies/scale_oneshot.yaml is the study ``benchmarks/oneshot_vs_tpe.py --variant k51`` writes:
+"""studies/scale_oneshot.yaml is the study ``benchmarks/oneshot_vs_tpe.py --variant k62`` writes:
 the configuration BENCHMARKS.md measured, shipped for users, cannot drift from it."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "studies" / "scale_oneshot.yaml"
 
 
-def test_the_shipped_scale_study_is_the_benchmarks_k51_study(tmp_path: Path) -> None:
-    args = parse(["--stage", "oneshot", "--variant", "k51", "--out", str(tmp_path)])
+def test_the_shipped_scale_study_is_the_benchmarks_default_study(tmp_path: Path) -> None:
+    args = parse(["--stage", "oneshot", "--variant", "k62", "--out", str(tmp_path)])
     bench = yaml.safe_load(study_file(args, "oneshot", 0).read_text())
     shipped = yaml.safe_load(SHIPPED.read_text())
-    assert shipped["name"] == "scale_oneshot" and bench["name"] == "oneshot_k51_seed0"
+    assert shipped["name"] == "scale_oneshot" and bench["name"] == "oneshot_k62_seed0"
     assert (SHIPPED.parent / shipped["space"]).resolve() == Path(bench["space"]).resolve()
     for key in ("data", "objectives", "budget", "pruner", "seed", "train"):
         assert shipped[key] == bench[key], key

@@ -45,9 +45,10 @@ def test_flags_given_beside_a_variant_win(tmp_path: Path) -> None:
     assert (args.supernet_steps, args.tag, args.candidates) == (1500, "_k16b", 120)
     options = json.loads(args.oneshot_options)
     assert options["calibrate"] == 0 and options["final_candidates"] == 3 and options["hash_rows"] == "own"
-    default = parse(["--stage", "oneshot", "--out", str(tmp_path)])  # none named: k51, the best measured
-    k51 = parse(["--stage", "oneshot", "--variant", "k51", "--out", str(tmp_path)])
-    assert default.variant == "k51" and vars(default) == vars(k51) and k51.candidates == 0
+    default = parse(["--stage", "oneshot", "--out", str(tmp_path)])  # none named: k62, the best measured
+    k62 = parse(["--stage", "oneshot", "--variant", "k62", "--out", str(tmp_path)])
+    assert default.variant == "k62" and vars(default) == vars(k62) and k62.candidates == 0
+    assert k62.checkpoint_every == 1000 and json.loads(k62.oneshot_options)["fine_after_pick"] is True
     plain = parse(["--stage", "oneshot", "--variant", "none", "--out", str(tmp_path)])  # the flags' own
     assert (plain.tag, plain.candidates, plain.oneshot_options) == ("_s3k", 300, "{}")
 
