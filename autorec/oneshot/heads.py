@@ -37,7 +37,6 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -98,14 +97,17 @@ class KindHeads:
     def fit(self, log: Callable[[str], None] | None = None) -> float:
         """Load each saved head and train the others; returns the seconds spent training now.
         The over-arch holds the shared weights again afterwards."""
-        spent = 0.0
+        spent, batches = 0.0, None
         for kind in self.kinds:
             path = self.directory / f"{kind}.safetensors"
             if path.exists() and self._meta(kind) == self.record:
                 self.heads[kind] = load_file(str(path))
                 continue
             start = time.perf_counter()
-            self.heads[kind] = self._train(kind)
+            if batches is None:  # every head trains on the stream's first batches: made once
+                train, _ = self.training.search.batches()
+                batches = list(itertools.islice(train, self.steps))
+            self.heads[kind] = self._train(kind, batches)
             spent += time.perf_counter() - start
             self._save(kind, path)
             if log is not None:
@@ -144,21 +146,15 @@ class KindHeads:
                 values = {name: choices[name].values[i] for name, i in path.items()}
             yield values
 
-    def _train(self, kind: str) -> dict[str, torch.Tensor]:
-        """The over-arch trained alone on paths ending in ``kind``, from the shared weights."""
+    def _train(self, kind: str, batches: Sequence[Any]) -> dict[str, torch.Tensor]:
+        """The over-arch trained alone on paths ending in ``kind`` and on ``batches``, from the
+        shared weights."""
         generator = torch.Generator().manual_seed(self.training.config.seed + 1 + self.kinds.index(kind))
         self.head.load_state_dict(self.shared)
         self.current = None
-        trained = train_head(self.training, self._paths(kind, generator), self.steps, self._batches)
+        trained = train_head(self.training, self._paths(kind, generator), self.steps, batches)
         self.head.load_state_dict(self.shared)
         return trained
-
-    @cached_property
-    def _batches(self) -> list[Any]:
-        """The first ``steps`` batches of the training stream, which every head trains on: made
-        once, not once a head (on issue 20's ``scale`` workload, 900 of its 1200 batches)."""
-        train, _ = self.training.search.batches()
-        return list(itertools.islice(train, self.steps))
 
     @property
     def record(self) -> dict[str, Any]:
