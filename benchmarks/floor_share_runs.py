@@ -9,11 +9,11 @@ every run's step time and floor share (each run measures its own rates, as ``ste
 does). The figures are the median, least and greatest over the runs.
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.floor_share_runs [--presets dlrm,wukong] [--runs 5] \
-        [--autocast bf16] [--dim 64]
+        [--autocast bf16] [--dim 64] [--fp32-matmul bf16]
 
-Flat keys ``<preset>[_bf16]_floor_share_runs_{median,min,max}``,
-``<preset>[_bf16]_step_ms_runs_{median,min,max}`` and ``<preset>[_bf16]_floor_share_runs`` (the
-count), merged into ``benchmarks/results/throughput.json``.
+Flat keys ``<key>_floor_share_runs_{median,min,max}``, ``<key>_step_ms_runs_{median,min,max}``
+and ``<key>_floor_share_runs`` (the count), where ``<key>`` is ``step_profile``'s figure key
+(``<preset>[_dim<D>][_bf16][_bf16mm]``), merged into ``benchmarks/results/throughput.json``.
 """
 
 from __future__ import annotations
@@ -33,16 +33,18 @@ from benchmarks.step_profile import figure_key
 
 
 def one_run(preset: str, autocast: str, out: Path, extra: tuple[str, ...] = (),
-            dim: int | None = None) -> dict[str, float]:
+            dim: int | None = None, fp32_matmul: str = "ieee") -> dict[str, float]:
     """``preset``'s step time, floor share, page faults and kernel ms per step from one
-    ``step_profile`` process (``extra``: more of its flags; ``dim``: its ``--dim``)."""
+    ``step_profile`` process (``extra``: more of its flags; ``dim``, ``fp32_matmul``: its
+    ``--dim``, ``--fp32-matmul``)."""
     command = [sys.executable, "-m", "benchmarks.step_profile", "--presets", preset, "--autocast", autocast,
-               "--json", str(out), *([] if dim is None else ["--dim", str(dim)]), *extra]
+               "--fp32-matmul", fp32_matmul, "--json", str(out),
+               *([] if dim is None else ["--dim", str(dim)]), *extra]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"floor_share_runs: {' '.join(command)} failed ({done.returncode}):\n"
                          f"{done.stderr[-2000:]}")
-    key = figure_key(preset, autocast, dim)
+    key = figure_key(preset, autocast, dim, fp32_matmul)
     record = json.loads(out.read_text())
     return {figure: record[f"{key}_{figure}"]
             for figure in ("step_ms", "floor_share", "faults_per_step", "sys_ms_per_step")}
@@ -65,6 +67,7 @@ def runs_args(doc: str | None, argv: list[str] | None = None) -> tuple[argparse.
     parser.add_argument("--presets", default="dlrm,wukong")
     parser.add_argument("--runs", type=int, default=5, help="processes per preset (and arm)")
     parser.add_argument("--autocast", choices=("off", "bf16"), default="off")
+    parser.add_argument("--fp32-matmul", choices=("ieee", "bf16", "tf32"), default="ieee")
     parser.add_argument("--dim", type=int, default=None, help="step_profile's --dim (default: the presets')")
     parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
     args = parser.parse_args(argv)
@@ -83,16 +86,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.runs):
             for preset in presets[r % len(presets):] + presets[:r % len(presets)]:
-                got = one_run(preset, args.autocast, Path(tmp) / f"{preset}_{r}.json", dim=args.dim)
+                got = one_run(preset, args.autocast, Path(tmp) / f"{preset}_{r}.json", dim=args.dim,
+                              fp32_matmul=args.fp32_matmul)
                 runs[preset].append(got)
                 print(f"run {r}: {preset} {got['step_ms']:.1f} ms/step, floor share {got['floor_share']:.2f}",
                       flush=True)
     figures: dict[str, Any] = {}
     for preset in presets:
-        figures |= summary(figure_key(preset, args.autocast, args.dim), runs[preset])
+        figures |= summary(figure_key(preset, args.autocast, args.dim, args.fp32_matmul), runs[preset])
     for name, value in figures.items():
         print(f"{name:44s} {value:.3f}" if isinstance(value, float) else f"{name:44s} {value}")
-    merge_results(Path(args.json), figures, prefix=figure_key("floor_runs", args.autocast, args.dim))
+    merge_results(Path(args.json), figures,
+                  prefix=figure_key("floor_runs", args.autocast, args.dim, args.fp32_matmul))
 
 
 if __name__ == "__main__":

@@ -25,11 +25,13 @@ Results: a table on stdout and flat keys ``<preset>_<piece>_ms``, ``<preset>_ste
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --compile   # + the compiled step
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --autocast bf16
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --dim 64   # keys <preset>_dim64_*
+    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --fp32-matmul bf16   # <preset>_bf16mm_*
 
 With ``--autocast bf16`` every preset trains with ``train.autocast: bf16`` and its keys are
 ``<preset>_bf16_*``: ``<preset>_bf16_floor_share`` against the same fp32 floor (the issue's
 definition, so it can pass 1), and ``<preset>_bf16_floor_share_at_bf16_rate`` against the
-floor at the bf16 matrix-product rate measured in the same run.
+floor at the bf16 matrix-product rate measured in the same run; the same with ``--fp32-matmul
+bf16`` (``train.fp32_matmul: bf16``, keys ``<preset>_bf16mm_*``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from autorec.data import load_dataset
 from autorec.presets import preset
-from autorec.train.autocast import AUTOCAST
+from autorec.train.autocast import AUTOCAST, FP32_MATMUL
 from autorec.train.compiled import DENSE_PARTS, compile_dense
 from autorec.train.trainer import TrainConfig, Trainer
 from autorec.train.waiting import Waited
@@ -146,28 +148,30 @@ def _draw(batches: Waited[Any]) -> tuple[Any, float]:
     return batch, batches.seconds - before
 
 
-def figure_key(name: str, autocast: str = "off", dim: int | None = None) -> str:
-    """The prefix of a preset's figures: ``<name>[_dim<D>][_<autocast>]``.
+def figure_key(name: str, autocast: str = "off", dim: int | None = None, fp32_matmul: str = "ieee") -> str:
+    """The prefix of a preset's figures: ``<name>[_dim<D>][_<autocast>][_<fp32_matmul>mm]``.
 
     Example:
-        >>> figure_key("dlrm"), figure_key("dlrm", "bf16", 64)
-        ('dlrm', 'dlrm_dim64_bf16')
+        >>> figure_key("dlrm"), figure_key("dlrm", "bf16", 64), figure_key("dlrm", fp32_matmul="bf16")
+        ('dlrm', 'dlrm_dim64_bf16', 'dlrm_bf16mm')
     """
-    return name + ("" if dim is None else f"_dim{dim}") + ("" if autocast == "off" else f"_{autocast}")
+    return (name + ("" if dim is None else f"_dim{dim}") + ("" if autocast == "off" else f"_{autocast}")
+            + ("" if fp32_matmul == "ieee" else f"_{fp32_matmul}mm"))
 
 
 def profile_preset(name: str, data: Any, batch_size: int, steps: int, warmup: int,
                    rates: Rates, compiled: bool = False, autocast: str = "off",
-                   keep_freed_memory: bool = True, dim: int | None = None) -> dict[str, Any]:
+                   keep_freed_memory: bool = True, dim: int | None = None,
+                   fp32_matmul: str = "ieee") -> dict[str, Any]:
     """Median milliseconds per piece of ``name``'s step, its plain step, floor and top operators;
     with ``compiled``, then the same trainer's step with its dense parts compiled
     (:func:`autorec.train.compiled.compile_dense`; after ``warmup``
     steps that compile it): ``<name>_compiled_step_ms``, ``<name>_compile_speedup`` (the eager
     step's median over the compiled one's) and ``<name>_compile_s`` (the compiling steps' seconds)."""
-    key = figure_key(name, autocast, dim)  # the figures' prefix
+    key = figure_key(name, autocast, dim, fp32_matmul)  # the figures' prefix
     spec = preset(name, data.schema, **({} if dim is None else {"dim": dim}))
     trainer = Trainer(spec, data, TrainConfig(batch_size=batch_size, progress=False, autocast=autocast,
-                                              keep_freed_memory=keep_freed_memory))
+                                              keep_freed_memory=keep_freed_memory, fp32_matmul=fp32_matmul))
     batches = Waited(iter(trainer._batches("train", batch_size, True, 0)))
     seen = []
     for _ in range(warmup):
@@ -256,6 +260,9 @@ def main() -> None:
                         help="then time each preset's step with its dense parts under torch.compile")
     parser.add_argument("--autocast", choices=AUTOCAST, default="off",
                         help="train every preset under this autocast (keys <preset>_<autocast>_*)")
+    parser.add_argument("--fp32-matmul", choices=FP32_MATMUL, default="ieee",
+                        help="train every preset with this train.fp32_matmul (keys <preset>_<mode>mm_*; the "
+                             "floor stays at the IEEE fp32 rate)")
     parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                         help="the Trainer's keep_freed_memory (glibc keeps freed buffers warm)")
     parser.add_argument("--dim", type=int, default=None,
@@ -268,10 +275,11 @@ def main() -> None:
     needed = (2 * args.warmup + 3 * args.steps + 5) * len(args.presets.split(",")) * args.batch_size
     data = load_dataset("synthetic", preset="scale", num_samples=needed * 10 // 8 + args.batch_size)
     rates = measure_rates()
-    bf16_rates = measure_rates(dtype=torch.bfloat16) if args.autocast == "bf16" else None
+    bf16 = args.autocast == "bf16" or args.fp32_matmul == "bf16"
+    bf16_rates = measure_rates(dtype=torch.bfloat16) if bf16 else None
     print(f"matmul {rates.matmul_flops / 1e9:.1f} GFLOP/s, copy bandwidth {rates.bandwidth / 1e9:.1f} GB/s, "
           f"{torch.get_num_threads()} threads; batch {args.batch_size}, {args.steps} steps")
-    names = [figure_key(n, args.autocast, args.dim) for n in args.presets.split(",")]
+    names = [figure_key(n, args.autocast, args.dim, args.fp32_matmul) for n in args.presets.split(",")]
     figures: dict[str, Any] = {}
     for name in args.presets.split(","):
         # The floor is a best case, so it takes the best rates seen over the whole run, measured
@@ -282,8 +290,9 @@ def main() -> None:
             bf16_rates = best_rates(bf16_rates, measure_rates(dtype=torch.bfloat16))
         found = profile_preset(name, data, args.batch_size, args.steps, args.warmup, rates,
                                compiled=args.compile, autocast=args.autocast,
-                               keep_freed_memory=args.keep_freed_memory, dim=args.dim)
-        name = figure_key(name, args.autocast, args.dim)
+                               keep_freed_memory=args.keep_freed_memory, dim=args.dim,
+                               fp32_matmul=args.fp32_matmul)
+        name = figure_key(name, args.autocast, args.dim, args.fp32_matmul)
         figures.update(found)
         print(f"  {name}: {figures[f'{name}_step_ms']:.1f} ms/step, top: {figures[f'{name}_top_ops']}",
               flush=True)
@@ -292,7 +301,7 @@ def main() -> None:
         if bf16_rates is not None:
             figures[f"{name}_floor_share_at_bf16_rate"] = floor_figures(
                 figures, name, bf16_rates)[f"{name}_floor_share"]
-    run = figure_key("profile", args.autocast, args.dim)
+    run = figure_key("profile", args.autocast, args.dim, args.fp32_matmul)
     figures |= {f"{run}_matmul_gflops": rates.matmul_flops / 1e9,
                 f"{run}_bandwidth_gbs": rates.bandwidth / 1e9,
                 f"{run}_batch_size": args.batch_size, f"{run}_threads": torch.get_num_threads()}

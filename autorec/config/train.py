@@ -18,6 +18,7 @@ DenseOptimizer = Literal["adam", "adagrad"]
 DenseParallel = Literal["ddp", "fsdp"]
 LrSchedule = Literal["constant", "cosine"]  # the trainer's LR_SCHEDULES
 Autocast = Literal["off", "bf16"]  # the trainer's AUTOCAST
+Fp32Matmul = Literal["ieee", "bf16", "tf32"]  # the trainer's FP32_MATMUL
 RAY_PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")  # Ray Train workers' strategies
 
 
@@ -59,6 +60,10 @@ class TrainSettings(BaseModel):
     autocast: Autocast = Field("off", description=(
         "run the forward of the dense parts under bf16 autocast (fp32 weights, optimizers and "
         "tables; fast where the device has native bf16: CPUs with AVX512-BF16 or AMX, GPUs)"))
+    fp32_matmul: Fp32Matmul = Field("ieee", description=(
+        "how fp32 matrix products are computed, forward and backward, every tensor staying fp32: "
+        "ieee; bf16 (CPU: oneDNN rounds the inputs to bf16 and accumulates in fp32 on AMX or "
+        "AVX512-BF16); tf32 (CUDA tensor cores)"))
     keep_freed_memory: bool = Field(True, description=(
         "keep freed buffers of up to 32 MiB in glibc's heap for reuse, so a step's large "
         "temporaries are not faulted in afresh every step (process-wide; glibc on Linux only)"))

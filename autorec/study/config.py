@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from autorec.config.errors import describe
-from autorec.config.train import Autocast, DenseOptimizer, LrSchedule
+from autorec.config.train import Autocast, DenseOptimizer, Fp32Matmul, LrSchedule
 from autorec.textfiles import parse_yaml, read_text
 
 # objective name -> direction; quality from validation, cost from the analytic model or a probe.
@@ -138,6 +138,8 @@ class TrialTraining(_Section):
                                 "goes on from it when the study is rerun)")
     compile: bool | None = Field(None, description="torch.compile the dense parts (long trainings)")
     autocast: Autocast | None = Field(None, description="off, or bf16: the forward under bf16 autocast")
+    fp32_matmul: Fp32Matmul | None = Field(
+        None, description="ieee, bf16 (CPU) or tf32 (CUDA): fp32 products at that precision, tensors fp32")
     keep_freed_memory: bool | None = Field(
         None, description="glibc keeps freed buffers of up to 32 MiB for reuse (default true)")
 

@@ -18,11 +18,12 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -31,6 +32,9 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
 from autorec.train.checkpoints import META
+
+if TYPE_CHECKING:
+    from autorec.arch import ArchSpec
 
 # What a DCP index may name besides the classes of torch.distributed.checkpoint.metadata.
 _INDEX_MODULES = ("torch.distributed.checkpoint.metadata",)
@@ -120,6 +124,11 @@ def read_meta(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{file}: expected a JSON object of checkpoint metadata, got "
                               f"{type(meta).__name__}")
     return meta
+
+
+def arch_key(spec: ArchSpec) -> str:
+    """What a checkpoint's architecture is, whatever it is called (its spec's hash, name aside)."""
+    return hashlib.sha256(spec.replace(name="-").to_json(indent=None).encode()).hexdigest()[:16]
 
 
 def resumable_meta(path: Path, arch: tuple[str, str], monitor: str) -> dict[str, Any]:

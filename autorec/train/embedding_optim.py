@@ -35,9 +35,12 @@ from typing import Any
 import torch
 from fbgemm_gpu.tbe.config.optimizer_config import WeightDecayMode
 from torchrec.distributed.types import ShardingPlan
+from torchrec.optim.keyed import KeyedOptimizerWrapper
+from torchrec.optim.optimizers import in_backward_optimizer_filter
 from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from autorec.train.distributed import FUSED_KERNELS, table_shardings
+from autorec.train.records import TrainConfig, dense_optimizer
 
 # The row-wise Adagrad's epsilon on every kernel: fbgemm's TBE default. torchrec's Python
 # RowWiseAdagrad defaults to 1e-10, so a table's update depended on the plan: a row steps by
@@ -126,3 +129,19 @@ class RowSparseAdagrad(RowWiseAdagrad):
         state["sum"].index_copy_(0, rows, total)
         p.index_add_(0, rows, g / total.sqrt().add_(group["eps"]), alpha=-lr)
 
+
+def unfused_optimizers(model: torch.nn.Module, cfg: TrainConfig) -> list[KeyedOptimizerWrapper]:
+    """The optimizers a Trainer steps after backward: ``dense_optimizer`` on the dense parts, and
+    row-wise Adagrad (``embedding_lr``, as the fused kernels apply) on the tables the planner
+    replicated (data_parallel), left as plain parameters by torchrec; without it they would fall
+    to the dense optimizer and ``embedding_lr`` would depend on the plan."""
+    dense: dict[str, torch.nn.Parameter] = {}
+    tables: dict[str, torch.nn.Parameter] = {}
+    for name, param in in_backward_optimizer_filter(model.named_parameters()):
+        (tables if name.startswith("sparse_arch.") else dense)[name] = param
+    unfused = [KeyedOptimizerWrapper(dense, lambda params: dense_optimizer(
+        cfg.dense_optimizer, params, lr=cfg.dense_lr, weight_decay=cfg.dense_weight_decay))]
+    if tables:
+        unfused.append(KeyedOptimizerWrapper(tables, lambda params: RowSparseAdagrad(
+            params, lr=cfg.embedding_lr, weight_decay=cfg.embedding_weight_decay)))
+    return unfused

@@ -19,7 +19,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,20 +52,25 @@ class TracedBatch(Batch):
 
 class SparseDistPipeline:
     """A TrainPipelineSparseDist over ``model`` whose step is ``step_loss(batch) -> (loss to
-    backpropagate, output)``; :meth:`run` yields each step's output."""
+    backpropagate, output)``; :meth:`run` yields each step's output, every step (forward,
+    backward, optimizer) run inside a fresh ``context()`` (the products' precision)."""
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
-                 step_loss: Callable[[Batch], tuple[torch.Tensor, Any]]) -> None:
+                 step_loss: Callable[[Batch], tuple[torch.Tensor, Any]],
+                 context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
         self.pipeline = TrainPipelineSparseDist(model, optimizer, device, execute_all_batches=True,
                                                 custom_model_fwd=step_loss)
+        self.context = context
 
     def run(self, batches: Iterable[Batch]) -> Iterator[Any]:
         it = (TracedBatch.of(b) for b in batches)
         while True:
             try:
-                yield self.pipeline.progress(it)
+                with self.context():
+                    out = self.pipeline.progress(it)
             except StopIteration:
                 return
+            yield out
 
     def detach(self) -> None:
         """Give the sharded modules their own forward back (for evaluation outside the pipeline)."""

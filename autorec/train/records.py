@@ -23,7 +23,7 @@ import torch
 
 from autorec.arch import ArchSpec
 from autorec.metrics import MONITORS
-from autorec.train.autocast import AUTOCAST
+from autorec.train.autocast import AUTOCAST, FP32_MATMUL
 from autorec.train.distributed import DENSE_PARALLEL
 
 DENSE_OPTIMIZERS = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}
@@ -121,6 +121,7 @@ class TrainConfig:
     prefetch: int = 0  # batches built ahead on a thread (autorec.train.prefetch); 0: none
     compile: bool = False  # torch.compile the dense parts (autorec.train.compiled)
     autocast: str = "off"  # "bf16": the forward under bf16 autocast (autorec.train.autocast)
+    fp32_matmul: str = "ieee"  # "bf16" / "tf32": fp32 products at that precision (autorec.train.autocast)
     keep_freed_memory: bool = True  # glibc keeps freed buffers up to 32 MiB warm (autorec.train.memory)
     progress: bool = True
     plan: str | None = None
@@ -151,6 +152,9 @@ class TrainConfig:
             raise ValueError(f"warmup_steps: expected 0 or more, got {self.warmup_steps}")
         if self.autocast not in AUTOCAST:
             raise ValueError(f"autocast: expected one of {', '.join(AUTOCAST)}, got {self.autocast!r}")
+        if self.fp32_matmul not in FP32_MATMUL:
+            raise ValueError(f"fp32_matmul: expected one of {', '.join(FP32_MATMUL)}, "
+                             f"got {self.fp32_matmul!r}")
         if self.dense_parallel not in DENSE_PARALLEL:
             raise ValueError(f"dense_parallel: expected one of {', '.join(DENSE_PARALLEL)}, "
                              f"got {self.dense_parallel!r}")

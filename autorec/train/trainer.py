@@ -9,12 +9,12 @@ EpochRecord, TrainResult) is in :mod:`autorec.train.records`, the checkpoint fol
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import math
 import shutil
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,7 @@ import torch.distributed as dist
 from rich.progress import Progress
 from torchrec.datasets.utils import Batch
 from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
-from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
-from torchrec.optim.optimizers import in_backward_optimizer_filter
+from torchrec.optim.keyed import CombinedOptimizer
 from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
 from autorec.arch import ArchSpec
@@ -33,8 +32,14 @@ from autorec.data import RecDataset
 from autorec.metrics import binary_metrics, monitored_score
 from autorec.models import build_model
 from autorec.train import embedding_optim as emb_optim
-from autorec.train.autocast import forward_autocast
-from autorec.train.checkpoint_reader import load_state, read_meta, resumable_meta, resumed_sharding_types
+from autorec.train.autocast import forward_autocast, fp32_matmul
+from autorec.train.checkpoint_reader import (
+    arch_key,
+    load_state,
+    read_meta,
+    resumable_meta,
+    resumed_sharding_types,
+)
 from autorec.train.checkpoints import (
     META,
     latest,
@@ -69,7 +74,6 @@ from autorec.train.records import (
     TrainingDiverged,
     TrainingTimeLimit,
     TrainResult,
-    dense_optimizer,
     lr_factor,
     seed_everything,
 )
@@ -136,30 +140,15 @@ class Trainer:
         init_embeddings(self.model, self.config.seed)  # the same start at any world size and plan
         if self.config.compile:
             compile_dense(self.model.module)
-        self.optimizer = CombinedOptimizer([self.model.fused_optimizer, *self._unfused_optimizers()])
+        self._unfused = emb_optim.unfused_optimizers(self.model, self.config)
+        self.optimizer = CombinedOptimizer([self.model.fused_optimizer, *self._unfused])
         self._base_lrs = [group["lr"] for group in self.optimizer.param_groups]
         self._pipeline = None
         self._deadline: float | None = None  # set by fit() from time_limit_s
         self._paused = False  # the last epoch stopped at pause_at_step (_epoch)
         if self.config.pipeline:
-            self._pipeline = SparseDistPipeline(self.model, self.optimizer, self.device, self._step_loss)
-
-    def _unfused_optimizers(self) -> list[KeyedOptimizerWrapper]:
-        """The optimizers stepped after backward: ``dense_optimizer`` on the dense parts, and
-        row-wise Adagrad (``embedding_lr``, as the fused kernels apply; ``embedding_optim``) on the
-        tables the planner replicated (data_parallel), left as plain parameters by torchrec; without
-        it they would fall to the dense optimizer and ``embedding_lr`` would depend on the plan."""
-        cfg = self.config
-        dense: dict[str, torch.nn.Parameter] = {}
-        tables: dict[str, torch.nn.Parameter] = {}
-        for name, param in in_backward_optimizer_filter(self.model.named_parameters()):
-            (tables if name.startswith("sparse_arch.") else dense)[name] = param
-        self._unfused = [KeyedOptimizerWrapper(dense, lambda params: dense_optimizer(
-            cfg.dense_optimizer, params, lr=cfg.dense_lr, weight_decay=cfg.dense_weight_decay))]
-        if tables:
-            self._unfused.append(KeyedOptimizerWrapper(tables, lambda params: emb_optim.RowSparseAdagrad(
-                params, lr=cfg.embedding_lr, weight_decay=cfg.embedding_weight_decay)))
-        return self._unfused
+            self._pipeline = SparseDistPipeline(self.model, self.optimizer, self.device, self._step_loss,
+                                                self._products)
 
     # ---- steps ------------------------------------------------------------------------
     def _batches(self, split: str, batch_size: int, shuffle: bool, epoch: int = 0) -> Iterable[Batch]:
@@ -188,11 +177,16 @@ class Trainer:
 
     def train_step(self, batch: Batch) -> tuple[float, int]:
         """One optimizer step on this rank's part of a global batch: (global mean loss, global samples)."""
-        loss, out = self._step_loss(batch.to(self.device, non_blocking=True))
-        self.optimizer.zero_grad()
-        loss.backward()
-        self.optimizer.step()
+        with self._products():
+            loss, out = self._step_loss(batch.to(self.device, non_blocking=True))
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
         return out
+
+    def _products(self) -> AbstractContextManager[None]:
+        """fp32 products at ``fp32_matmul``'s precision: a step's forward and backward, or a forward."""
+        return fp32_matmul(self.config.fp32_matmul, self.device)
 
     @torch.no_grad()
     def predict(self, split: str, transform: Callable[[Batch], Batch] | None = None
@@ -209,7 +203,7 @@ class Trainer:
         for batch in itertools.islice(self._batches(split, size, shuffle=False),
                                       None if limit is None else math.ceil(limit / size)):
             batch = (batch if transform is None else transform(batch)).to(self.device)
-            with forward_autocast(self.config.autocast, self.device):
+            with forward_autocast(self.config.autocast, self.device), self._products():
                 logits = self.model(batch.dense_features, batch.sparse_features)
             probs.append(torch.sigmoid(logits.float()).cpu())
             labels.append(batch.labels.cpu())
@@ -247,7 +241,7 @@ class Trainer:
                     staged, path, self.rank, self.world_size)
         if self.rank == 0:
             write_json(staged / META, {**(meta or {}), "layout": self._layout(), "arch": self.spec.name,
-                                       "arch_key": _arch_key(self.spec)})
+                                       "arch_key": arch_key(self.spec)})
             publish(staged, path)
         if self.world_size > 1:
             dist.barrier()
@@ -297,7 +291,7 @@ class Trainer:
                     "seconds": 0.0}
         newest = latest(root) if cfg.resume else None
         if newest is not None:
-            meta = resumable_meta(newest, (_arch_key(self.spec), self.spec.name), cfg.monitor)
+            meta = resumable_meta(newest, (arch_key(self.spec), self.spec.name), cfg.monitor)
             self.load_checkpoint(newest)
             progress = {k: meta[k] for k in progress}
             best, stale = meta.get("best", meta.get("best_auc")), meta["stale"]
@@ -441,8 +435,3 @@ class Trainer:
 def train(spec: ArchSpec, dataset: RecDataset, config: TrainConfig | None = None) -> TrainResult:
     """Train ``spec`` on ``dataset`` and return its metrics (see :class:`Trainer`)."""
     return Trainer(spec, dataset, config).fit()
-
-
-def _arch_key(spec: ArchSpec) -> str:
-    """What a checkpoint's architecture is, whatever it is called."""
-    return hashlib.sha256(spec.replace(name="-").to_json(indent=None).encode()).hexdigest()[:16]

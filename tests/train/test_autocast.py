@@ -1,5 +1,6 @@
 """``train.autocast: bf16``: the forward's products run in bf16 while weights, tables and the
-loss stay fp32; a model trains to the fp32 one's quality; the setting reaches the trainer from a
+loss stay fp32; ``train.fp32_matmul: bf16``: fp32 products, forward and backward, at bf16 input
+precision. Each trains a model to the fp32 one's quality; the settings reach the trainer from a
 study file and the CLI, and a wrong value is refused by name."""
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from autorec.config.train import Autocast, TrainSettings
+from autorec.config.train import Autocast, Fp32Matmul, TrainSettings
 from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.study.config import TrialTraining
-from autorec.train.autocast import AUTOCAST, forward_autocast, native_bf16
+from autorec.train.autocast import AUTOCAST, FP32_MATMUL, forward_autocast, fp32_matmul, native_bf16
 from autorec.train.trainer import TrainConfig, Trainer
 
 DATA = load_dataset("synthetic", preset="tiny", num_samples=1200)
@@ -76,3 +77,67 @@ def test_native_bf16_is_the_cpus_avx512_bf16_or_amx_flag() -> None:
     flags = set(Path("/proc/cpuinfo").read_text().split())
     assert native_bf16("cpu") == bool({"avx512_bf16", "amx_tile"} & flags)
     assert native_bf16("meta") is False
+
+
+def test_fp32_matmul_sets_the_backends_precision_inside_and_restores_it() -> None:
+    cpu, mkldnn, cuda = torch.device("cpu"), torch.backends.mkldnn.matmul, torch.backends.cuda.matmul
+    before = mkldnn.fp32_precision, cuda.fp32_precision
+    with fp32_matmul("bf16", cpu):
+        assert mkldnn.fp32_precision == "bf16"
+    with fp32_matmul("tf32", cpu):
+        assert cuda.fp32_precision == "tf32"
+    with fp32_matmul("ieee", cpu):
+        assert (mkldnn.fp32_precision, cuda.fp32_precision) == before
+    with pytest.raises(RuntimeError, match="inside"), fp32_matmul("bf16", cpu):
+        raise RuntimeError("inside")
+    assert (mkldnn.fp32_precision, cuda.fp32_precision) == before
+    with pytest.raises(ValueError, match="fp32_matmul: expected one of ieee, bf16, tf32, got 'fp16'"), \
+            fp32_matmul("fp16", cpu):
+        pass
+
+
+def _precision_seen(trainer: Trainer) -> list[str]:
+    """The oneDNN fp32 precision in force at every forward and backward of ``trainer``'s over-arch."""
+    seen: list[str] = []
+    over = trainer.model.module.over_arch
+    over.register_forward_hook(lambda *_: seen.append(torch.backends.mkldnn.matmul.fp32_precision))
+    over.register_full_backward_hook(lambda *_: seen.append(torch.backends.mkldnn.matmul.fp32_precision))
+    return seen
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_a_bf16_products_step_keeps_fp32_tensors_and_its_setting_to_itself(pipeline: bool) -> None:
+    config = dict(batch_size=128, seed=0, progress=False, epochs=1, max_steps_per_epoch=3, pipeline=pipeline)
+    ieee = Trainer(preset("dlrm", DATA.schema), DATA, TrainConfig(**config))
+    bf16 = Trainer(preset("dlrm", DATA.schema), DATA, TrainConfig(**config, fp32_matmul="bf16"))
+    seen = _precision_seen(bf16)
+    batch = next(iter(ieee._batches("train", 128, False)))
+    with bf16._products():
+        rounded, _ = bf16._step_loss(batch)
+    exact, _ = ieee._step_loss(batch)
+    assert rounded.dtype == torch.float32 and rounded.item() != exact.item()  # the products rounded
+    torch.testing.assert_close(rounded, exact, rtol=2e-2, atol=0)
+    seen.clear()
+    bf16.fit() if pipeline else bf16.train_step(batch)
+    assert seen and set(seen) == {"bf16"}  # every forward and backward of the steps, validation too
+    assert torch.backends.mkldnn.matmul.fp32_precision != "bf16"  # and none after them
+    assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
+
+
+def test_a_model_trained_with_bf16_products_reaches_the_ieee_models_auc(planted_data) -> None:
+    auc = {mode: Trainer(preset("dlrm", planted_data.schema), planted_data, TrainConfig(
+        batch_size=128, seed=0, progress=False, fp32_matmul=mode, epochs=3)).fit().test["auc"]
+           for mode in ("ieee", "bf16")}
+    assert auc["ieee"] > 0.9
+    assert abs(auc["bf16"] - auc["ieee"]) < 0.01
+
+
+def test_fp32_matmul_reaches_the_trainer_from_a_study_and_the_cli() -> None:
+    assert set(Fp32Matmul.__args__) == set(FP32_MATMUL)
+    assert TrialTraining(fp32_matmul="bf16").overrides() == {"fp32_matmul": "bf16"}
+    assert TrainSettings(fp32_matmul="tf32").to_kwargs()["fp32_matmul"] == "tf32"
+    assert TrainConfig().fp32_matmul == "ieee"
+    with pytest.raises(ValueError, match="fp32_matmul: expected one of ieee, bf16, tf32, got 'bf32'"):
+        TrainConfig(fp32_matmul="bf32")
+    with pytest.raises(ValueError, match="fp32_matmul"):
+        TrialTraining(fp32_matmul="fp8")
