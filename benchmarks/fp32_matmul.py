@@ -22,6 +22,7 @@ median of the rounds' ratios, with ``_min`` and ``_max``), merged into
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,8 @@ def measure(name: str, data: Any, args: Any) -> tuple[dict[str, list[float]], An
     runs = {arm: Trainer(spec, data, TrainConfig(batch_size=args.batch_size, progress=False, **extra))
             for arm, extra in ARMS.items()}
     times = alternating_rounds(runs, args.rounds, args.steps)
-    seen = list(runs["ieee"]._batches("train", args.batch_size, True, 0))[:args.rounds * args.steps]
+    seen = list(itertools.islice(runs["ieee"]._batches("train", args.batch_size, True, 0),
+                                 args.rounds * args.steps))  # the batches the rounds timed
     return times, (spec, pooling_factors(seen))
 
 
