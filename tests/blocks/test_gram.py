@@ -150,3 +150,24 @@ def test_passthrough_under_bf16_autocast_keeps_fp32_vectors_and_gradient() -> No
     assert x.grad is not None
     torch.testing.assert_close(x.grad[:, 0], upstream[:, :8], atol=0, rtol=0)
     assert not x.grad[:, 1:].any()
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
+def test_blocks_of_the_batch_give_the_whole_batchs_values_and_gradients_bit_for_bit(
+        monkeypatch: pytest.MonkeyPatch, autocast: bool) -> None:
+    """7 samples in blocks of 3 (the last one short), with passthrough vectors and a pad."""
+    from autorec.blocks import gram
+    torch.manual_seed(0)
+    first, second = torch.triu_indices(5, 5, offset=1)
+    x, upstream = torch.randn(7, 5, 4), torch.randn(7, 2 * 4 + first.numel() + 2)
+    got = {}
+    for block in (3, 1024):
+        monkeypatch.setattr(gram, "BLOCK", block)
+        leaf = x.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = pair_dots(leaf, first, second, passthrough=2, pad=2)
+        (out * upstream).sum().backward()
+        got[block] = (out, leaf.grad)
+    assert torch.equal(got[3][0], got[1024][0]) and torch.equal(got[3][1], got[1024][1])
+    assert torch.equal(got[3][0][:, -2:], torch.zeros(7, 2))  # the pad is zeros
+    assert torch.equal(got[3][0][:, :8], x[:, :2].flatten(1))  # the passthrough vectors lead
