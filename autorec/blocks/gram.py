@@ -37,7 +37,7 @@ class _PairDots(torch.autograd.Function):
     Both directions work through the batch ``BLOCK`` samples at a time, so that each block's
     [m, F * F] products and fold (1.5 MB at F = 27) stay in cache between the product and the
     gather or the fold, where the whole batch's (12 MB at B = 4096) went to memory and back:
-    the same values bit for bit (each sample's products are its own), 1.06x on the DLRM
+    the same values bit for bit (each sample's products are its own), 1.05-1.06x on the DLRM
     preset's step (``benchmarks/dot_blocks.py``)."""
 
     @staticmethod
