@@ -34,9 +34,10 @@ class _PairDots(torch.autograd.Function):
     autograd would otherwise run in fp32), while the gather and the fold stay in ``x``'s dtype:
     on the CPU, ``index_select`` and ``index_add_`` on bf16 run 2-6x slower than on fp32.
 
-    Both directions work through the batch ``BLOCK`` samples at a time, so that each block's
-    [m, F * F] products and fold (1.5 MB at F = 27) stay in cache between the product and the
-    gather or the fold, where the whole batch's (12 MB at B = 4096) went to memory and back:
+    Both directions (and evaluation, which saves nothing) work through the batch ``BLOCK``
+    samples at a time, so that each block's [m, F * F] products and fold (1.5 MB at F = 27)
+    stay in cache between the product and the gather or the fold, where the whole batch's
+    (12 MB at B = 4096) went to memory and back:
     the same values bit for bit (each sample's products are its own), 1.05-1.06x on the DLRM
     preset's step (``benchmarks/dot_blocks.py``)."""
 
@@ -47,18 +48,7 @@ class _PairDots(torch.autograd.Function):
         xs = x if low is None else x.to(low)
         ctx.save_for_backward(xs, flat, mirror)
         ctx.dtype, ctx.passthrough = x.dtype, passthrough  # type: ignore[attr-defined]
-        b, _, d = x.shape
-        out = x.new_empty(b, passthrough * d + flat.numel() + pad)
-        if passthrough:
-            out[:, : passthrough * d] = x[:, :passthrough].flatten(1)
-        if pad:
-            out[:, out.shape[1] - pad:] = 0
-        dots = out.narrow(1, passthrough * d, flat.numel())
-        for start in range(0, b, BLOCK):  # each block's [m, F, F] products stay in cache
-            block = xs[start: start + BLOCK]
-            gram = torch.bmm(block, block.transpose(1, 2)).flatten(1).to(x.dtype)
-            dots[start: start + BLOCK] = gram.index_select(1, flat)
-        return out
+        return _in_blocks(x, xs, flat, passthrough, pad)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
@@ -84,9 +74,28 @@ class _PairDots(torch.autograd.Function):
         return dx, None, None, None, None
 
 
+def _in_blocks(x: torch.Tensor, xs: torch.Tensor, flat: torch.Tensor, passthrough: int,
+               pad: int) -> torch.Tensor:
+    """:func:`_laid_out` of ``xs``' products (``x`` itself, or cast to autocast's dtype), built
+    ``BLOCK`` samples at a time: each block's [m, F * F] products stay in cache."""
+    b, _, d = x.shape
+    out = x.new_empty(b, passthrough * d + flat.numel() + pad)
+    if passthrough:
+        out[:, : passthrough * d] = x[:, :passthrough].flatten(1)
+    if pad:
+        out[:, out.shape[1] - pad:] = 0
+    dots = out.narrow(1, passthrough * d, flat.numel())
+    for start in range(0, b, BLOCK):
+        block = xs[start: start + BLOCK]
+        gram = torch.bmm(block, block.transpose(1, 2)).flatten(1).to(x.dtype)
+        dots[start: start + BLOCK] = gram.index_select(1, flat)
+    return out
+
+
 def _laid_out(x: torch.Tensor, gram: torch.Tensor, flat: torch.Tensor, passthrough: int,
               pad: int) -> torch.Tensor:
-    """``[x[:, :passthrough] flattened, gram's entries at flat, pad zeros]`` in one tensor."""
+    """``[x[:, :passthrough] flattened, gram's entries at flat, pad zeros]`` in one tensor, from
+    the whole batch's products (plain operators, for ``torch.export`` and compiled code)."""
     dots = gram.index_select(1, flat)
     if not passthrough and not pad:
         return dots
@@ -119,8 +128,13 @@ def pair_dots(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passth
     """
     f = x.shape[1]
     flat = first * f + second
-    if torch.compiler.is_exporting() or not (torch.is_grad_enabled() and x.requires_grad):
+    graded = torch.is_grad_enabled() and x.requires_grad
+    eager = not torch.compiler.is_compiling() and x.device.type in ("cpu", "cuda")
+    if torch.compiler.is_exporting() or not (graded or eager):
         return _laid_out(x, torch.bmm(x, x.transpose(1, 2)).flatten(1).to(x.dtype), flat, passthrough, pad)
+    if not graded:  # evaluation, eager on the CPU or CUDA: the forward's blocks, nothing saved
+        low = _autocast_dtype(x)
+        return _in_blocks(x, x if low is None else x.to(low), flat, passthrough, pad)
     if torch.compiler.is_compiling():  # (train.compile) a graph break: the backward below, eager
         return _eager_pair_dots(x, flat, second * f + first, passthrough, pad)
     return _PairDots.apply(x, flat, second * f + first, passthrough, pad)

@@ -167,7 +167,10 @@ def test_blocks_of_the_batch_give_the_whole_batchs_values_and_gradients_bit_for_
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             out = pair_dots(leaf, first, second, passthrough=2, pad=2)
         (out * upstream).sum().backward()
-        got[block] = (out, leaf.grad)
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            evaluated = pair_dots(x, first, second, passthrough=2, pad=2)  # evaluation's path
+        got[block] = (out, leaf.grad, evaluated)
     assert torch.equal(got[3][0], got[1024][0]) and torch.equal(got[3][1], got[1024][1])
+    assert torch.equal(got[3][2], got[3][0]) and torch.equal(got[1024][2], got[3][0])
     assert torch.equal(got[3][0][:, -2:], torch.zeros(7, 2))  # the pad is zeros
     assert torch.equal(got[3][0][:, :8], x[:, :2].flatten(1))  # the passthrough vectors lead
