@@ -1,21 +1,25 @@
-"""The CPU tables' row-wise Adagrad in torch's ops against fbgemm's fused backward (issue 25).
+"""The CPU tables' row-wise Adagrad, compiled and in torch's ops, against fbgemm's fused backward (issue 25).
 
 Two measurements on the ``scale`` workload's schema (26 tables at Criteo Kaggle's cardinalities
 capped at 10^6, 16 columns; batch 4096), each in alternating rounds so that a load that comes
 and goes weighs on both alike:
 
-- the lookup alone: two TBEs with the training's own tables and optimizer (fresh copies), one
-  on fbgemm's fused backward, one switched (:func:`autorec.train.cpu_lookup.switch`), forward
-  and backward on the lookups a training step really made (captured from the trainer);
-- the training step: per preset, two Trainers stepping on the same batches, one as
-  :func:`autorec.train.distributed.shard` gives it (switched), one with every table given back
-  to fbgemm (:func:`autorec.train.cpu_lookup.restore`).
+- the lookup alone: three TBEs with the training's own tables and optimizer (fresh copies), one
+  on fbgemm's fused backward, two switched (:func:`autorec.train.cpu_lookup.switch`), one to
+  each kernel (``native``: compiled, the default; ``torch``: torch's ops), forward and backward
+  on the lookups a training step really made (captured from the trainer);
+- the training step: per preset, three Trainers stepping on the same batches, one as
+  :func:`autorec.train.distributed.shard` gives it (native), one switched to torch's ops, one
+  with every table given back to fbgemm (:func:`autorec.train.cpu_lookup.restore`).
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.embedding_update [--presets dlrm,wukong] [--rounds 8]
 
-Flat keys ``embedding_update_lookup_<path>_{fwd,bwd}_ms``, ``embedding_update_lookup_bwd_speedup``,
-``embedding_update_<preset>_<path>_step_ms`` and ``embedding_update_<preset>_speedup`` (fbgemm's
-step time over torch's), merged into ``benchmarks/results/throughput.json``.
+Flat keys ``embedding_update_lookup_<path>_{fwd,bwd}_ms``, ``embedding_update_lookup_bwd_speedup``
+(fbgemm over torch's ops), ``embedding_update_lookup_bwd_native_speedup`` (torch's ops over
+native), ``embedding_update_<preset>_<path>_step_ms``, ``embedding_update_<preset>_speedup``
+(fbgemm's step time over torch's ops', median of the paired rounds) and
+``embedding_update_<preset>_native_speedup`` (torch's ops' over native's), merged into
+``benchmarks/results/throughput.json``.
 """
 
 from __future__ import annotations
@@ -34,17 +38,20 @@ from autorec.train.trainer import TrainConfig, Trainer
 from benchmarks.results_file import merge_results
 from benchmarks.step_ab import ab_parser, alternating_rounds, paired_speedup, scale_data
 
-PATHS = ("torch", "fbgemm")
+PATHS = ("native", "torch", "fbgemm")
 
 
 def trainer(name: str, data: Any, batch_size: int, path: str) -> Trainer:
     """``name``'s Trainer with its fused tables on ``path``."""
     out = Trainer(preset(name, data.schema), data, TrainConfig(batch_size=batch_size, progress=False))
     tables = cpu_lookup.fused_tables(out.model)
-    if path == "fbgemm":
-        for tbe in tables:
+    for tbe in tables:
+        if path == "fbgemm":
             cpu_lookup.restore(tbe)
-    assert tables and all(("forward" in t.__dict__) == (path == "torch") for t in tables)
+        else:
+            assert cpu_lookup.switch(tbe, path)
+            assert path == "torch" or cpu_lookup.native_ready(tbe), "the native kernel is unavailable"
+    assert tables and all(("forward" in t.__dict__) == (path != "fbgemm") for t in tables)
     return out
 
 
@@ -81,8 +88,8 @@ def lookup_rounds(source: cpu_lookup.TBE, lookups: Lookups, rounds: int) -> dict
             pooling_mode=source.pooling_mode)
         with torch.no_grad():
             tbe.weights_host.copy_(source.weights_host)
-        if path == "torch":
-            assert cpu_lookup.switch(tbe)
+        if path != "fbgemm":
+            assert cpu_lookup.switch(tbe, path)
         tbes[path] = tbe
     gen = torch.Generator().manual_seed(0)
     upstream = torch.randn(lookups[0][1].numel() // (source.D_offsets.numel() - 1), source.total_D,
@@ -107,6 +114,8 @@ def lookup_rounds(source: cpu_lookup.TBE, lookups: Lookups, rounds: int) -> dict
         out[f"embedding_update_lookup_{path}_bwd_ms"] = 1e3 * statistics.median(bwd[path])
     out["embedding_update_lookup_bwd_speedup"] = (out["embedding_update_lookup_fbgemm_bwd_ms"]
                                                   / out["embedding_update_lookup_torch_bwd_ms"])
+    out["embedding_update_lookup_bwd_native_speedup"] = (out["embedding_update_lookup_torch_bwd_ms"]
+                                                         / out["embedding_update_lookup_native_bwd_ms"])
     out["embedding_update_lookup_rows"] = sum(rows for rows, *_ in source.embedding_specs)
     return out
 
@@ -115,6 +124,10 @@ def step_rounds(name: str, data: Any, batch_size: int, rounds: int, steps: int) 
     times = alternating_rounds({path: trainer(name, data, batch_size, path) for path in PATHS}, rounds, steps)
     out = {f"embedding_update_{name}_{path}_step_ms": 1e3 * statistics.median(t) for path, t in times.items()}
     out[f"embedding_update_{name}_speedup"] = paired_speedup(times["fbgemm"], times["torch"])
+    ratios = [t / n for t, n in zip(times["torch"], times["native"], strict=True)]
+    out[f"embedding_update_{name}_native_speedup"] = statistics.median(ratios)
+    out[f"embedding_update_{name}_native_speedup_min"] = min(ratios)
+    out[f"embedding_update_{name}_native_speedup_max"] = max(ratios)
     return out
 
 
@@ -134,15 +147,18 @@ def main() -> None:
     print(f"lookup of {got['embedding_update_lookup_rows']:,} rows, batch {args.batch_size}: "
           + "; ".join(f"{p} fwd {got[f'embedding_update_lookup_{p}_fwd_ms']:.2f} ms, "
                       f"bwd + update {got[f'embedding_update_lookup_{p}_bwd_ms']:.2f} ms" for p in PATHS)
-          + f"; backward speedup {got['embedding_update_lookup_bwd_speedup']:.2f}x")
-    print("| preset | torch ms/step | fbgemm ms/step | speedup (rounds' median) |")
-    print("|---|---|---|---|")
+          + f"; backward speedup fbgemm/torch {got['embedding_update_lookup_bwd_speedup']:.2f}x, "
+          f"torch/native {got['embedding_update_lookup_bwd_native_speedup']:.2f}x")
+    print("| preset | native ms/step | torch ms/step | fbgemm ms/step | fbgemm/torch | torch/native |")
+    print("|---|---|---|---|---|---|")
     for name in args.presets.split(","):
         got = step_rounds(name, data, args.batch_size, args.rounds, args.steps)
         figures.update(got)
-        print(f"| {name} | {got[f'embedding_update_{name}_torch_step_ms']:.1f} | "
-              f"{got[f'embedding_update_{name}_fbgemm_step_ms']:.1f} | "
-              f"{got[f'embedding_update_{name}_speedup']:.3f} |", flush=True)
+        key = f"embedding_update_{name}"
+        steps = " | ".join(f"{got[f'{key}_{p}_step_ms']:.1f}" for p in PATHS)
+        print(f"| {name} | {steps} | {got[f'{key}_speedup']:.3f} | {got[f'{key}_native_speedup']:.3f} "
+              f"({got[f'{key}_native_speedup_min']:.3f}-{got[f'{key}_native_speedup_max']:.3f}) |",
+              flush=True)
     merge_results(Path(args.json), figures, prefix="embedding_update")
 
 

@@ -1,4 +1,4 @@
-"""Row-wise Adagrad for fbgemm's CPU tables, applied in backward with torch's own operators.
+"""Row-wise Adagrad for fbgemm's CPU tables, applied in backward by autorec's own update.
 
 torchrec trains a sharded table with fbgemm's TBE, which fuses the row-wise Adagrad update
 into the lookup's backward. On the CPU that backward (``split_embedding_backward_codegen_
@@ -9,12 +9,19 @@ DLRM step on an Intel Xeon with AVX512 and did not get faster with a second thre
 tables' sizes (12 ms with every table 1,000 rows, in a probe not kept; the 17 ms and the
 replacement's 5 ms are ``benchmarks/embedding_update.py``'s).
 
-:func:`use_torch_update` keeps fbgemm's forward (the same lookup, bit for bit) and its tables and
+:func:`use_own_update` keeps fbgemm's forward (the same lookup, bit for bit) and its tables and
 optimizer state (the same tensors: checkpoints, resharding and the fused optimizer's learning
-rate see no difference), and replaces the backward by one pass over all tables at once: one
-stable sort of the looked-up rows, one ``embedding_bag`` that sums each row's gradients, the
-row-wise Adagrad step on the unique rows. It is the same update (``tests/train/test_cpu_lookup.py``
-checks it against fbgemm's after several steps: same weights and state to float rounding).
+rate see no difference), and replaces the backward by one pass over all tables at once, on one
+of two kernels:
+
+- ``native`` (the default): :mod:`autorec.train.native_update`, one compiled pass (a stable
+  radix sort of the looked-up rows, then each row's sum and update in place), where every
+  feature has one width and the kernel could be built; else ``torch``;
+- ``torch``: torch's ops, one stable sort of the looked-up rows, one ``embedding_bag`` that
+  sums each row's gradients, the row-wise Adagrad step on the unique rows.
+
+Either is the same update (``tests/train/test_cpu_lookup.py`` checks both against fbgemm's after
+several steps: same weights and state to float rounding).
 
 Only a TBE whose update is exactly that is switched: fp32 weights on the CPU, exact row-wise
 Adagrad with no weight decay and no gradient clipping, sum or mean pooling. A lookup with
@@ -52,7 +59,10 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
 )
 from torch import nn
 
+from autorec.train import native_update
+
 TBE = SplitTableBatchedEmbeddingBagsCodegen
+KERNELS = ("native", "torch")
 
 
 def unsupported(tbe: nn.Module) -> str | None:
@@ -95,7 +105,7 @@ class _Lookup(torch.autograd.Function):
 
 
 def rowwise_adagrad_step(tbe: TBE, indices: torch.Tensor, offsets: torch.Tensor,
-                         grad: torch.Tensor) -> None:
+                         grad: torch.Tensor, kernel: str | None = None) -> None:
     """Apply exact row-wise Adagrad to the rows of ``tbe`` that ``indices`` looked up.
 
     Args:
@@ -103,12 +113,30 @@ def rowwise_adagrad_step(tbe: TBE, indices: torch.Tensor, offsets: torch.Tensor,
         indices: [n] int64, the rows looked up, feature-major (all of feature 0's bags, then 1's).
         offsets: [T * B + 1] int64, bag ``t * B + b`` is ``indices[offsets[tB+b]:offsets[tB+b+1]]``.
         grad: [B, total_D] float32, the gradient of the lookup's output.
+        kernel: ``native`` (:mod:`autorec.train.native_update`, where the tables allow it and
+            the kernel could be built) or ``torch`` (torch's ops); None: what :func:`switch` set.
 
     Each row's gradient is the sum over the bags that read it (scaled by 1 / bag length under
     mean pooling); then, per row, ``state += mean(g ** 2)`` and ``w -= lr * g / (sqrt(state) + eps)``.
     """
+    kernel = kernel or tbe.__dict__.get("_autorec_kernel", "native")
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel {kernel!r}: expected one of {', '.join(KERNELS)}")
     with torch.no_grad():
-        _step(tbe, indices, offsets, grad)
+        if kernel == "native" and native_ready(tbe) and offsets.numel() <= 2**32:
+            mean = tbe.pooling_mode == PoolingMode.MEAN
+            native_update.rowwise_adagrad(tbe, indices, offsets, grad, mean=mean)
+        else:
+            _step(tbe, indices, offsets, grad)
+
+
+def native_ready(tbe: TBE) -> bool:
+    """Whether :mod:`autorec.train.native_update` can update ``tbe``: its kernel built, every
+    feature one width with weights and state rows aligned, and rows and bags within 32 bits."""
+    if native_update.library() is None:
+        return False
+    dims = tbe.D_offsets.diff().long()
+    return _aligned(tbe, dims) and tbe.momentum1_host.numel() < 2**32 and dims.numel() > 0
 
 
 def _step(tbe: TBE, indices: torch.Tensor, offsets: torch.Tensor, grad: torch.Tensor) -> None:
@@ -194,18 +222,22 @@ def _forward(self: TBE, indices: torch.Tensor, offsets: torch.Tensor,
     return _Lookup.apply(self.placeholder_autograd_tensor, self, indices.long(), offsets.long())
 
 
-def switch(tbe: nn.Module) -> bool:
-    """Train ``tbe`` with :func:`rowwise_adagrad_step` from now on; False (and unchanged) where
-    :func:`unsupported` gives a reason."""
+def switch(tbe: nn.Module, kernel: str = "native") -> bool:
+    """Train ``tbe`` with :func:`rowwise_adagrad_step` on ``kernel`` from now on; False (and
+    unchanged) where :func:`unsupported` gives a reason."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel {kernel!r}: expected one of {', '.join(KERNELS)}")
     if unsupported(tbe) is not None:
         return False
     tbe.forward = types.MethodType(_forward, tbe)
+    tbe.__dict__["_autorec_kernel"] = kernel
     return True
 
 
 def restore(tbe: nn.Module) -> None:
     """Give ``tbe`` back fbgemm's own forward and backward."""
     tbe.__dict__.pop("forward", None)
+    tbe.__dict__.pop("_autorec_kernel", None)
 
 
 def fused_tables(model: nn.Module) -> list[nn.Module]:
@@ -224,6 +256,6 @@ def fused_tables(model: nn.Module) -> list[nn.Module]:
     return found
 
 
-def use_torch_update(model: nn.Module) -> int:
+def use_own_update(model: nn.Module) -> int:
     """Switch every eligible TBE in ``model`` (see :func:`switch`); how many were switched."""
     return sum(switch(tbe) for tbe in fused_tables(model))

@@ -37,7 +37,7 @@ from torchrec.distributed.types import ParameterSharding, ShardingEnv, ShardingP
 from torchrec.modules.embedding_configs import DataType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection
 
-from autorec.train.cpu_lookup import use_torch_update
+from autorec.train.cpu_lookup import use_own_update
 
 DENSE_PARALLEL = ("ddp", "fsdp")
 # The kernels that train a table inside fbgemm's TBE: row-wise Adagrad state kept in fp32 and
@@ -191,8 +191,8 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         fuse_alone: in a one-process group (and without ``plan``), every table table_wise on a
             fused kernel (:func:`planner_constraints`); False leaves the choice to the planner.
 
-    On the CPU, the fused tables' row-wise Adagrad runs in torch's ops
-    (:func:`autorec.train.cpu_lookup.use_torch_update`): the same update as fbgemm's fused
+    On the CPU, the fused tables' row-wise Adagrad runs in autorec's own update
+    (:func:`autorec.train.cpu_lookup.use_own_update`): the same update as fbgemm's fused
     backward, which is several times slower there.
     """
     if dense_parallel not in DENSE_PARALLEL:
@@ -216,7 +216,7 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
     sharded = DistributedModelParallel(model, device=device, plan=plan, sharders=sharders,
                                        data_parallel_wrapper=wrapper)
     if device.type == "cpu":
-        use_torch_update(sharded)  # fbgemm's CPU fused backward, same update, faster
+        use_own_update(sharded)  # fbgemm's CPU fused backward, same update, faster
     return sharded
 
 

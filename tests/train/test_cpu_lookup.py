@@ -1,6 +1,9 @@
-"""The CPU tables' row-wise Adagrad in torch's ops: the same update as fbgemm's fused backward."""
+"""The CPU tables' row-wise Adagrad on both kernels (compiled, torch's ops): the same update as
+fbgemm's fused backward."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 import torch
@@ -15,7 +18,7 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
 
 from autorec.data import load_dataset
 from autorec.presets import preset
-from autorec.train import cpu_lookup
+from autorec.train import cpu_lookup, native_update
 from autorec.train.trainer import TrainConfig, Trainer
 
 HOST = (EmbeddingLocation.HOST, ComputeDevice.CPU)
@@ -49,18 +52,30 @@ def _batch(rows: list[int], batch: int, gen: torch.Generator,
 
 CASES = {
     "one-hot, one width": ([(50, 8), (7, 8), (300, 8)], PoolingMode.SUM, None, False),
+    "multi-hot, one width": ([(50, 8), (7, 8), (300, 8)], PoolingMode.SUM, None, True),
+    "mean pooling, one width": ([(50, 4), (7, 4), (300, 4)], PoolingMode.MEAN, None, True),
+    "two features on one table, one width": ([(50, 8), (9, 8)], PoolingMode.SUM, [0, 0, 1], True),
     "multi-hot, mixed widths": ([(50, 4), (7, 16), (300, 8)], PoolingMode.SUM, None, True),
     "mean pooling, mixed widths": ([(50, 4), (7, 12), (300, 8)], PoolingMode.MEAN, None, True),
     "two features on one table": ([(50, 8), (9, 4)], PoolingMode.SUM, [0, 0, 1], True),
 }
 
 
+def test_the_native_kernel_is_built_here() -> None:
+    """CI and every supported machine have a C++ compiler: the default kernel must be there."""
+    assert native_update.library() is not None
+
+
+@pytest.mark.parametrize("kernel", cpu_lookup.KERNELS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_update_is_fbgemms(case: str) -> None:
+def test_the_update_is_fbgemms(case: str, kernel: str, monkeypatch: pytest.MonkeyPatch) -> None:
     rows_dims, pooling, table_map, multi_hot = CASES[case]
     ours, theirs = _tbe(rows_dims, pooling, table_map), _tbe(rows_dims, pooling, table_map)
     assert torch.equal(ours.weights_host, theirs.weights_host)
-    assert cpu_lookup.switch(ours)
+    assert cpu_lookup.switch(ours, kernel)
+    ran: list[str] = []  # which kernel really ran: the native one wherever the widths are one
+    monkeypatch.setattr(native_update, "rowwise_adagrad", _recording(native_update.rowwise_adagrad, ran))
+    expect_native = kernel == "native" and "mixed widths" not in case and case != "two features on one table"
     features = [rows_dims[t][0] for t in (table_map or range(len(rows_dims)))]
     gen = torch.Generator().manual_seed(1)
     for step in range(4):
@@ -78,6 +93,54 @@ def test_the_update_is_fbgemms(case: str) -> None:
     torch.testing.assert_close(ours.momentum1_host, theirs.momentum1_host, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(ours.weights_host, theirs.weights_host, rtol=1e-5, atol=1e-6)
     assert (ours.momentum1_host > 0).sum() > 0
+    assert ran == (["native"] * 4 if expect_native else [])
+
+
+def _recording(fn: Any, ran: list[str]) -> Any:
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        ran.append("native")
+        return fn(*args, **kwargs)
+    return wrapped
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_kernels_agree_over_many_repeated_rows(threads: int) -> None:
+    """Hot rows read by hundreds of bags, split over the threads at run boundaries, and a
+    gradient whose rows are a slice of a wider tensor; both kernels sum each row's gradients in
+    the bags' order, so they agree to float rounding."""
+    rows_dims = [(40, 16), (3, 16), (1000, 16)]
+    tables = {k: _tbe(rows_dims) for k in cpu_lookup.KERNELS}
+    gen = torch.Generator().manual_seed(2)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for _ in range(3):
+            indices, offsets = _batch([r for r, _ in rows_dims], 512, gen, True)
+            # torchrec hands the lookup's gradient as a slice of the wider [B, dense + tables]
+            # one: the native kernel reads its rows in place
+            upstream = torch.randn(512, 60, generator=gen)[:, 5:53]
+            assert not upstream.is_contiguous()
+            for kernel, tbe in tables.items():
+                cpu_lookup.rowwise_adagrad_step(tbe, indices, offsets, upstream, kernel=kernel)
+    finally:
+        torch.set_num_threads(before)
+    native, plain = tables["native"], tables["torch"]
+    torch.testing.assert_close(native.momentum1_host, plain.momentum1_host, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(native.weights_host, plain.weights_host, rtol=1e-5, atol=1e-6)
+
+
+def test_the_native_kernel_refuses_a_row_past_the_tables() -> None:
+    tbe = _tbe([(10, 4), (10, 4)])
+    before = tbe.weights_host.clone()
+    with pytest.raises(RuntimeError, match=r"index 10 \(position 3\) is out of bounds.*20 rows"):
+        native_update.rowwise_adagrad(tbe, torch.tensor([1, 2, 2, 10]), torch.tensor([0, 1, 2, 3, 4]),
+                                      torch.ones(2, 8), mean=False)
+    assert torch.equal(tbe.weights_host, before)  # refused before any row moved
+
+
+def test_an_unknown_kernel_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="kernel 'cuda': expected one of native, torch"):
+        cpu_lookup.switch(_tbe([(10, 4)]), "cuda")
 
 
 def test_rows_nobody_looked_up_stay_as_they_were() -> None:
