@@ -113,9 +113,11 @@ def before_after_figures(key: str, times: dict[str, list[float]]) -> dict[str, f
 
 
 def before_after_main(doc: str | None, before: type[Trainer], prefix: str, presets: str,
-                      autocast: str, alone: Callable[[int, str], dict[str, float]] | None = None) -> None:
-    """A before/after benchmark's main: a default Trainer ("new") and a ``before`` one (the form
-    before a change) of each preset on the scale workload, in alternating rounds; prints and
+                      autocast: str, alone: Callable[[int, str], dict[str, float]] | None = None,
+                      new: type[Trainer] = Trainer) -> None:
+    """A before/after benchmark's main: a ``new`` Trainer (the default one unless given) and a
+    ``before`` one (the form before a change) of each preset on the scale workload, in
+    alternating rounds; prints and
     merges :func:`before_after_figures` under ``<prefix>_<preset>[_dim<D>][_<autocast>]``. With
     ``alone``, first the changed part timed on its own (``alone(repeats, autocast)``'s figures, merged
     too; ``--repeats``, 0 to skip it), and ``--no-steps`` skips the steps."""
@@ -135,7 +137,7 @@ def before_after_main(doc: str | None, before: type[Trainer], prefix: str, prese
         data = scale_data(args)
         for name in args.presets.split(","):
             config = TrainConfig(batch_size=args.batch_size, progress=False, autocast=args.autocast)
-            runs = {"new": Trainer(preset(name, data.schema, **sizes), data, config),
+            runs = {"new": new(preset(name, data.schema, **sizes), data, config),
                     "before": before(preset(name, data.schema, **sizes), data, config)}
             key = figure_key(f"{prefix}_{name}", args.autocast, args.dim)
             figures |= before_after_figures(key, alternating_rounds(runs, args.rounds, args.steps))

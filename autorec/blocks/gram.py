@@ -12,11 +12,17 @@ backward take about half the time of the indexing form (``python -m benchmarks.p
 taken, or under ``torch.export`` (which traces plain operators), it runs the plain form; under
 ``torch.compile`` it runs eagerly (a graph break), its backward unchanged. Under autocast
 (``train.autocast: bf16``) the products run in bf16 and the dots come back in ``x``'s dtype.
+
+In fp32 on the CPU outside autocast, forward, backward and evaluation run the compiled kernel of
+:mod:`autorec.native.pair_dots` instead (each sample's products and fold in L1), where it could
+be built; the same values to float rounding.
 """
 
 from __future__ import annotations
 
 import torch
+
+from autorec.native import pair_dots as native_dots
 
 BLOCK = 512  # samples whose [F, F] products the forward and backward build at a time
 
@@ -44,6 +50,12 @@ class _PairDots(torch.autograd.Function):
     @staticmethod
     def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, flat: torch.Tensor,
                 mirror: torch.Tensor, passthrough: int, pad: int) -> torch.Tensor:
+        ctx.native = native_dots.eligible(x)  # type: ignore[attr-defined]
+        if ctx.native:  # type: ignore[attr-defined]
+            first, second = _pairs(flat, x.shape[1])
+            ctx.save_for_backward(x, first, second)
+            ctx.passthrough = passthrough  # type: ignore[attr-defined]
+            return native_dots.forward(x, first, second, passthrough, pad)
         low = _autocast_dtype(x)
         xs = x if low is None else x.to(low)
         ctx.save_for_backward(xs, flat, mirror)
@@ -53,9 +65,13 @@ class _PairDots(torch.autograd.Function):
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
                  grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+        n = ctx.passthrough  # type: ignore[attr-defined]
+        if ctx.native:  # type: ignore[attr-defined]
+            x, first, second = ctx.saved_tensors  # type: ignore[attr-defined]
+            return native_dots.backward(grad, x, first, second, n), None, None, None, None
         xs, flat, mirror = ctx.saved_tensors  # type: ignore[attr-defined]
         b, f, d = xs.shape
-        n, dtype = ctx.passthrough, ctx.dtype  # type: ignore[attr-defined]
+        dtype = ctx.dtype  # type: ignore[attr-defined]
         dx = xs.new_empty(b, f, d, dtype=dtype)
         sym = grad.new_empty(min(b, BLOCK), f * f)
         for start in range(0, b, BLOCK):
@@ -72,6 +88,11 @@ class _PairDots(torch.autograd.Function):
         if n:
             dx[:, :n].add_(grad[:, : n * d].unflatten(1, (n, d)))
         return dx, None, None, None, None
+
+
+def _pairs(flat: torch.Tensor, f: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first, second) of the flattened pair indices ``flat`` = first * F + second."""
+    return flat.div(f, rounding_mode="floor"), flat.remainder(f)
 
 
 def _in_blocks(x: torch.Tensor, xs: torch.Tensor, flat: torch.Tensor, passthrough: int,
@@ -132,7 +153,9 @@ def pair_dots(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passth
     eager = not torch.compiler.is_compiling() and x.device.type in ("cpu", "cuda")
     if torch.compiler.is_exporting() or not (graded or eager):
         return _laid_out(x, torch.bmm(x, x.transpose(1, 2)).flatten(1).to(x.dtype), flat, passthrough, pad)
-    if not graded:  # evaluation, eager on the CPU or CUDA: the forward's blocks, nothing saved
+    if not graded:  # evaluation, eager on the CPU or CUDA: the forward's own path, nothing saved
+        if native_dots.eligible(x):
+            return native_dots.forward(x, first, second, passthrough, pad)
         low = _autocast_dtype(x)
         return _in_blocks(x, x if low is None else x.to(low), flat, passthrough, pad)
     if torch.compiler.is_compiling():  # (train.compile) a graph break: the backward below, eager

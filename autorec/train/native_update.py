@@ -1,17 +1,13 @@
-"""The CPU tables' row-wise Adagrad as one compiled pass (``rowwise_adagrad.cpp`` beside this file).
+"""The CPU tables' row-wise Adagrad as one compiled pass (``autorec/native/rowwise_adagrad.cpp``).
 
 :mod:`autorec.train.cpu_lookup` replaces fbgemm's CPU fused backward by the same update in
 torch's operators: about twenty passes over the looked-up rows (sort, unique, sums, gathers,
 scatters), 5-7 ms a step at the scale workload's shapes. This module does it in one C++ pass:
 the rows of every table grouped at once by a stable radix sort, then each row's gradient summed
-and its state and weights updated in place, split over the intra-op threads. Written by hand
+and its state and weights updated in place, split over torch's intra-op threads. Written by hand
 because neither fbgemm (17 ms on this CPU; see ``cpu_lookup``) nor torch offers that kernel.
-
-The source is compiled on first use with the system's C++ compiler (``$CXX``, else ``c++``;
-about a second) into ``~/.cache/autorec/native/<hash>/`` (``$AUTOREC_CACHE`` moves the root),
-keyed by the source, the flags and the compiler's version, and loaded with ctypes (no torch
-headers; the call releases the GIL). Without a compiler, or with ``AUTOREC_NATIVE=0``,
-:func:`library` is None, a warning names the reason once, and ``cpu_lookup`` keeps torch's ops.
+:mod:`autorec.native.build` compiles and loads it; where it cannot (no compiler,
+``AUTOREC_NATIVE=0``), :func:`library` is None and ``cpu_lookup`` keeps torch's ops.
 
 Example:
     >>> import torch
@@ -30,78 +26,16 @@ Example:
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import hashlib
-import logging
-import os
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import torch
 
-log = logging.getLogger(__name__)
-
-SOURCE = Path(__file__).with_name("rowwise_adagrad.cpp")
-FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fopenmp")
-SYMBOL = "autorec_rowwise_adagrad"
+from autorec.native import build
 
 
-def cache_root() -> Path:
-    """Where compiled kernels are kept: ``$AUTOREC_CACHE/native``, else ``~/.cache/autorec/native``."""
-    return Path(os.environ.get("AUTOREC_CACHE") or Path.home() / ".cache" / "autorec").expanduser() / "native"
-
-
-def compile_kernel(source: Path = SOURCE, root: Path | None = None) -> Path:
-    """The shared library built from ``source`` (built now unless the cache holds it).
-
-    Raises:
-        RuntimeError: no compiler, or the compiler failed (its message included).
-    """
-    compiler = os.environ.get("CXX") or "c++"
-    if shutil.which(compiler) is None:
-        raise RuntimeError(f"no C++ compiler: {compiler!r} not found on PATH (set CXX)")
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False).stdout
-    key = hashlib.sha256("\0".join([source.read_text(), *FLAGS, compiler, version]).encode()).hexdigest()[:16]
-    folder = (root or cache_root()) / key
-    target = folder / f"{source.stem}.so"
-    if target.exists():
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    # Built beside the target and renamed into place: processes starting together (torchrun
-    # ranks, Ray trials) each build their own copy and never load a half-written one.
-    handle, scratch = tempfile.mkstemp(suffix=".so", dir=folder)
-    os.close(handle)
-    done = subprocess.run([compiler, *FLAGS, "-o", scratch, str(source)], capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        Path(scratch).unlink(missing_ok=True)
-        raise RuntimeError(f"{compiler} failed on {source} ({done.returncode}): "
-                           f"{done.stderr.strip()[-2000:]}")
-    os.replace(scratch, target)
-    return target
-
-
-@functools.cache
 def library() -> Any | None:
-    """The loaded kernel, or None (with one warning saying why) when it cannot be had."""
-    if os.environ.get("AUTOREC_NATIVE", "1") == "0":
-        log.info("AUTOREC_NATIVE=0: the CPU tables' update stays in torch's operators")
-        return None
-    try:
-        lib = ctypes.CDLL(str(compile_kernel()))
-    except (OSError, RuntimeError) as err:
-        log.warning("the CPU tables' update stays in torch's operators: %s", err)
-        return None
-    fn = getattr(lib, SYMBOL)
-    ptr, i64, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-    fn.argtypes = [ptr, ptr, i64, i64, ptr, ptr, i64, i64, ptr, ptr, i64, f32, f32, ctypes.c_int,
-                   ctypes.c_int]
-    fn.restype = i64
-    return fn
+    """The kernel's entry point, or None where it cannot be built (see :mod:`autorec.native.build`)."""
+    return build.load("rowwise_adagrad", "autorec_rowwise_adagrad", build.ROWWISE_ADAGRAD_ARGS)
 
 
 def rowwise_adagrad(tbe: Any, indices: torch.Tensor, offsets: torch.Tensor, grad: torch.Tensor,

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from autorec.blocks import gram
-from benchmarks.dot_blocks import WHOLE, Before
+from benchmarks.dot_blocks import WHOLE, Before, TorchDots
 from tests.ab_trainers import new_and_before
 
 
@@ -22,7 +22,7 @@ def test_the_whole_batch_block_is_used_only_inside_a_before_step_and_trains_the_
         return kept(ctx, *args)
 
     monkeypatch.setattr(gram._PairDots, "forward", staticmethod(spy))
-    new, before, batches = new_and_before(Before, "dlrm")
+    new, before, batches = new_and_before(Before, "dlrm", new=TorchDots)
     for batch in batches:
         assert new.train_step(batch) == before.train_step(batch)
     assert set(seen) == {16, WHOLE} and gram.BLOCK == 16

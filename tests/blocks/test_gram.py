@@ -155,8 +155,11 @@ def test_passthrough_under_bf16_autocast_keeps_fp32_vectors_and_gradient() -> No
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
 def test_blocks_of_the_batch_give_the_whole_batchs_values_and_gradients_bit_for_bit(
         monkeypatch: pytest.MonkeyPatch, autocast: bool) -> None:
-    """7 samples in blocks of 3 (the last one short), with passthrough vectors and a pad."""
+    """7 samples in blocks of 3 (the last one short), with passthrough vectors and a pad; on
+    torch's path (the compiled kernel has no blocks; ``tests/native/test_pair_dots.py``)."""
     from autorec.blocks import gram
+    from autorec.native import pair_dots as native
+    monkeypatch.setattr(native, "_ENABLED", [False])
     torch.manual_seed(0)
     first, second = torch.triu_indices(5, 5, offset=1)
     x, upstream = torch.randn(7, 5, 4), torch.randn(7, 2 * 4 + first.numel() + 2)

@@ -1,0 +1,99 @@
+"""Compile and load the hand-written CPU kernels beside this file (``<name>.cpp``).
+
+Each kernel is plain C++ with a C ABI (no torch headers: it compiles in about a second) and is
+called through ctypes, which releases the GIL. It is compiled on first use with the system's
+C++ compiler (``$CXX``, else ``c++``) into ``~/.cache/autorec/native/<hash>/`` (``$AUTOREC_CACHE``
+moves the root), keyed by the source, the flags and the compiler's version. ``-fopenmp`` links
+``libgomp.so.1``, the soname of the OpenMP runtime torch ships: in a process that imported torch
+the kernels' parallel loops run on torch's own (already awake) OpenMP team.
+
+Without a compiler, or with ``AUTOREC_NATIVE=0``, :func:`load` gives None and logs the reason
+once; every caller then keeps its torch path.
+
+Example:
+    >>> fn = load("rowwise_adagrad", "autorec_rowwise_adagrad", ROWWISE_ADAGRAD_ARGS)
+    >>> fn is None or callable(fn)
+    True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent
+FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-fopenmp")
+_P, _I, _F, _C = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
+# argument types of each kernel's entry point, as its .cpp declares them
+ROWWISE_ADAGRAD_ARGS = (_P, _P, _I, _I, _P, _P, _I, _I, _P, _P, _I, _F, _F, _C, _C)
+PAIR_DOTS_FORWARD_ARGS = (_P, _I, _I, _I, _P, _P, _I, _I, _I, _P, _C)
+PAIR_DOTS_BACKWARD_ARGS = (_P, _I, _P, _I, _I, _I, _P, _P, _I, _I, _P, _C)
+
+
+def cache_root() -> Path:
+    """Where compiled kernels are kept: ``$AUTOREC_CACHE/native``, else ``~/.cache/autorec/native``."""
+    return Path(os.environ.get("AUTOREC_CACHE") or Path.home() / ".cache" / "autorec").expanduser() / "native"
+
+
+def compile_kernel(source: Path, root: Path | None = None) -> Path:
+    """The shared library built from ``source`` (built now unless the cache holds it).
+
+    Raises:
+        RuntimeError: no compiler, or the compiler failed (its message included).
+    """
+    compiler = os.environ.get("CXX") or "c++"
+    if shutil.which(compiler) is None:
+        raise RuntimeError(f"no C++ compiler: {compiler!r} not found on PATH (set CXX)")
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False).stdout
+    key = hashlib.sha256("\0".join([source.read_text(), *FLAGS, compiler, version]).encode()).hexdigest()[:16]
+    folder = (root or cache_root()) / key
+    target = folder / f"{source.stem}.so"
+    if target.exists():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    # Built beside the target and renamed into place: processes starting together (torchrun
+    # ranks, Ray trials) each build their own copy and never load a half-written one.
+    handle, scratch = tempfile.mkstemp(suffix=".so", dir=folder)
+    os.close(handle)
+    done = subprocess.run([compiler, *FLAGS, "-o", scratch, str(source)], capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        Path(scratch).unlink(missing_ok=True)
+        raise RuntimeError(f"{compiler} failed on {source} ({done.returncode}): "
+                           f"{done.stderr.strip()[-2000:]}")
+    os.replace(scratch, target)
+    return target
+
+
+@functools.cache
+def library(name: str) -> ctypes.CDLL | None:
+    """``<name>.cpp`` built and loaded, or None (with one warning saying why)."""
+    if os.environ.get("AUTOREC_NATIVE", "1") == "0":
+        log.info("AUTOREC_NATIVE=0: %s stays in torch's operators", name)
+        return None
+    try:
+        return ctypes.CDLL(str(compile_kernel(HERE / f"{name}.cpp")))
+    except (OSError, RuntimeError) as err:
+        log.warning("%s stays in torch's operators: %s", name, err)
+        return None
+
+
+@functools.cache
+def load(name: str, symbol: str, argtypes: tuple[Any, ...]) -> Any | None:
+    """The entry point ``symbol`` of ``<name>.cpp`` (returning int64), or None as :func:`library`."""
+    lib = library(name)
+    if lib is None:
+        return None
+    fn = getattr(lib, symbol)
+    fn.argtypes, fn.restype = list(argtypes), ctypes.c_int64
+    return fn

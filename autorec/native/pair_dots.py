@@ -1,0 +1,112 @@
+"""DLRM's pairwise dots on the CPU as one compiled pass per direction (``pair_dots.cpp``).
+
+:func:`autorec.blocks.gram.pair_dots` builds the dots of a [B, F, D] batch as batched matrix
+products, a gather of the pairs and, in the backward, a zero-filled fold with two scatters. On
+the CPU at DLRM's sizes (F = 27, D = 16) those products run far below the machine's rate and
+the gather and fold pass over memory. Here every sample's vectors, its lower-triangle products
+and its fold stay in L1, and the samples are split over torch's OpenMP team. Written by hand
+because no library has a CPU kernel for the dots of many tiny per-sample Gram matrices; built and
+loaded by :mod:`autorec.native.build` (None where it cannot be, and gram keeps torch's ops).
+
+Shapes: x [B, F, D] fp32 contiguous, first and second [P] int64 ->
+[B, passthrough * D + P + pad]; the backward gives dx [B, F, D].
+
+Example:
+    >>> import torch
+    >>> x = torch.arange(12.0).view(1, 3, 4)
+    >>> first, second = torch.tensor([0, 0, 1]), torch.tensor([1, 2, 2])
+    >>> forward(x, first, second, 0, 0) if available() else torch.tensor([[38.0, 62.0, 214.0]])
+    tensor([[ 38.,  62., 214.]])
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from autorec.native import build
+
+
+def _forward_fn() -> Any | None:
+    return build.load("pair_dots", "autorec_pair_dots_forward", build.PAIR_DOTS_FORWARD_ARGS)
+
+
+def _backward_fn() -> Any | None:
+    return build.load("pair_dots", "autorec_pair_dots_backward", build.PAIR_DOTS_BACKWARD_ARGS)
+
+
+_ENABLED = [True]
+MAX_VECTORS = MAX_DIM = 64  # the kernel's largest F (vectors per sample) and D
+
+
+def available() -> bool:
+    """Whether the kernel could be built and loaded here."""
+    return _forward_fn() is not None
+
+
+def eligible(x: torch.Tensor) -> bool:
+    """Whether ``x``'s dots can run here: fp32 [B, F <= 64, D <= 64] on the CPU, outside
+    autocast and :func:`disabled`, the kernel available."""
+    return (_ENABLED[0] and x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 3
+            and x.shape[1] <= MAX_VECTORS and x.shape[2] <= MAX_DIM
+            and not torch.is_autocast_enabled("cpu") and available())
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Inside, :func:`eligible` is False: the dots take torch's path (A/B benchmarks, tests)."""
+    kept, _ENABLED[0] = _ENABLED[0], False
+    try:
+        yield
+    finally:
+        _ENABLED[0] = kept
+
+
+def forward(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passthrough: int,
+            pad: int) -> torch.Tensor:
+    """``[x[:, :passthrough] flattened, <x_first[p], x_second[p]> for each p, pad zeros]``."""
+    fn = _forward_fn()
+    if fn is None:
+        raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
+    x, first, second = x.contiguous(), first.long().contiguous(), second.long().contiguous()
+    b, f, d = x.shape
+    _check_pairs(first, second, f)
+    out = x.new_empty(b, passthrough * d + first.numel() + pad)
+    if fn(x.data_ptr(), b, f, d, first.data_ptr(), second.data_ptr(), first.numel(), passthrough, pad,
+          out.data_ptr(), torch.get_num_threads()):
+        raise ValueError(f"pair dots: {f} vectors per sample, the kernel takes at most {MAX_VECTORS}")
+    return out
+
+
+def backward(grad: torch.Tensor, x: torch.Tensor, first: torch.Tensor, second: torch.Tensor,
+             passthrough: int) -> torch.Tensor:
+    """dx [B, F, D] of :func:`forward`'s output gradient ``grad`` (its pad columns ignored)."""
+    fn = _backward_fn()
+    if fn is None:
+        raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
+    x, first, second = x.contiguous(), first.long().contiguous(), second.long().contiguous()
+    grad = grad.float()
+    if grad.stride(-1) != 1:
+        grad = grad.contiguous()
+    b, f, d = x.shape
+    _check_pairs(first, second, f)
+    dx = torch.empty_like(x)
+    if grad.shape[0] != b or grad.shape[1] < passthrough * d + first.numel():
+        raise ValueError(f"pair dots: gradient {tuple(grad.shape)} for {b} samples of "
+                         f"{passthrough * d} + {first.numel()} outputs")
+    if fn(grad.data_ptr(), grad.stride(0), x.data_ptr(), b, f, d, first.data_ptr(), second.data_ptr(),
+          first.numel(), passthrough, dx.data_ptr(), torch.get_num_threads()):
+        raise ValueError(f"pair dots: vectors of {d}, the kernel takes at most {MAX_DIM}")
+    return dx
+
+
+def _check_pairs(first: torch.Tensor, second: torch.Tensor, f: int) -> None:
+    if first.shape != second.shape or first.dim() != 1:
+        raise ValueError(f"pairs: first {tuple(first.shape)} and second {tuple(second.shape)}, "
+                         "expected two [P] tensors")
+    if first.numel() and (int(torch.minimum(first, second).min()) < 0
+                          or int(torch.maximum(first, second).max()) >= f):
+        raise ValueError(f"pairs: a vector index outside [0, {f})")

@@ -1,0 +1,116 @@
+"""The compiled pairwise dots: the values and gradients of torch's path, and where they apply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from autorec.blocks import gram
+from autorec.native import pair_dots as native
+from tests.doctests import assert_examples_run
+
+
+def _torch_path(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, n: int, pad: int,
+                upstream: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    leaf = x.clone().requires_grad_()
+    with native.disabled():
+        out = gram.pair_dots(leaf, first, second, passthrough=n, pad=pad)
+    (out * upstream).sum().backward()
+    assert leaf.grad is not None
+    return out.detach(), leaf.grad
+
+
+def test_the_example_runs() -> None:
+    assert_examples_run("autorec.native.pair_dots")
+
+
+@pytest.mark.parametrize(("f", "d"), [(27, 16), (5, 4), (17, 8), (40, 24), (64, 64), (3, 1)])
+@pytest.mark.parametrize(("n", "pad"), [(0, 0), (1, 1), (2, 0)])
+def test_values_and_gradients_are_torchs(f: int, d: int, n: int, pad: int) -> None:
+    """Every F and D the kernel's chunks of 16 take (one, two, partial, full), with passthrough
+    vectors and a pad."""
+    torch.manual_seed(f * 100 + d)
+    first, second = torch.triu_indices(f, f, offset=1)
+    x = torch.randn(37, f, d)
+    upstream = torch.randn(37, n * d + first.numel() + pad)
+    leaf = x.clone().requires_grad_()
+    out = gram.pair_dots(leaf, first, second, passthrough=n, pad=pad)
+    (out * upstream).sum().backward()
+    expected, expected_grad = _torch_path(x, first, second, n, pad, upstream)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(leaf.grad, expected_grad, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():  # evaluation runs the same kernel
+        assert torch.equal(gram.pair_dots(x, first, second, passthrough=n, pad=pad), out)
+
+
+def test_any_pairs_repeated_reversed_and_diagonal() -> None:
+    """The compacted supernet passes any pairs: one below the diagonal, one repeated, one
+    diagonal (whose gradient is 2x)."""
+    first, second = torch.tensor([2, 0, 3, 0, 1]), torch.tensor([2, 3, 1, 3, 1])
+    x = torch.randn(6, 4, 8)
+    upstream = torch.randn(6, 5)
+    out = native.forward(x, first, second, 0, 0)
+    torch.testing.assert_close(out, (x[:, first] * x[:, second]).sum(-1))
+    dx = native.backward(upstream, x, first, second, 0)
+    reference = x.clone().requires_grad_()
+    ((reference[:, first] * reference[:, second]).sum(-1) * upstream).sum().backward()
+    torch.testing.assert_close(dx, reference.grad)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_threads_split_the_samples_alike(threads: int) -> None:
+    """Any thread count gives the same bits; the gradient may be a slice of a wider tensor."""
+    first, second = torch.triu_indices(27, 27, offset=1)
+    x = torch.randn(301, 27, 16)
+    wide = torch.randn(301, 16 + first.numel() + 9)[:, 4:4 + 16 + first.numel()]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = native.forward(x, first, second, 1, 0), native.backward(wide, x, first, second, 1)
+    finally:
+        torch.set_num_threads(before)
+    assert not wide.is_contiguous()
+    assert torch.equal(got[0], native.forward(x, first, second, 1, 0))
+    assert torch.equal(got[1], native.backward(wide.contiguous(), x, first, second, 1))
+
+
+def test_a_training_step_runs_the_kernel_where_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    for name in ("forward", "backward"):
+        monkeypatch.setattr(native, name, _recording(getattr(native, name), name, calls))
+    first, second = torch.triu_indices(6, 6, offset=1)
+    x = torch.randn(4, 6, 8, requires_grad=True)
+    gram.pair_dots(x, first, second).sum().backward()
+    assert calls == ["forward", "backward"]
+    calls.clear()
+    cases = {"float64": x.detach().double().requires_grad_(),
+             "disabled": x.detach().clone().requires_grad_()}
+    for case, leaf in cases.items():
+        if case == "disabled":
+            with native.disabled():
+                gram.pair_dots(leaf, first, second).sum().backward()
+        else:
+            gram.pair_dots(leaf, first, second).sum().backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        gram.pair_dots(x, first, second).float().sum().backward()
+    assert calls == []  # float64, disabled() and autocast keep torch's path
+    assert native.eligible(torch.randn(2, 64, 64)) and not native.eligible(torch.randn(2, 65, 8))
+
+
+def test_bad_pairs_and_gradients_are_refused_by_name() -> None:
+    x = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match=r"a vector index outside \[0, 3\)"):
+        native.forward(x, torch.tensor([0, 3]), torch.tensor([1, 1]), 0, 0)
+    with pytest.raises(ValueError, match=r"first \(2,\) and second \(1,\)"):
+        native.forward(x, torch.tensor([0, 1]), torch.tensor([1]), 0, 0)
+    with pytest.raises(ValueError, match=r"gradient \(2, 2\) for 2 samples of 4 \+ 3 outputs"):
+        native.backward(torch.randn(2, 2), x, *torch.triu_indices(3, 3, offset=1), 1)
+
+
+def _recording(fn: Any, name: str, calls: list[str]) -> Any:
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        calls.append(name)
+        return fn(*args, **kwargs)
+    return wrapped
