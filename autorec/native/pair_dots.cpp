@@ -31,37 +31,58 @@ INLINE v16 load16(const float* p) {
 
 INLINE void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 
-// gram [F, NC * 16]: row i holds <x_i, x_j> at j < F, via x^T padded to NC * 16 columns
-// (xt [D, NC * 16], its columns past F zero): gram[i, :] = sum_d x[i, d] * xt[d, :], the row
-// held in NC vector registers.
+// gram [F, NC * 16]: row i holds <x_i, x_j> for j <= i (the lower triangle, all a pair needs:
+// <x_i, x_j> = <x_j, x_i>), via x^T padded to NC * 16 columns (xt [D, NC * 16]): gram[i, :] =
+// sum_d x[i, d] * xt[d, :]. Rows go R at a time, so that each xt load serves R rows, their
+// accumulators held in vector registers; a row needs only the chunks up to its own column.
 template <int NC>
 INLINE void gram_rows(const float* x, int64_t F, int64_t D, float* xt, float* gram) {
   constexpr int64_t W = NC * 16;
+  constexpr int R = 4;
   for (int64_t i = 0; i < F; ++i)
     for (int64_t d = 0; d < D; ++d) xt[d * W + i] = x[i * D + d];
-  for (int64_t i = 0; i < F; ++i) {
-    v16 acc[NC] = {};
+  for (int64_t i0 = 0; i0 < F; i0 += R) {
+    const int rows = static_cast<int>(std::min<int64_t>(R, F - i0));
+    const int chunks = static_cast<int>((i0 + rows - 1) / 16 + 1);  // up to the last row's column
+    v16 acc[R][NC] = {};
     for (int64_t d = 0; d < D; ++d) {
-      const float v = x[i * D + d];
-      for (int c = 0; c < NC; ++c) acc[c] += v * load16(xt + d * W + c * 16);
+      v16 col[NC] = {};
+      for (int c = 0; c < NC; ++c)
+        if (c < chunks) col[c] = load16(xt + d * W + c * 16);
+      for (int r = 0; r < R; ++r) {
+        const float v = r < rows ? x[(i0 + r) * D + d] : 0.0f;
+        for (int c = 0; c < NC; ++c)
+          if (c < chunks) acc[r][c] += v * col[c];
+      }
     }
-    for (int c = 0; c < NC; ++c) store16(gram + i * W + c * 16, acc[c]);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < NC; ++c)
+        if (c < chunks) store16(gram + (i0 + r) * W + c * 16, acc[r][c]);
   }
 }
 
-// dx[i, :D] += sum_j sym[i, j] xp[j, :], xp being x's rows padded to DC * 16 (zeros past D).
+// dx[i, :D] += sum_j sym[i, j] xp[j, :], xp being x's rows padded to DC * 16 (zeros past D);
+// R rows of dx at a time, so that each xp row loaded serves R of them.
 template <int DC>
 INLINE void fold_rows(const float* sym, const float* xp, int64_t F, int64_t D, float* dx) {
   constexpr int64_t W = DC * 16;
-  for (int64_t i = 0; i < F; ++i) {
-    v16 acc[DC] = {};
+  constexpr int R = 4;
+  for (int64_t i0 = 0; i0 < F; i0 += R) {
+    const int rows = static_cast<int>(std::min<int64_t>(R, F - i0));
+    v16 acc[R][DC] = {};
     for (int64_t j = 0; j < F; ++j) {
-      const float w = sym[i * F + j];
-      for (int c = 0; c < DC; ++c) acc[c] += w * load16(xp + j * W + c * 16);
+      v16 v[DC];
+      for (int c = 0; c < DC; ++c) v[c] = load16(xp + j * W + c * 16);
+      for (int r = 0; r < R; ++r) {
+        const float w = r < rows ? sym[(i0 + r) * F + j] : 0.0f;
+        for (int c = 0; c < DC; ++c) acc[r][c] += w * v[c];
+      }
     }
-    float row[W];
-    for (int c = 0; c < DC; ++c) store16(row + c * 16, acc[c]);
-    for (int64_t d = 0; d < D; ++d) dx[i * D + d] += row[d];
+    for (int r = 0; r < rows; ++r) {
+      float row[W];
+      for (int c = 0; c < DC; ++c) store16(row + c * 16, acc[r][c]);
+      for (int64_t d = 0; d < D; ++d) dx[(i0 + r) * D + d] += row[d];
+    }
   }
 }
 
@@ -134,7 +155,10 @@ int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t 
       std::memcpy(row, xb, sizeof(float) * n * D);
       gram_sample(xb, F, D, xt.data(), gram.data());
       float* dots = row + n * D;
-      for (int64_t p = 0; p < P; ++p) dots[p] = gram[first[p] * W + second[p]];
+      for (int64_t p = 0; p < P; ++p) {
+        const int64_t a = first[p], c = second[p];
+        dots[p] = a >= c ? gram[a * W + c] : gram[c * W + a];
+      }
       std::fill(dots + P, dots + P + pad, 0.0f);
     }
   }
