@@ -2,9 +2,9 @@
 // autorec/native/pair_dots.py.
 //
 // Why by hand: per sample the dots are a 27 x 16 x 27 product. torch runs them as batched
-// matrix products (about 70 GFLOP/s at these sizes) around a gather of the pairs and, in the
-// backward, a zero-filled fold with two scatters: 5.7 ms of a 27 ms DLRM step on this CPU, for
-// 0.3 GFLOP. Here each sample's vectors, products and fold stay in L1.
+// matrix products around a gather of the pairs and, in the backward, a zero-filled fold with two
+// scatters: 5.7 ms of a 27 ms DLRM step on an Intel Xeon, for 0.3 GFLOP (BENCHMARKS.md). Here
+// each sample's vectors, products and fold stay in L1 and registers.
 //
 // Layout: x [B, F, D] contiguous; the output row is [x[:, :n] flattened, the P dots, pad zeros];
 // pair p is (first[p], second[p]). The per-sample loops are compiled for AVX-512, AVX2 and plain

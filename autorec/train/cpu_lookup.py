@@ -119,15 +119,19 @@ def rowwise_adagrad_step(tbe: TBE, indices: torch.Tensor, offsets: torch.Tensor,
     Each row's gradient is the sum over the bags that read it (scaled by 1 / bag length under
     mean pooling); then, per row, ``state += mean(g ** 2)`` and ``w -= lr * g / (sqrt(state) + eps)``.
     """
-    kernel = kernel or tbe.__dict__.get("_autorec_kernel", "native")
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel {kernel!r}: expected one of {', '.join(KERNELS)}")
+    kernel = _known(kernel or tbe.__dict__.get("_autorec_kernel", "native"))
     with torch.no_grad():
         if kernel == "native" and native_ready(tbe) and offsets.numel() <= 2**32:
             mean = tbe.pooling_mode == PoolingMode.MEAN
             native_update.rowwise_adagrad(tbe, indices, offsets, grad, mean=mean)
         else:
             _step(tbe, indices, offsets, grad)
+
+
+def _known(kernel: str) -> str:
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel {kernel!r}: expected one of {', '.join(KERNELS)}")
+    return kernel
 
 
 def native_ready(tbe: TBE) -> bool:
@@ -225,8 +229,7 @@ def _forward(self: TBE, indices: torch.Tensor, offsets: torch.Tensor,
 def switch(tbe: nn.Module, kernel: str = "native") -> bool:
     """Train ``tbe`` with :func:`rowwise_adagrad_step` on ``kernel`` from now on; False (and
     unchanged) where :func:`unsupported` gives a reason."""
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel {kernel!r}: expected one of {', '.join(KERNELS)}")
+    kernel = _known(kernel)
     if unsupported(tbe) is not None:
         return False
     tbe.forward = types.MethodType(_forward, tbe)
