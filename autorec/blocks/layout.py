@@ -21,12 +21,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from autorec.native import layer_norm as native_norm
+
 
 class FloatLayerNorm(nn.LayerNorm):
     """``nn.LayerNorm`` that runs in fp32 when autocast hands it a lower-precision input.
 
     Outside autocast, or given fp32, it is ``nn.LayerNorm`` itself (same parameters, same state
-    dict keys). Shapes: [..., *normalized_shape] -> the same; fp32 out under autocast.
+    dict keys); in fp32 on the CPU over rows of up to 64 it runs the compiled kernel of
+    :mod:`autorec.native.layer_norm` (the same values to float rounding) where it could be built.
+    Shapes: [..., *normalized_shape] -> the same; fp32 out under autocast.
 
     Example:
         >>> norm = FloatLayerNorm(4)
@@ -35,11 +39,13 @@ class FloatLayerNorm(nn.LayerNorm):
         ...     y = norm(x.to(torch.bfloat16))
         >>> y.dtype
         torch.float32
-        >>> torch.equal(norm(x), nn.functional.layer_norm(x, (4,), norm.weight, norm.bias))
+        >>> torch.allclose(norm(x), nn.functional.layer_norm(x, (4,), norm.weight, norm.bias), atol=1e-6)
         True
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if native_norm.eligible(x, self.weight, self.bias, self.normalized_shape):
+            return native_norm.layer_norm(x, self.weight, self.bias, self.eps)
         device = x.device.type
         if x.dtype == torch.float32 or not torch.is_autocast_enabled(device):
             return super().forward(x)

@@ -38,6 +38,8 @@ _P, _I, _F, _C = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 ROWWISE_ADAGRAD_ARGS = (_P, _P, _I, _I, _P, _P, _I, _I, _P, _P, _I, _F, _F, _C, _C)
 PAIR_DOTS_FORWARD_ARGS = (_P, _I, _I, _I, _P, _P, _I, _I, _I, _P, _C)
 PAIR_DOTS_BACKWARD_ARGS = (_P, _I, _P, _I, _I, _I, _P, _P, _I, _I, _P, _C)
+LAYER_NORM_FORWARD_ARGS = (_P, _P, _P, _I, _I, _F, _P, _P, _P, _C)
+LAYER_NORM_BACKWARD_ARGS = (_P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _C)
 
 
 def cache_root() -> Path:

@@ -10,7 +10,7 @@ import pytest
 from autorec.native import build
 from tests.doctests import assert_examples_run
 
-KERNELS = ("rowwise_adagrad", "pair_dots")
+KERNELS = ("rowwise_adagrad", "pair_dots", "layer_norm")
 
 
 

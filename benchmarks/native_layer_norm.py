@@ -1,0 +1,79 @@
+"""LayerNorm over short rows on the compiled kernel (``autorec.native.layer_norm``) against
+torch's CPU LayerNorm.
+
+First Wukong's [4096, 16, 16] LayerNorm alone, forward and backward, each way in alternating
+repeats; then two Trainers of each preset (Wukong normalizes D = 16 after each layer; DHEN after
+its ensembles), the default and one whose steps take torch's LayerNorm (:class:`TorchNorm`), on
+the same batches in alternating rounds (``benchmarks/step_ab.py``).
+
+    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.native_layer_norm [--presets wukong,dhen] [--rounds 12]
+
+Flat keys ``native_layer_norm_alone_{native,torch}_{fwd,bwd}_ms``, ``native_layer_norm_alone_speedup``
+(torch's forward + backward over the kernel's), ``native_layer_norm_<preset>_{new,before}_step_ms``
+and ``native_layer_norm_<preset>_speedup`` (before over new, paired by round; with ``_min``,
+``_max``), merged into ``benchmarks/results/throughput.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from autorec.blocks.layout import FloatLayerNorm
+from autorec.native import layer_norm as native_norm
+from autorec.train.trainer import Trainer
+from benchmarks.step_ab import before_after_main
+
+SHAPE = (4096, 16, 16)  # Wukong's X after each layer on the scale workload: [B, n_fm + n_lcb, D]
+
+
+class TorchNorm(Trainer):
+    """A Trainer whose steps take torch's LayerNorm (the compiled kernel off)."""
+
+    def train_step(self, batch: Any) -> Any:
+        with native_norm.disabled():
+            return super().train_step(batch)
+
+
+def alone(repeats: int, autocast: str) -> dict[str, float]:
+    """The LayerNorm's forward and backward alone, each way, in alternating repeats (medians, ms)."""
+    del autocast  # the kernel runs in fp32 only
+    gen = torch.Generator().manual_seed(0)
+    x, upstream = torch.randn(*SHAPE, generator=gen), torch.randn(*SHAPE, generator=gen)
+    norm = FloatLayerNorm(SHAPE[-1])
+    ways = {"native": contextlib.nullcontext, "torch": native_norm.disabled}
+    times: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
+    for repeat in range(repeats + 3):
+        for way, context in ways.items():
+            leaf = x.clone().requires_grad_()
+            with context():
+                start = time.perf_counter()
+                out = norm(leaf)
+                mid = time.perf_counter()
+                out.backward(upstream)
+                end = time.perf_counter()
+            if repeat >= 3:  # warm-up
+                times[way].append((mid - start, end - mid))
+    figures = {}
+    for way, pairs in times.items():
+        figures[f"native_layer_norm_alone_{way}_fwd_ms"] = 1e3 * statistics.median(p[0] for p in pairs)
+        figures[f"native_layer_norm_alone_{way}_bwd_ms"] = 1e3 * statistics.median(p[1] for p in pairs)
+    total = {way: sum(figures[f"native_layer_norm_alone_{way}_{part}_ms"] for part in ("fwd", "bwd"))
+             for way in ways}
+    figures["native_layer_norm_alone_speedup"] = total["torch"] / total["native"]
+    return figures
+
+
+def main() -> None:
+    if not native_norm.available():
+        raise SystemExit("native_layer_norm: the kernel could not be built here (see the warning above)")
+    before_after_main(__doc__, TorchNorm, "native_layer_norm", presets="wukong,dhen", autocast="off",
+                      alone=alone)
+
+
+if __name__ == "__main__":
+    main()
