@@ -19,43 +19,58 @@ constexpr int64_t kMaxD = 64;
 
 typedef float v16 __attribute__((vector_size(64)));
 
-// A row of D floats in DC registers, zero past D.
-template <int DC>
+// A row of D floats in DC registers, zero past D. Where D is a multiple of 16 (kFull) the row
+// is DC plain vector loads; otherwise it goes through a zeroed buffer, a copy of runtime length.
+template <int DC, bool kFull>
 INLINE void load_row(const float* p, int64_t D, v16* out) {
-  float row[DC * 16] = {};
-  std::memcpy(row, p, sizeof(float) * D);
-  for (int c = 0; c < DC; ++c) std::memcpy(&out[c], row + c * 16, sizeof(v16));
+  if constexpr (kFull) {
+    for (int c = 0; c < DC; ++c) std::memcpy(&out[c], p + c * 16, sizeof(v16));
+  } else {
+    float row[DC * 16] = {};
+    std::memcpy(row, p, sizeof(float) * D);
+    for (int c = 0; c < DC; ++c) std::memcpy(&out[c], row + c * 16, sizeof(v16));
+  }
 }
 
-template <int DC>
+template <int DC, bool kFull>
 INLINE void store_row(float* p, int64_t D, const v16* in) {
-  float row[DC * 16];
-  for (int c = 0; c < DC; ++c) std::memcpy(row + c * 16, &in[c], sizeof(v16));
-  std::memcpy(p, row, sizeof(float) * D);
+  if constexpr (kFull) {
+    for (int c = 0; c < DC; ++c) std::memcpy(p + c * 16, &in[c], sizeof(v16));
+  } else {
+    float row[DC * 16];
+    for (int c = 0; c < DC; ++c) std::memcpy(row + c * 16, &in[c], sizeof(v16));
+    std::memcpy(p, row, sizeof(float) * D);
+  }
 }
 
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+
+// The sum of a row's lanes, halving the vector at each step (a chain of 16 scalar adds would be
+// the loop's bottleneck).
 template <int DC>
 INLINE float total(const v16* v) {
   v16 s = v[0];
   for (int c = 1; c < DC; ++c) s += v[c];
-  float out = 0.0f;
-  for (int k = 0; k < 16; ++k) out += s[k];
-  return out;
+  const v8 h = __builtin_shufflevector(s, s, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(s, s, 8, 9, 10, 11, 12, 13, 14, 15);
+  const v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
 // y = (x - mean) * rstd * w + b per row; mean and rstd kept for the backward.
-template <int DC>
+template <int DC, bool kFull>
 INLINE void forward_rows(const float* x, const float* w, const float* b, int64_t lo, int64_t hi,
                          int64_t D, float eps, float* y, float* mean, float* rstd) {
   v16 wv[DC], bv[DC], mask[DC];
-  load_row<DC>(w, D, wv);
-  load_row<DC>(b, D, bv);
+  load_row<DC, false>(w, D, wv);
+  load_row<DC, false>(b, D, bv);
   float ones[DC * 16] = {};
   std::fill(ones, ones + D, 1.0f);
   for (int c = 0; c < DC; ++c) std::memcpy(&mask[c], ones + c * 16, sizeof(v16));
   for (int64_t r = lo; r < hi; ++r) {
     v16 v[DC];
-    load_row<DC>(x + r * D, D, v);
+    load_row<DC, kFull>(x + r * D, D, v);
     const float m = total<DC>(v) / static_cast<float>(D);
     v16 centred[DC];
     for (int c = 0; c < DC; ++c) centred[c] = (v[c] - m) * mask[c];
@@ -64,7 +79,7 @@ INLINE void forward_rows(const float* x, const float* w, const float* b, int64_t
     const float s = 1.0f / std::sqrt(total<DC>(sq) / static_cast<float>(D) + eps);
     v16 out[DC];
     for (int c = 0; c < DC; ++c) out[c] = centred[c] * s * wv[c] + bv[c];
-    store_row<DC>(y + r * D, D, out);
+    store_row<DC, kFull>(y + r * D, D, out);
     mean[r] = m;
     rstd[r] = s;
   }
@@ -72,16 +87,16 @@ INLINE void forward_rows(const float* x, const float* w, const float* b, int64_t
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w, xhat = (x - mean) * rstd;
 // dw += dy * xhat and db += dy into this thread's partial sums.
-template <int DC>
+template <int DC, bool kFull>
 INLINE void backward_rows(const float* dy, const float* x, const float* mean, const float* rstd,
                           const float* w, int64_t lo, int64_t hi, int64_t D, float* dx, float* dw,
                           float* db) {
   v16 wv[DC], dwv[DC] = {}, dbv[DC] = {};
-  load_row<DC>(w, D, wv);
+  load_row<DC, false>(w, D, wv);
   for (int64_t r = lo; r < hi; ++r) {
     v16 xv[DC], gv[DC], xhat[DC], g[DC], gx[DC];
-    load_row<DC>(x + r * D, D, xv);
-    load_row<DC>(dy + r * D, D, gv);
+    load_row<DC, kFull>(x + r * D, D, xv);
+    load_row<DC, kFull>(dy + r * D, D, gv);
     const float m = mean[r], s = rstd[r];
     for (int c = 0; c < DC; ++c) {
       xhat[c] = (xv[c] - m) * s;  // past D: (0 - m) * s, but g is zero there
@@ -93,7 +108,7 @@ INLINE void backward_rows(const float* dy, const float* x, const float* mean, co
     const float mg = total<DC>(g) / static_cast<float>(D), mgx = total<DC>(gx) / static_cast<float>(D);
     v16 out[DC];
     for (int c = 0; c < DC; ++c) out[c] = (g[c] - mg - xhat[c] * mgx) * s;
-    store_row<DC>(dx + r * D, D, out);
+    store_row<DC, kFull>(dx + r * D, D, out);
   }
   float a[DC * 16], bsum[DC * 16];
   for (int c = 0; c < DC; ++c) {
@@ -109,21 +124,31 @@ INLINE void backward_rows(const float* dy, const float* x, const float* mean, co
 #define LN_KERNELS(SUFFIX, TARGET)                                                                  \
   TARGET void forward_##SUFFIX(const float* x, const float* w, const float* b, int64_t lo, int64_t hi, \
                                int64_t D, float eps, float* y, float* mean, float* rstd) {        \
+    const bool full = D % 16 == 0;                                                                \
     switch ((D + 15) / 16) {                                                                      \
-      case 1: forward_rows<1>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;                     \
-      case 2: forward_rows<2>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;                     \
-      case 3: forward_rows<3>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;                     \
-      default: forward_rows<4>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;                    \
+      case 1: full ? forward_rows<1, true>(x, w, b, lo, hi, D, eps, y, mean, rstd)                \
+                   : forward_rows<1, false>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;       \
+      case 2: full ? forward_rows<2, true>(x, w, b, lo, hi, D, eps, y, mean, rstd)                \
+                   : forward_rows<2, false>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;       \
+      case 3: full ? forward_rows<3, true>(x, w, b, lo, hi, D, eps, y, mean, rstd)                \
+                   : forward_rows<3, false>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;       \
+      default: full ? forward_rows<4, true>(x, w, b, lo, hi, D, eps, y, mean, rstd)               \
+                    : forward_rows<4, false>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;      \
     }                                                                                             \
   }                                                                                               \
   TARGET void backward_##SUFFIX(const float* dy, const float* x, const float* mean, const float* rstd, \
                                 const float* w, int64_t lo, int64_t hi, int64_t D, float* dx,     \
                                 float* dw, float* db) {                                           \
+    const bool full = D % 16 == 0;                                                                \
     switch ((D + 15) / 16) {                                                                      \
-      case 1: backward_rows<1>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break;               \
-      case 2: backward_rows<2>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break;               \
-      case 3: backward_rows<3>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break;               \
-      default: backward_rows<4>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break;              \
+      case 1: full ? backward_rows<1, true>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db)          \
+                   : backward_rows<1, false>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break; \
+      case 2: full ? backward_rows<2, true>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db)          \
+                   : backward_rows<2, false>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break; \
+      case 3: full ? backward_rows<3, true>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db)          \
+                   : backward_rows<3, false>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break; \
+      default: full ? backward_rows<4, true>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db)         \
+                    : backward_rows<4, false>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break; \
     }                                                                                             \
   }
 
