@@ -17,16 +17,12 @@ merged into ``benchmarks/results/throughput.json``.
 
 from __future__ import annotations
 
-import contextlib
-import statistics
-import time
-
 import torch
 
 from autorec.blocks.gram import pair_dots
 from autorec.native import pair_dots as native_dots
 from benchmarks.dot_blocks import TorchDots
-from benchmarks.step_ab import before_after_main
+from benchmarks.step_ab import before_after_main, native_against_torch
 
 SHAPES = (4096, 27, 16)  # B, F, D of the dlrm preset on the scale workload
 
@@ -39,27 +35,8 @@ def alone(repeats: int, autocast: str) -> dict[str, float]:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(b, f, d, generator=gen)
     upstream = torch.randn(b, d + first.numel(), generator=gen)
-    ways = {"native": contextlib.nullcontext, "torch": native_dots.disabled}
-    times: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
-    for repeat in range(repeats + 3):
-        for way, context in ways.items():
-            leaf = x.clone().requires_grad_()
-            with context():
-                start = time.perf_counter()
-                out = pair_dots(leaf, first, second, passthrough=1)
-                mid = time.perf_counter()
-                out.backward(upstream)
-                end = time.perf_counter()
-            if repeat >= 3:  # warm-up
-                times[way].append((mid - start, end - mid))
-    out_figures = {}
-    for way, pairs in times.items():
-        out_figures[f"native_dots_alone_{way}_fwd_ms"] = 1e3 * statistics.median(p[0] for p in pairs)
-        out_figures[f"native_dots_alone_{way}_bwd_ms"] = 1e3 * statistics.median(p[1] for p in pairs)
-    total = {way: sum(out_figures[f"native_dots_alone_{way}_{part}_ms"] for part in ("fwd", "bwd"))
-             for way in ways}
-    out_figures["native_dots_alone_speedup"] = total["torch"] / total["native"]
-    return out_figures
+    return native_against_torch("native_dots", lambda t: pair_dots(t, first, second, passthrough=1), x,
+                                upstream, native_dots.disabled, repeats)
 
 
 def main() -> None:

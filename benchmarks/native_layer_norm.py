@@ -16,9 +16,6 @@ and ``native_layer_norm_<preset>_speedup`` (before over new, paired by round; wi
 
 from __future__ import annotations
 
-import contextlib
-import statistics
-import time
 from typing import Any
 
 import torch
@@ -26,7 +23,7 @@ import torch
 from autorec.blocks.layout import FloatLayerNorm
 from autorec.native import layer_norm as native_norm
 from autorec.train.trainer import Trainer
-from benchmarks.step_ab import before_after_main
+from benchmarks.step_ab import before_after_main, native_against_torch
 
 SHAPE = (4096, 16, 16)  # Wukong's X after each layer on the scale workload: [B, n_fm + n_lcb, D]
 
@@ -44,28 +41,8 @@ def alone(repeats: int, autocast: str) -> dict[str, float]:
     del autocast  # the kernel runs in fp32 only
     gen = torch.Generator().manual_seed(0)
     x, upstream = torch.randn(*SHAPE, generator=gen), torch.randn(*SHAPE, generator=gen)
-    norm = FloatLayerNorm(SHAPE[-1])
-    ways = {"native": contextlib.nullcontext, "torch": native_norm.disabled}
-    times: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
-    for repeat in range(repeats + 3):
-        for way, context in ways.items():
-            leaf = x.clone().requires_grad_()
-            with context():
-                start = time.perf_counter()
-                out = norm(leaf)
-                mid = time.perf_counter()
-                out.backward(upstream)
-                end = time.perf_counter()
-            if repeat >= 3:  # warm-up
-                times[way].append((mid - start, end - mid))
-    figures = {}
-    for way, pairs in times.items():
-        figures[f"native_layer_norm_alone_{way}_fwd_ms"] = 1e3 * statistics.median(p[0] for p in pairs)
-        figures[f"native_layer_norm_alone_{way}_bwd_ms"] = 1e3 * statistics.median(p[1] for p in pairs)
-    total = {way: sum(figures[f"native_layer_norm_alone_{way}_{part}_ms"] for part in ("fwd", "bwd"))
-             for way in ways}
-    figures["native_layer_norm_alone_speedup"] = total["torch"] / total["native"]
-    return figures
+    return native_against_torch("native_layer_norm", FloatLayerNorm(SHAPE[-1]), x, upstream,
+                                native_norm.disabled, repeats)
 
 
 def main() -> None:

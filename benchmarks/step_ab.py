@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import statistics
 import time
@@ -145,3 +146,33 @@ def before_after_main(doc: str | None, before: type[Trainer], prefix: str, prese
     for name, value in figures.items():
         print(f"{name:44s} {value:.3f}" if isinstance(value, float) else f"{name:44s} {value}")
     merge_results(Path(args.json), figures, prefix=prefix)
+
+
+def native_against_torch(prefix: str, op: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                         upstream: torch.Tensor, disabled: Callable[[], Any],
+                         repeats: int) -> dict[str, float]:
+    """``op``'s forward and backward on ``x`` alone, on a compiled kernel ("native") and with it
+    ``disabled`` ("torch"), in alternating repeats after 3 of warm-up: ``<prefix>_alone_<way>_
+    {fwd,bwd}_ms`` (medians) and ``<prefix>_alone_speedup`` (torch's forward + backward over
+    native's)."""
+    ways = {"native": contextlib.nullcontext, "torch": disabled}
+    times: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
+    for repeat in range(repeats + 3):
+        for way, context in ways.items():
+            leaf = x.clone().requires_grad_()
+            with context():
+                start = time.perf_counter()
+                out = op(leaf)
+                mid = time.perf_counter()
+                out.backward(upstream)
+                end = time.perf_counter()
+            if repeat >= 3:
+                times[way].append((mid - start, end - mid))
+    figures = {}
+    for way, pairs in times.items():
+        figures[f"{prefix}_alone_{way}_fwd_ms"] = 1e3 * statistics.median(p[0] for p in pairs)
+        figures[f"{prefix}_alone_{way}_bwd_ms"] = 1e3 * statistics.median(p[1] for p in pairs)
+    total = {way: figures[f"{prefix}_alone_{way}_fwd_ms"] + figures[f"{prefix}_alone_{way}_bwd_ms"]
+             for way in ways}
+    figures[f"{prefix}_alone_speedup"] = total["torch"] / total["native"]
+    return figures

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -26,6 +27,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +101,19 @@ def load(name: str, symbol: str, argtypes: tuple[Any, ...]) -> Any | None:
     fn = getattr(lib, symbol)
     fn.argtypes, fn.restype = list(argtypes), ctypes.c_int64
     return fn
+
+
+class Switch:
+    """Whether a kernel's callers may use it: on unless inside :meth:`disabled` (A/B benchmarks
+    and tests run torch's path there)."""
+
+    def __init__(self) -> None:
+        self.on = True
+
+    @contextlib.contextmanager
+    def disabled(self) -> Iterator[None]:
+        kept, self.on = self.on, False
+        try:
+            yield
+        finally:
+            self.on = kept

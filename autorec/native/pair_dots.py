@@ -21,8 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -38,7 +36,8 @@ def _backward_fn() -> Any | None:
     return build.load("pair_dots", "autorec_pair_dots_backward", build.PAIR_DOTS_BACKWARD_ARGS)
 
 
-_ENABLED = [True]
+SWITCH = build.Switch()
+disabled = SWITCH.disabled  # inside, torch's path runs (A/B benchmarks, tests)
 MAX_VECTORS = MAX_DIM = 64  # the kernel's largest F (vectors per sample) and D
 
 
@@ -50,19 +49,9 @@ def available() -> bool:
 def eligible(x: torch.Tensor) -> bool:
     """Whether ``x``'s dots can run here: fp32 [B, F <= 64, D <= 64] on the CPU, outside
     autocast and :func:`disabled`, the kernel available."""
-    return (_ENABLED[0] and x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 3
+    return (SWITCH.on and x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 3
             and x.shape[1] <= MAX_VECTORS and x.shape[2] <= MAX_DIM
             and not torch.is_autocast_enabled("cpu") and available())
-
-
-@contextlib.contextmanager
-def disabled() -> Iterator[None]:
-    """Inside, :func:`eligible` is False: the dots take torch's path (A/B benchmarks, tests)."""
-    kept, _ENABLED[0] = _ENABLED[0], False
-    try:
-        yield
-    finally:
-        _ENABLED[0] = kept
 
 
 def forward(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passthrough: int,

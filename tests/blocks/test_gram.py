@@ -159,7 +159,7 @@ def test_blocks_of_the_batch_give_the_whole_batchs_values_and_gradients_bit_for_
     torch's path (the compiled kernel has no blocks; ``tests/native/test_pair_dots.py``)."""
     from autorec.blocks import gram
     from autorec.native import pair_dots as native
-    monkeypatch.setattr(native, "_ENABLED", [False])
+    monkeypatch.setattr(native.SWITCH, "on", False)
     torch.manual_seed(0)
     first, second = torch.triu_indices(5, 5, offset=1)
     x, upstream = torch.randn(7, 5, 4), torch.randn(7, 2 * 4 + first.numel() + 2)
