@@ -114,8 +114,10 @@ def test_a_node_lost_mid_training_the_job_reforms_on_the_other_and_resumes(tmp_p
     sees its workers fail, re-forms the job on its own node (world size 2) and resumes from the
     last checkpoint the four ranks wrote, resharded (torchrec's plan for the new world size)."""
     port, ck = free_port(), tmp_path / "ck"
-    # 24k training rows: 120 steps of 200 per epoch, so the loss lands well before the end
-    args = ["--data-opt", f"num_samples={SAMPLES}", "--epochs", "2", "--patience", "2", "--nnodes", "1:2",
+    # 24k training rows: 120 steps of 200 in the one epoch, so the loss lands well before the end.
+    # One epoch: over two, the best epoch (by validation logloss) was a near tie (0.4823 against
+    # 0.4824) that float rounding in the update flipped, in the reference as in the resumed run.
+    args = ["--data-opt", f"num_samples={SAMPLES}", "--epochs", "1", "--patience", "1", "--nnodes", "1:2",
             "--checkpoint-dir", str(ck), "--checkpoint-every", "20", "--max-restarts", "3",
             "--output", str(tmp_path / "out.json")]
     nodes = start_nodes(tmp_path, port, "node-loss", *args)
@@ -130,7 +132,7 @@ def test_a_node_lost_mid_training_the_job_reforms_on_the_other_and_resumes(tmp_p
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["world_size"] == 2 and out["resumed_from"]["world_size"] == 4
     assert out["resumed_from"]["step"] % 20 == 0
-    reference = one_process(tmp_path, epochs=2, num_samples=SAMPLES)
+    reference = one_process(tmp_path, epochs=1, num_samples=SAMPLES)
     for split in ("val", "test"):
         assert out[split]["auc"] == pytest.approx(getattr(reference, split)["auc"], abs=2e-3)
     # what happened is in the surviving node's log: its workers were restarted and resumed
