@@ -11,13 +11,13 @@
 #include <omp.h>
 #include <vector>
 
+#include "simd.h"
+
 namespace {
 
 constexpr int64_t kMaxD = 64;
 
-#define INLINE inline __attribute__((always_inline))
-
-typedef float v16 __attribute__((vector_size(64)));
+#define INLINE AUTOREC_INLINE
 
 // A row of D floats in DC registers, zero past D. Where D is a multiple of 16 (kFull) the row
 // is DC plain vector loads; otherwise it goes through a zeroed buffer, a copy of runtime length.
@@ -121,53 +121,32 @@ INLINE void backward_rows(const float* dy, const float* x, const float* mean, co
   }
 }
 
+// Rows of D <= 64 floats (DC = ceil(D / 16) chunks), plain vector loads where D is a multiple
+// of 16, for each target of simd.h.
+#define FORWARD(DC)                                                       \
+  (full ? forward_rows<DC, true>(x, w, b, lo, hi, D, eps, y, mean, rstd) \
+        : forward_rows<DC, false>(x, w, b, lo, hi, D, eps, y, mean, rstd))
+#define BACKWARD(DC)                                                             \
+  (full ? backward_rows<DC, true>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db)  \
+        : backward_rows<DC, false>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db))
 #define LN_KERNELS(SUFFIX, TARGET)                                                                  \
   TARGET void forward_##SUFFIX(const float* x, const float* w, const float* b, int64_t lo, int64_t hi, \
                                int64_t D, float eps, float* y, float* mean, float* rstd) {        \
     const bool full = D % 16 == 0;                                                                \
-    switch ((D + 15) / 16) {                                                                      \
-      case 1: full ? forward_rows<1, true>(x, w, b, lo, hi, D, eps, y, mean, rstd)                \
-                   : forward_rows<1, false>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;       \
-      case 2: full ? forward_rows<2, true>(x, w, b, lo, hi, D, eps, y, mean, rstd)                \
-                   : forward_rows<2, false>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;       \
-      case 3: full ? forward_rows<3, true>(x, w, b, lo, hi, D, eps, y, mean, rstd)                \
-                   : forward_rows<3, false>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;       \
-      default: full ? forward_rows<4, true>(x, w, b, lo, hi, D, eps, y, mean, rstd)               \
-                    : forward_rows<4, false>(x, w, b, lo, hi, D, eps, y, mean, rstd); break;      \
-    }                                                                                             \
+    AUTOREC_BY_CHUNKS(D, FORWARD)                                                                 \
   }                                                                                               \
   TARGET void backward_##SUFFIX(const float* dy, const float* x, const float* mean, const float* rstd, \
                                 const float* w, int64_t lo, int64_t hi, int64_t D, float* dx,     \
                                 float* dw, float* db) {                                           \
     const bool full = D % 16 == 0;                                                                \
-    switch ((D + 15) / 16) {                                                                      \
-      case 1: full ? backward_rows<1, true>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db)          \
-                   : backward_rows<1, false>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break; \
-      case 2: full ? backward_rows<2, true>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db)          \
-                   : backward_rows<2, false>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break; \
-      case 3: full ? backward_rows<3, true>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db)          \
-                   : backward_rows<3, false>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break; \
-      default: full ? backward_rows<4, true>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db)         \
-                    : backward_rows<4, false>(dy, x, mean, rstd, w, lo, hi, D, dx, dw, db); break; \
-    }                                                                                             \
+    AUTOREC_BY_CHUNKS(D, BACKWARD)                                                                \
   }
-
-LN_KERNELS(avx512, __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))))
-LN_KERNELS(avx2, __attribute__((target("avx2,fma"))))
-LN_KERNELS(plain, )
+AUTOREC_FOR_EACH_TARGET(LN_KERNELS)
 
 using Forward = void (*)(const float*, const float*, const float*, int64_t, int64_t, int64_t, float, float*,
                          float*, float*);
 using Backward = void (*)(const float*, const float*, const float*, const float*, const float*, int64_t,
                           int64_t, int64_t, float*, float*, float*);
-
-int level() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
-    return 2;
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
-}
 
 }  // namespace
 
@@ -177,7 +156,7 @@ extern "C" {
 int64_t autorec_layer_norm_forward(const float* x, const float* w, const float* b, int64_t R, int64_t D,
                                    float eps, float* y, float* mean, float* rstd, int threads) {
   if (D > kMaxD || D < 1) return -1;
-  static const Forward run = level() == 2 ? forward_avx512 : level() == 1 ? forward_avx2 : forward_plain;
+  static const Forward run = AUTOREC_PICK(forward);
   const int parts = threads < 1 ? 1 : threads;
 #pragma omp parallel num_threads(parts)
   {
@@ -192,7 +171,7 @@ int64_t autorec_layer_norm_backward(const float* dy, const float* x, const float
                                     const float* w, int64_t R, int64_t D, float* dx, float* dw, float* db,
                                     int threads) {
   if (D > kMaxD || D < 1) return -1;
-  static const Backward run = level() == 2 ? backward_avx512 : level() == 1 ? backward_avx2 : backward_plain;
+  static const Backward run = AUTOREC_PICK(backward);
   const int parts = threads < 1 ? 1 : threads;
   std::vector<float> partial(static_cast<size_t>(2 * parts * D), 0.0f);  // [part][dw | db]
 #pragma omp parallel num_threads(parts)

@@ -14,22 +14,13 @@
 #include <cstring>
 #include <vector>
 
+#include "simd.h"
+
 namespace {
 
 constexpr int64_t kMaxF = 64, kMaxD = 64;  // the largest F (forward) and D (backward) handled
 
-#define INLINE inline __attribute__((always_inline))
-
-// 16 floats in one value: one AVX-512 register, two AVX2 or four SSE ones, per the clone.
-typedef float v16 __attribute__((vector_size(64)));
-
-INLINE v16 load16(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-INLINE void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
+#define INLINE AUTOREC_INLINE
 
 // gram [F, NC * 16]: row i holds <x_i, x_j> for j <= i (the lower triangle, all a pair needs:
 // <x_i, x_j> = <x_j, x_i>), via x^T padded to NC * 16 columns (xt [D, NC * 16]): gram[i, :] =
@@ -87,64 +78,42 @@ INLINE void fold_rows(const float* sym, const float* xp, int64_t F, int64_t D, f
 }
 
 // One sample's products (F <= 64: NC = ceil(F / 16) chunks) and one sample's dx += sym x
-// (D <= 64: DC = ceil(D / 16)), each compiled three times: AVX-512 with FMA, AVX2 with FMA and
-// plain x86-64; the first call picks the CPU's best (__builtin_cpu_supports).
-#define SAMPLE_KERNELS(SUFFIX, TARGET)                                                          \
-  TARGET void gram_sample_##SUFFIX(const float* x, int64_t F, int64_t D, float* xt, float* gram) { \
-    switch ((F + 15) / 16) {                                                                   \
-      case 1: gram_rows<1>(x, F, D, xt, gram); break;                                          \
-      case 2: gram_rows<2>(x, F, D, xt, gram); break;                                          \
-      case 3: gram_rows<3>(x, F, D, xt, gram); break;                                          \
-      default: gram_rows<4>(x, F, D, xt, gram); break;                                         \
-    }                                                                                          \
-  }                                                                                            \
-  TARGET void fold_sample_##SUFFIX(const float* sym, const float* xp, int64_t F, int64_t D,     \
-                                   float* dx) {                                                \
-    switch ((D + 15) / 16) {                                                                   \
-      case 1: fold_rows<1>(sym, xp, F, D, dx); break;                                          \
-      case 2: fold_rows<2>(sym, xp, F, D, dx); break;                                          \
-      case 3: fold_rows<3>(sym, xp, F, D, dx); break;                                          \
-      default: fold_rows<4>(sym, xp, F, D, dx); break;                                         \
-    }                                                                                          \
+// (D <= 64: DC = ceil(D / 16)), for each target of simd.h.
+#define GRAM(NC) gram_rows<NC>(x, F, D, xt, gram)
+#define FOLD(DC) fold_rows<DC>(sym, xp, F, D, dx)
+#define SAMPLE_KERNELS(SUFFIX, TARGET)                                                             \
+  TARGET void gram_sample_##SUFFIX(const float* x, int64_t F, int64_t D, float* xt, float* gram) {  \
+    AUTOREC_BY_CHUNKS(F, GRAM)                                                                      \
+  }                                                                                                 \
+  TARGET void fold_sample_##SUFFIX(const float* sym, const float* xp, int64_t F, int64_t D, float* dx) { \
+    AUTOREC_BY_CHUNKS(D, FOLD)                                                                      \
   }
-
-SAMPLE_KERNELS(avx512, __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))))
-SAMPLE_KERNELS(avx2, __attribute__((target("avx2,fma"))))
-SAMPLE_KERNELS(plain, )
+AUTOREC_FOR_EACH_TARGET(SAMPLE_KERNELS)
 
 using GramSample = void (*)(const float*, int64_t, int64_t, float*, float*);
 using FoldSample = void (*)(const float*, const float*, int64_t, int64_t, float*);
 
-bool has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
-}
-
-bool has_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-GramSample pick_gram() {
-  return has_avx512() ? gram_sample_avx512 : has_avx2() ? gram_sample_avx2 : gram_sample_plain;
-}
-
-FoldSample pick_fold() {
-  return has_avx512() ? fold_sample_avx512 : has_avx2() ? fold_sample_avx2 : fold_sample_plain;
+// Whether every pair's two indices fall in [0, F) (checked here, not by the caller: in Python
+// the check was two tensor reductions and two host reads per call).
+bool pairs_in_range(const int64_t* first, const int64_t* second, int64_t P, int64_t F) {
+  for (int64_t p = 0; p < P; ++p)
+    if (first[p] < 0 || first[p] >= F || second[p] < 0 || second[p] >= F) return false;
+  return true;
 }
 
 }  // namespace
 
 extern "C" {
 
-// out [B, n * D + P + pad]. Returns 0, or -1 (nothing written) where F > kMaxF.
+// out [B, n * D + P + pad]. Returns 0; nothing is written where it returns -1 (F > kMaxF) or -2
+// (a pair's index outside [0, F)).
 int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t D, const int64_t* first,
                                   const int64_t* second, int64_t P, int64_t n, int64_t pad, float* out,
                                   int threads) {
   const int64_t width = n * D + P + pad, W = (F + 15) / 16 * 16;
   if (F > kMaxF) return -1;
-  static const GramSample gram_sample = pick_gram();
+  if (!pairs_in_range(first, second, P, F)) return -2;
+  static const GramSample gram_sample = AUTOREC_PICK(gram_sample);
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
     std::vector<float> xt(D * W, 0.0f), gram(F * W);  // xt's columns past F stay zero
@@ -167,13 +136,14 @@ int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t 
 
 // grad [B, grad_stride >= n * D + P (+ pad)] -> dx [B, F, D]: each pair's gradient folded into a
 // symmetric [F, F] (a diagonal pair twice: d<x, x>/dx = 2x), times x, plus the passthrough's.
-// Returns 0, or -1 (nothing written) where D > kMaxD.
+// Returns 0, or -1 (D > kMaxD) or -2 (a pair outside [0, F)), nothing written.
 int64_t autorec_pair_dots_backward(const float* grad, int64_t grad_stride, const float* x, int64_t B,
                                    int64_t F, int64_t D, const int64_t* first, const int64_t* second,
                                    int64_t P, int64_t n, float* dx, int threads) {
   const int64_t W = (D + 15) / 16 * 16;
   if (D > kMaxD) return -1;
-  static const FoldSample fold_sample = pick_fold();
+  if (!pairs_in_range(first, second, P, F)) return -2;
+  static const FoldSample fold_sample = AUTOREC_PICK(fold_sample);
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
     std::vector<float> sym(F * F), xp(F * W, 0.0f);  // xp's columns past D stay zero

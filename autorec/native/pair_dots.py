@@ -64,9 +64,8 @@ def forward(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passthro
     b, f, d = x.shape
     _check_pairs(first, second, f)
     out = x.new_empty(b, passthrough * d + first.numel() + pad)
-    if fn(x.data_ptr(), b, f, d, first.data_ptr(), second.data_ptr(), first.numel(), passthrough, pad,
-          out.data_ptr(), torch.get_num_threads()):
-        raise ValueError(f"pair dots: {f} vectors per sample, the kernel takes at most {MAX_VECTORS}")
+    _raise_on(fn(x.data_ptr(), b, f, d, first.data_ptr(), second.data_ptr(), first.numel(), passthrough,
+                 pad, out.data_ptr(), torch.get_num_threads()), f"{f} vectors per sample", MAX_VECTORS, f)
     return out
 
 
@@ -86,16 +85,24 @@ def backward(grad: torch.Tensor, x: torch.Tensor, first: torch.Tensor, second: t
     if grad.shape[0] != b or grad.shape[1] < passthrough * d + first.numel():
         raise ValueError(f"pair dots: gradient {tuple(grad.shape)} for {b} samples of "
                          f"{passthrough * d} + {first.numel()} outputs")
-    if fn(grad.data_ptr(), grad.stride(0), x.data_ptr(), b, f, d, first.data_ptr(), second.data_ptr(),
-          first.numel(), passthrough, dx.data_ptr(), torch.get_num_threads()):
-        raise ValueError(f"pair dots: vectors of {d}, the kernel takes at most {MAX_DIM}")
+    _raise_on(fn(grad.data_ptr(), grad.stride(0), x.data_ptr(), b, f, d, first.data_ptr(), second.data_ptr(),
+                 first.numel(), passthrough, dx.data_ptr(), torch.get_num_threads()),
+              f"vectors of {d}", MAX_DIM, f)
     return dx
 
 
 def _check_pairs(first: torch.Tensor, second: torch.Tensor, f: int) -> None:
+    """The pairs' shapes (their values are checked by the kernel, without a host read)."""
     if first.shape != second.shape or first.dim() != 1:
         raise ValueError(f"pairs: first {tuple(first.shape)} and second {tuple(second.shape)}, "
                          "expected two [P] tensors")
-    if first.numel() and (int(torch.minimum(first, second).min()) < 0
-                          or int(torch.maximum(first, second).max()) >= f):
+
+
+def _raise_on(code: int, size: str, limit: int, f: int) -> None:
+    """The kernel's return code as an error: -1 a size over ``limit``, -2 a pair's index outside [0, f)."""
+    if code == -1:
+        raise ValueError(f"pair dots: {size}, the kernel takes at most {limit}")
+    if code == -2:
         raise ValueError(f"pairs: a vector index outside [0, {f})")
+    if code:
+        raise RuntimeError(f"pair dots: the kernel returned {code}")

@@ -139,8 +139,12 @@ def native_ready(tbe: TBE) -> bool:
     feature one width with weights and state rows aligned, and rows and bags within 32 bits."""
     if native_update.library() is None:
         return False
-    dims = tbe.D_offsets.diff().long()
-    return _aligned(tbe, dims) and tbe.momentum1_host.numel() < 2**32 and dims.numel() > 0
+    ready = tbe.__dict__.get("_autorec_native_ready")  # the tables' layout is fixed: once per TBE
+    if ready is None:
+        dims = tbe.D_offsets.diff().long()
+        ready = dims.numel() > 0 and _aligned(tbe, dims) and tbe.momentum1_host.numel() < 2**32
+        tbe.__dict__["_autorec_native_ready"] = ready
+    return ready
 
 
 def _step(tbe: TBE, indices: torch.Tensor, offsets: torch.Tensor, grad: torch.Tensor) -> None:

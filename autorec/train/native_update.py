@@ -57,14 +57,12 @@ def rowwise_adagrad(tbe: Any, indices: torch.Tensor, offsets: torch.Tensor, grad
     fn = library()
     if fn is None:
         raise RuntimeError("the native row-wise Adagrad kernel is unavailable (see the log)")
-    features = tbe.D_offsets.numel() - 1
+    features, dim, base = _layout(tbe)
     batch = (offsets.numel() - 1) // features
-    dim = int(tbe.D_offsets[1] - tbe.D_offsets[0])
     indices, offsets = indices.long().contiguous(), offsets.long().contiguous()
     grad = grad.float()
     if grad.dim() != 2 or grad.stride(1) != 1:  # rows of a wider tensor are read in place
         grad = grad.contiguous()
-    base = tbe.momentum1_offsets[:features].long().contiguous()
     weights, state = tbe.weights_host, tbe.momentum1_host
     if grad.shape != (batch, features * dim) or not (weights.is_contiguous() and state.is_contiguous()):
         raise RuntimeError(f"native row-wise Adagrad: gradient {tuple(grad.shape)}, expected "
@@ -76,3 +74,15 @@ def rowwise_adagrad(tbe: Any, indices: torch.Tensor, offsets: torch.Tensor, grad
     if bad:
         raise RuntimeError(f"index {int(indices[bad - 1])} (position {bad - 1}) is out of bounds: "
                            f"its row falls outside the tables' {state.numel()} rows")
+
+
+def _layout(tbe: Any) -> tuple[int, int, torch.Tensor]:
+    """(T features, their width D, each table's first state row [T] int64), read once per TBE
+    (its layout is fixed) rather than on every step."""
+    cached = tbe.__dict__.get("_autorec_native_layout")
+    if cached is None:
+        features = tbe.D_offsets.numel() - 1
+        dim = int(tbe.D_offsets[1] - tbe.D_offsets[0])
+        cached = (features, dim, tbe.momentum1_offsets[:features].long().contiguous())
+        tbe.__dict__["_autorec_native_layout"] = cached
+    return cached

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import ctypes
+import json
 import logging
 from pathlib import Path
 
 import pytest
 
 from autorec.native import build
+from benchmarks import native_build
 from tests.doctests import assert_examples_run
 
 KERNELS = ("rowwise_adagrad", "pair_dots", "layer_norm")
-
-
 
 
 def test_the_example_runs() -> None:
@@ -36,6 +37,18 @@ def test_a_build_is_cached_and_rebuilt_when_the_source_changes(tmp_path: Path) -
     second = build.compile_kernel(changed, root=tmp_path)
     assert second != first and second.exists()
     assert sorted(p.suffix for p in second.parent.iterdir()) == [".so"]  # no scratch file left
+
+
+def test_a_header_beside_the_source_is_part_of_the_key(tmp_path: Path) -> None:
+    """The kernels include ``simd.h``: a change there must rebuild them, as a change of their own."""
+    (tmp_path / "shared.h").write_text("inline int width() { return 16; }\n")
+    source = tmp_path / "kernel.cpp"
+    source.write_text('#include "shared.h"\nextern "C" long long autorec_width() { return width(); }\n')
+    first = build.compile_kernel(source, root=tmp_path / "cache")
+    (tmp_path / "shared.h").write_text("inline int width() { return 8; }\n")
+    second = build.compile_kernel(source, root=tmp_path / "cache")
+    assert second != first
+    assert ctypes.CDLL(str(first)).autorec_width() == 16 and ctypes.CDLL(str(second)).autorec_width() == 8
 
 
 def test_a_compiler_error_names_the_source_and_the_message(tmp_path: Path) -> None:
@@ -70,3 +83,11 @@ def test_the_cache_root_follows_autorec_cache(monkeypatch: pytest.MonkeyPatch, t
     assert build.cache_root() == tmp_path / "native"
     monkeypatch.delenv("AUTOREC_CACHE")
     assert build.cache_root() == Path.home() / ".cache" / "autorec" / "native"
+
+
+def test_the_build_benchmark_times_a_cold_and_a_cached_build(tmp_path: Path) -> None:
+    native_build.main(["--repeats", "1", "--json", str(tmp_path / "t.json")])
+    got = json.loads((tmp_path / "t.json").read_text())
+    for name in native_build.KERNELS:
+        assert got[f"native_build_{name}_cold_s"] > got[f"native_build_{name}_cached_s"] > 0
+    assert got["native_build_machine"] and "native_build_commit" in got

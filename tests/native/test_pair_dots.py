@@ -103,6 +103,8 @@ def test_bad_pairs_and_gradients_are_refused_by_name() -> None:
     x = torch.randn(2, 3, 4)
     with pytest.raises(ValueError, match=r"a vector index outside \[0, 3\)"):
         native.forward(x, torch.tensor([0, 3]), torch.tensor([1, 1]), 0, 0)
+    with pytest.raises(ValueError, match=r"a vector index outside \[0, 3\)"):
+        native.backward(torch.randn(2, 3), x, torch.tensor([0, 1, -1]), torch.tensor([1, 2, 2]), 0)
     with pytest.raises(ValueError, match=r"first \(2,\) and second \(1,\)"):
         native.forward(x, torch.tensor([0, 1]), torch.tensor([1]), 0, 0)
     with pytest.raises(ValueError, match=r"gradient \(2, 2\) for 2 samples of 4 \+ 3 outputs"):

@@ -1,0 +1,57 @@
+// What the kernels beside this file share: 16-float vectors, the dispatch of a template over a
+// row's count of 16-float chunks, and each kernel stamped out for three targets (AVX-512, AVX2
+// with FMA, plain x86-64) with the CPU's best picked at run time (__builtin_cpu_supports).
+//
+// Why not GCC's target_clones: its "arch=" clones match CPU models, and on the Intel Xeon this
+// project measures on it fell back to the plain build (BENCHMARKS.md).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#define AUTOREC_INLINE inline __attribute__((always_inline))
+
+// 16 floats in one value: one AVX-512 register, two AVX2 or four SSE ones, per the target.
+typedef float v16 __attribute__((vector_size(64)));
+
+AUTOREC_INLINE v16 load16(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+AUTOREC_INLINE void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
+
+// The statement CALL(C) with C = ceil(n / 16), a compile-time 1 to 4, for n <= 64 at run time.
+#define AUTOREC_BY_CHUNKS(n, CALL) \
+  switch (((n) + 15) / 16) {       \
+    case 1: CALL(1); break;        \
+    case 2: CALL(2); break;        \
+    case 3: CALL(3); break;        \
+    default: CALL(4); break;       \
+  }
+
+// KERNELS(suffix, target attribute) for each target: functions name_avx512, name_avx2 and
+// name_plain, of which AUTOREC_PICK(name) is the one this CPU runs.
+#define AUTOREC_FOR_EACH_TARGET(KERNELS)                                              \
+  KERNELS(avx512, __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))) \
+  KERNELS(avx2, __attribute__((target("avx2,fma"))))                                  \
+  KERNELS(plain, )
+
+namespace autorec_simd {
+
+// 2 where the CPU has AVX-512 (F, VL, DQ, BW), 1 where AVX2 with FMA, else 0.
+inline int cpu_level() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
+    return 2;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+}
+
+}  // namespace autorec_simd
+
+#define AUTOREC_PICK(name)                                     \
+  (autorec_simd::cpu_level() == 2   ? name##_avx512            \
+   : autorec_simd::cpu_level() == 1 ? name##_avx2              \
+                                    : name##_plain)

@@ -1,0 +1,69 @@
+"""benchmarks/native_dots.py and benchmarks/native_layer_norm.py: each "before" arm takes torch's
+path inside its steps only, the default arm the kernel, both train the same model to float
+rounding, and the part alone is timed each way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+from autorec.native import layer_norm as native_norm
+from autorec.native import pair_dots as native_dots
+from benchmarks import native_dots as dots_bench
+from benchmarks import native_layer_norm as norm_bench
+from benchmarks.dot_blocks import TorchDots
+from tests.ab_trainers import new_and_before
+
+
+@dataclass(frozen=True)
+class Case:
+    prefix: str  # the benchmark's keys
+    kernel: ModuleType
+    entry: str  # the kernel module's function that every kernel call goes through
+    bench: ModuleType
+    before: type
+    preset: str
+    calls_per_step: int  # at least
+    atol: float
+
+    def __str__(self) -> str:
+        return self.prefix
+
+
+CASES = (
+    Case("native_dots", native_dots, "forward", dots_bench, TorchDots, "dlrm", 1, 1e-6),
+    # Wukong normalises each layer's output over D and the FM's where it is <= 64 wide
+    Case("native_layer_norm", native_norm, "layer_norm", norm_bench, norm_bench.TorchNorm, "wukong", 2, 1e-5),
+)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_the_arms_take_their_paths_and_train_alike(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[bool] = []
+    kept = getattr(case.kernel, case.entry)
+
+    def spy(*args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(True)
+        return kept(*args, **kwargs)
+
+    monkeypatch.setattr(case.kernel, case.entry, spy)
+    new, before, batches = new_and_before(case.before, case.preset)
+    for batch in batches:
+        assert new.train_step(batch)[0] == pytest.approx(before.train_step(batch)[0], rel=1e-5)
+    # the default arm's steps only, the same number of calls in each
+    assert len(calls) >= case.calls_per_step * len(batches) and len(calls) % len(batches) == 0
+    assert case.kernel.SWITCH.on  # on again after the before arm's steps
+    for (name, a), (_, b) in zip(new.model.named_parameters(), before.model.named_parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=case.atol, msg=name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_the_part_alone_is_timed_each_way(case: Case) -> None:
+    got = case.bench.alone(1, "off")
+    assert set(got) == {f"{case.prefix}_alone_{way}_{part}_ms" for way in ("native", "torch")
+                        for part in ("fwd", "bwd")} | {f"{case.prefix}_alone_speedup"}
+    assert all(value > 0 for value in got.values())
