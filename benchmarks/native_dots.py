@@ -9,6 +9,9 @@ rounds (``benchmarks/step_ab.py``).
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.native_dots [--presets dlrm,dhen] [--rounds 12]
 
+``--autocast bf16`` runs both arms under bf16 autocast (the kernel computes the dots of DLRM's
+fp32 vectors in fp32 there, torch's path in bf16 products; keys with ``_bf16``).
+
 Flat keys ``native_dots_alone_{native,torch}_{fwd,bwd}_ms``, ``native_dots_alone_speedup``
 (torch's forward + backward over the kernel's), ``native_dots_<preset>_{new,before}_step_ms`` and
 ``native_dots_<preset>_speedup`` (before over new, paired by round; with ``_min``, ``_max``),
@@ -28,15 +31,16 @@ SHAPES = (4096, 27, 16)  # B, F, D of the dlrm preset on the scale workload
 
 
 def alone(repeats: int, autocast: str) -> dict[str, float]:
-    """The dots' forward and backward alone, each way, in alternating repeats (medians, ms)."""
-    del autocast  # the kernel runs in fp32 only
+    """The dots' forward and backward alone, each way, in alternating repeats (medians, ms);
+    under ``autocast`` bf16 (the fp32 input, as DLRM's, on the kernel in fp32, on torch's path in
+    bf16 products)."""
     b, f, d = SHAPES
     first, second = torch.triu_indices(f, f, offset=1)
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(b, f, d, generator=gen)
     upstream = torch.randn(b, d + first.numel(), generator=gen)
     return native_against_torch("native_dots", lambda t: pair_dots(t, first, second, passthrough=1), x,
-                                upstream, native_dots.disabled, repeats)
+                                upstream, native_dots.disabled, repeats, autocast)
 
 
 def main() -> None:

@@ -8,6 +8,8 @@ the same batches in alternating rounds (``benchmarks/step_ab.py``).
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.native_layer_norm [--presets wukong,dhen] [--rounds 12]
 
+``--autocast bf16`` runs both arms under bf16 autocast (keys with ``_bf16``).
+
 Flat keys ``native_layer_norm_alone_{native,torch}_{fwd,bwd}_ms``, ``native_layer_norm_alone_speedup``
 (torch's forward + backward over the kernel's), ``native_layer_norm_<preset>_{new,before}_step_ms``
 and ``native_layer_norm_<preset>_speedup`` (before over new, paired by round; with ``_min``,
@@ -37,12 +39,15 @@ class TorchNorm(Trainer):
 
 
 def alone(repeats: int, autocast: str) -> dict[str, float]:
-    """The LayerNorm's forward and backward alone, each way, in alternating repeats (medians, ms)."""
-    del autocast  # the kernel runs in fp32 only
+    """The LayerNorm's forward and backward alone, each way, in alternating repeats (medians, ms);
+    under ``autocast`` bf16 its input is bf16, as Wukong's layers hand it (normalised in fp32
+    either way)."""
     gen = torch.Generator().manual_seed(0)
     x, upstream = torch.randn(*SHAPE, generator=gen), torch.randn(*SHAPE, generator=gen)
+    if autocast == "bf16":
+        x = x.bfloat16()
     return native_against_torch("native_layer_norm", FloatLayerNorm(SHAPE[-1]), x, upstream,
-                                native_norm.disabled, repeats)
+                                native_norm.disabled, repeats, autocast)
 
 
 def main() -> None:

@@ -150,17 +150,20 @@ def before_after_main(doc: str | None, before: type[Trainer], prefix: str, prese
 
 def native_against_torch(prefix: str, op: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
                          upstream: torch.Tensor, disabled: Callable[[], Any],
-                         repeats: int) -> dict[str, float]:
+                         repeats: int, autocast: str = "off") -> dict[str, float]:
     """``op``'s forward and backward on ``x`` alone, on a compiled kernel ("native") and with it
-    ``disabled`` ("torch"), in alternating repeats after 3 of warm-up: ``<prefix>_alone_<way>_
-    {fwd,bwd}_ms`` (medians) and ``<prefix>_alone_speedup`` (torch's forward + backward over
-    native's)."""
+    ``disabled`` ("torch"), in alternating repeats after 3 of warm-up: ``<prefix>[_bf16]_alone_
+    <way>_{fwd,bwd}_ms`` (medians) and ``<prefix>[_bf16]_alone_speedup`` (torch's forward +
+    backward over native's); with ``autocast`` bf16, both under CPU autocast (and ``_bf16`` in
+    the keys)."""
     ways = {"native": contextlib.nullcontext, "torch": disabled}
     times: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
+    if autocast == "bf16":
+        prefix += "_bf16"
     for repeat in range(repeats + 3):
         for way, context in ways.items():
             leaf = x.clone().requires_grad_()
-            with context():
+            with context(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast == "bf16"):
                 start = time.perf_counter()
                 out = op(leaf)
                 mid = time.perf_counter()

@@ -11,11 +11,13 @@ backward take about half the time of the indexing form (``python -m benchmarks.p
 ``tests/blocks/test_gram.py`` checks the values and gradients against it. When no gradient is
 taken, or under ``torch.export`` (which traces plain operators), it runs the plain form; under
 ``torch.compile`` it runs eagerly (a graph break), its backward unchanged. Under autocast
-(``train.autocast: bf16``) the products run in bf16 and the dots come back in ``x``'s dtype.
+(``train.autocast: bf16``) torch's path runs the products in bf16 and the dots come back in
+``x``'s dtype.
 
-In fp32 on the CPU outside autocast, forward, backward and evaluation run the compiled kernel of
+For an fp32 ``x`` on the CPU, forward, backward and evaluation run the compiled kernel of
 :mod:`autorec.native.pair_dots` instead (each sample's products and fold in L1), where it could
-be built; the same values to float rounding.
+be built; the same values to float rounding. Under autocast too: there it computes the dots in
+fp32, where torch's path rounds the products' inputs to bf16, and in less time.
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ class FloatLayerNorm(nn.LayerNorm):
     """``nn.LayerNorm`` that runs in fp32 when autocast hands it a lower-precision input.
 
     Outside autocast, or given fp32, it is ``nn.LayerNorm`` itself (same parameters, same state
-    dict keys); in fp32 on the CPU over rows of up to 64 it runs the compiled kernel of
-    :mod:`autorec.native.layer_norm` (the same values to float rounding) where it could be built.
+    dict keys); in fp32 on the CPU over rows of up to 64, under autocast too, it runs the
+    compiled kernel of :mod:`autorec.native.layer_norm` (the same values to float rounding)
+    where it could be built.
     Shapes: [..., *normalized_shape] -> the same; fp32 out under autocast.
 
     Example:
@@ -44,13 +45,16 @@ class FloatLayerNorm(nn.LayerNorm):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        device = x.device.type
+        low = x.dtype != torch.float32 and torch.is_autocast_enabled(device)
+        if low:  # under autocast the norm runs in fp32 (CPU autocast would leave it in bf16)
+            x = x.float()
         if native_norm.eligible(x, self.weight, self.bias, self.normalized_shape):
             return native_norm.layer_norm(x, self.weight, self.bias, self.eps)
-        device = x.device.type
-        if x.dtype == torch.float32 or not torch.is_autocast_enabled(device):
+        if not low:
             return super().forward(x)
         with torch.autocast(device, enabled=False):
-            return super().forward(x.float())
+            return super().forward(x)
 
 
 class _Transposed(torch.autograd.Function):

@@ -1,12 +1,12 @@
 """Compile and load the hand-written CPU kernels beside this file (``<name>.cpp``).
 
-Each kernel is plain C++ with a C ABI (no torch headers: it compiles in 0.4-3 s, found in the
-cache in 2 ms; ``python -m benchmarks.native_build``) and is called through ctypes, which releases the GIL. It is compiled on first use with the system's
-C++ compiler (``$CXX``, else ``c++``) into ``~/.cache/autorec/native/<hash>/`` (``$AUTOREC_CACHE``
-moves the root), keyed by the source, the headers beside it (``simd.h``), the flags and the
-compiler's version. ``-fopenmp`` links
-``libgomp.so.1``, the soname of the OpenMP runtime torch ships: in a process that imported torch
-the kernels' parallel loops run on torch's own (already awake) OpenMP team.
+Each kernel is plain C++ with a C ABI (no torch headers: it compiles in 0.4-3 s and is found in
+the cache in 2 ms, ``python -m benchmarks.native_build``) and is called through ctypes, which
+releases the GIL. It is compiled on first use with the system's C++ compiler (``$CXX``, else
+``c++``) into ``~/.cache/autorec/native/<hash>/`` (``$AUTOREC_CACHE`` moves the root), keyed by
+the source, the headers beside it (``simd.h``), the flags and the compiler's version.
+``-fopenmp`` links ``libgomp.so.1``, the soname of the OpenMP runtime torch ships: in a process
+that imported torch the kernels' parallel loops run on torch's own (already awake) OpenMP team.
 
 Without a compiler, or with ``AUTOREC_NATIVE=0``, :func:`load` gives None and logs the reason
 once; every caller then keeps its torch path.

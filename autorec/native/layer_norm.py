@@ -49,14 +49,14 @@ def available() -> bool:
 def eligible(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
              normalized_shape: tuple[int, ...]) -> bool:
     """Whether a LayerNorm of ``x`` over its last dimension can run here: fp32 on the CPU with an
-    fp32 weight and bias, D <= 64, eager (not compiled or exported), outside autocast and
-    :func:`disabled`, the kernel available."""
+    fp32 weight and bias, D <= 64, eager (not compiled or exported), outside :func:`disabled`,
+    the kernel available. Autocast does not matter: the kernel works in fp32 and gives fp32,
+    what :class:`~autorec.blocks.layout.FloatLayerNorm` gives under autocast."""
     return (SWITCH.on and x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() >= 1
             and len(normalized_shape) == 1 and normalized_shape[0] == x.shape[-1] <= MAX_DIM
             and weight is not None and bias is not None
             and weight.dtype == bias.dtype == torch.float32 and weight.device.type == "cpu"
-            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
-            and not torch.compiler.is_exporting() and available())
+            and not torch.compiler.is_compiling() and not torch.compiler.is_exporting() and available())
 
 
 class _LayerNorm(torch.autograd.Function):

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from autorec.blocks.gram import pair_dots
+from autorec.native import pair_dots as native_dots
 
 
 def _indexing(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
@@ -58,12 +59,13 @@ def test_under_bf16_autocast_the_gradient_keeps_the_input_dtype() -> None:
 
 
 def test_under_bf16_autocast_both_products_run_in_bf16_and_the_dots_keep_the_input_dtype() -> None:
-    """The forward and the backward's products take bf16 inputs (the backward's, which autograd
-    would run in fp32, too); train and eval give the same dots, in fp32."""
+    """torch's path (the kernel off; on, an fp32 x's dots are fp32's, tests/native): the forward
+    and the backward's products take bf16 inputs (the backward's, which autograd would run in
+    fp32, too); train and eval give the same dots, in fp32."""
     torch.manual_seed(0)
     first, second = torch.triu_indices(6, 6, offset=1)
     x, upstream = torch.randn(3, 6, 8, requires_grad=True), torch.randn(3, first.numel())
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.bfloat16), native_dots.disabled():
         out = pair_dots(x, first, second)
         with torch.no_grad():
             plain = pair_dots(x, first, second)
@@ -77,6 +79,7 @@ def test_under_bf16_autocast_both_products_run_in_bf16_and_the_dots_keep_the_inp
     sym[:, first, second] += upstream
     sym[:, second, first] += upstream
     torch.testing.assert_close(x.grad, torch.bmm(sym.bfloat16(), low).float(), atol=0, rtol=0)
+    assert native_dots.SWITCH.on
 
 
 def test_compiled_it_keeps_its_backward_and_exported_it_traces_the_plain_form() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -72,9 +73,37 @@ def test_float_layer_norm_runs_it_where_it_applies(monkeypatch: pytest.MonkeyPat
         assert calls == [1], case
     with native.disabled():
         norm(x)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        norm(x.bfloat16())
-    assert calls == [1]  # disabled() and autocast keep torch's
+    assert calls == [1]  # disabled() keeps torch's
+
+
+def test_under_autocast_a_bf16_input_is_normalised_in_fp32_on_the_kernel() -> None:
+    """FloatLayerNorm's contract under autocast (fp32 out, bf16 input's gradient in bf16) on
+    the kernel, with torch's fp32 norm's values and gradients."""
+    torch.manual_seed(0)
+    norm = FloatLayerNorm(16)
+    x = torch.randn(64, 16).bfloat16().requires_grad_()
+    upstream = torch.randn(64, 16)
+    got = {}
+    for way in ("native", "torch"):
+        x.grad, norm.weight.grad = None, None
+        with torch.autocast("cpu", dtype=torch.bfloat16), (native.disabled() if way == "torch"
+                                                           else contextlib.nullcontext()):
+            y = norm(x)
+        (y * upstream).sum().backward()
+        got[way] = (y, x.grad, norm.weight.grad)
+    assert got["native"][0].dtype == torch.float32 and got["native"][1].dtype == torch.bfloat16
+    torch.testing.assert_close(got["native"][0], got["torch"][0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got["native"][2], got["torch"][2], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got["native"][1], got["torch"][1], rtol=1e-2, atol=1e-2)  # bf16's rounding
+    calls: list[int] = []
+    kept = native.layer_norm
+    try:
+        native.layer_norm = lambda *a: calls.append(1) or kept(*a)  # type: ignore[assignment]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            norm(x)
+    finally:
+        native.layer_norm = kept  # type: ignore[assignment]
+    assert calls == [1]
 
 
 def test_wukong_trains_with_it_as_with_torchs() -> None:

@@ -93,9 +93,12 @@ def test_a_training_step_runs_the_kernel_where_it_applies(monkeypatch: pytest.Mo
                 gram.pair_dots(leaf, first, second).sum().backward()
         else:
             gram.pair_dots(leaf, first, second).sum().backward()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        gram.pair_dots(x, first, second).float().sum().backward()
-    assert calls == []  # float64, disabled() and autocast keep torch's path
+    assert calls == []  # float64 and disabled() keep torch's path
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # an fp32 x: the kernel, in fp32
+        out = gram.pair_dots(x, first, second)
+        out.sum().backward()
+    assert calls == ["forward", "backward"] and out.dtype == torch.float32
+    torch.testing.assert_close(out, gram.pair_dots(x, first, second))
     assert native.eligible(torch.randn(2, 64, 64)) and not native.eligible(torch.randn(2, 65, 8))
 
 
