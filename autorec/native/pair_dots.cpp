@@ -22,10 +22,10 @@ constexpr int64_t kMaxF = 64, kMaxD = 64;  // the largest F (forward) and D (bac
 
 #define INLINE AUTOREC_INLINE
 
-// gram [F, NC * 16]: row i holds <x_i, x_j> for j <= i (the lower triangle, all a pair needs:
+// gram [F, NC * 16]: row i holds <x_i, x_j> for j >= i (the upper triangle, all a pair needs:
 // <x_i, x_j> = <x_j, x_i>), via x^T padded to NC * 16 columns (xt [D, NC * 16]): gram[i, :] =
 // sum_d x[i, d] * xt[d, :]. Rows go R at a time, so that each xt load serves R rows, their
-// accumulators held in vector registers; a row needs only the chunks up to its own column.
+// accumulators held in vector registers; a row needs only the chunks from its own column on.
 template <int NC>
 INLINE void gram_rows(const float* x, int64_t F, int64_t D, float* xt, float* gram) {
   constexpr int64_t W = NC * 16;
@@ -34,21 +34,21 @@ INLINE void gram_rows(const float* x, int64_t F, int64_t D, float* xt, float* gr
     for (int64_t d = 0; d < D; ++d) xt[d * W + i] = x[i * D + d];
   for (int64_t i0 = 0; i0 < F; i0 += R) {
     const int rows = static_cast<int>(std::min<int64_t>(R, F - i0));
-    const int chunks = static_cast<int>((i0 + rows - 1) / 16 + 1);  // up to the last row's column
+    const int start = static_cast<int>(i0 / 16);  // the chunk of the first row's own column
     v16 acc[R][NC] = {};
     for (int64_t d = 0; d < D; ++d) {
       v16 col[NC] = {};
       for (int c = 0; c < NC; ++c)
-        if (c < chunks) col[c] = load16(xt + d * W + c * 16);
+        if (c >= start) col[c] = load16(xt + d * W + c * 16);
       for (int r = 0; r < R; ++r) {
         const float v = r < rows ? x[(i0 + r) * D + d] : 0.0f;
         for (int c = 0; c < NC; ++c)
-          if (c < chunks) acc[r][c] += v * col[c];
+          if (c >= start) acc[r][c] += v * col[c];
       }
     }
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < NC; ++c)
-        if (c < chunks) store16(gram + (i0 + r) * W + c * 16, acc[r][c]);
+        if (c >= start) store16(gram + (i0 + r) * W + c * 16, acc[r][c]);
   }
 }
 
@@ -77,21 +77,52 @@ INLINE void fold_rows(const float* sym, const float* xp, int64_t F, int64_t D, f
   }
 }
 
+// dx[i, :] += sum_{j >= i + o} g_ij x_j and dx[j, :] += g_ij x_i for the pairs in
+// torchrec's triu order (row i's pairs (i, i + o), ..., (i, F - 1) in turn, their gradients g
+// contiguous; a diagonal pair's d<x, x>/dx = 2x): no [F, F] fold to clear and scatter into.
+// acc [F, DC * 16] holds dx, xp x's rows padded to DC * 16 (zeros past D).
+template <int DC>
+INLINE void fold_triu(const float* g, const float* xp, int64_t F, int o, float* acc) {
+  constexpr int64_t W = DC * 16;
+  std::memset(acc, 0, sizeof(float) * F * W);
+  for (int64_t i = 0; i < F; ++i) {
+    v16 xi[DC], mine[DC] = {};
+    for (int c = 0; c < DC; ++c) xi[c] = load16(xp + i * W + c * 16);
+    if (o == 0) {
+      const float w = 2.0f * *g++;
+      for (int c = 0; c < DC; ++c) mine[c] += w * xi[c];
+    }
+    for (int64_t j = i + 1; j < F; ++j) {
+      const float w = *g++;
+      for (int c = 0; c < DC; ++c) {
+        mine[c] += w * load16(xp + j * W + c * 16);
+        store16(acc + j * W + c * 16, load16(acc + j * W + c * 16) + w * xi[c]);
+      }
+    }
+    for (int c = 0; c < DC; ++c) store16(acc + i * W + c * 16, load16(acc + i * W + c * 16) + mine[c]);
+  }
+}
+
 // One sample's products (F <= 64: NC = ceil(F / 16) chunks) and one sample's dx += sym x
 // (D <= 64: DC = ceil(D / 16)), for each target of simd.h.
 #define GRAM(NC) gram_rows<NC>(x, F, D, xt, gram)
 #define FOLD(DC) fold_rows<DC>(sym, xp, F, D, dx)
+#define FOLD_TRIU(DC) fold_triu<DC>(g, xp, F, o, acc)
 #define SAMPLE_KERNELS(SUFFIX, TARGET)                                                             \
   TARGET void gram_sample_##SUFFIX(const float* x, int64_t F, int64_t D, float* xt, float* gram) {  \
     AUTOREC_BY_CHUNKS(F, GRAM)                                                                      \
   }                                                                                                 \
   TARGET void fold_sample_##SUFFIX(const float* sym, const float* xp, int64_t F, int64_t D, float* dx) { \
     AUTOREC_BY_CHUNKS(D, FOLD)                                                                      \
+  }                                                                                                 \
+  TARGET void fold_triu_##SUFFIX(const float* g, const float* xp, int64_t F, int64_t D, int o, float* acc) { \
+    AUTOREC_BY_CHUNKS(D, FOLD_TRIU)                                                                 \
   }
 AUTOREC_FOR_EACH_TARGET(SAMPLE_KERNELS)
 
 using GramSample = void (*)(const float*, int64_t, int64_t, float*, float*);
 using FoldSample = void (*)(const float*, const float*, int64_t, int64_t, float*);
+using FoldTriu = void (*)(const float*, const float*, int64_t, int64_t, int, float*);
 
 // Whether every pair's two indices fall in [0, F) (checked here, not by the caller: in Python
 // the check was two tensor reductions and two host reads per call).
@@ -99,6 +130,20 @@ bool pairs_in_range(const int64_t* first, const int64_t* second, int64_t P, int6
   for (int64_t p = 0; p < P; ++p)
     if (first[p] < 0 || first[p] >= F || second[p] < 0 || second[p] >= F) return false;
   return true;
+}
+
+// o (0 or 1) where the pairs are torchrec's triu_indices(F, F, o) in its order (row by row:
+// (0, o), (0, o + 1), ..., (1, 1 + o), ...), so that row i's pairs are one run; else -1.
+int triu_offset(const int64_t* first, const int64_t* second, int64_t P, int64_t F) {
+  for (int o = 0; o <= 1; ++o) {
+    if (P != F * (F + 1 - 2 * o) / 2) continue;
+    int64_t p = 0;
+    bool same = true;
+    for (int64_t i = 0; i < F && same; ++i)
+      for (int64_t j = i + o; j < F && same; ++j, ++p) same = first[p] == i && second[p] == j;
+    if (same) return o;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -114,6 +159,7 @@ int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t 
   if (F > kMaxF) return -1;
   if (!pairs_in_range(first, second, P, F)) return -2;
   static const GramSample gram_sample = AUTOREC_PICK(gram_sample);
+  const int o = triu_offset(first, second, P, F);
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
     std::vector<float> xt(D * W, 0.0f), gram(F * W);  // xt's columns past F stay zero
@@ -124,9 +170,14 @@ int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t 
       std::memcpy(row, xb, sizeof(float) * n * D);
       gram_sample(xb, F, D, xt.data(), gram.data());
       float* dots = row + n * D;
-      for (int64_t p = 0; p < P; ++p) {
-        const int64_t a = first[p], c = second[p];
-        dots[p] = a >= c ? gram[a * W + c] : gram[c * W + a];
+      if (o >= 0) {  // torchrec's order: row i's pairs are its gram row from column i + o on
+        for (int64_t i = 0, p = 0; i < F; p += F - i - o, ++i)
+          std::memcpy(dots + p, gram.data() + i * W + i + o, sizeof(float) * (F - i - o));
+      } else {
+        for (int64_t p = 0; p < P; ++p) {
+          const int64_t a = first[p], c = second[p];
+          dots[p] = a <= c ? gram[a * W + c] : gram[c * W + a];
+        }
       }
       std::fill(dots + P, dots + P + pad, 0.0f);
     }
@@ -135,7 +186,8 @@ int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t 
 }
 
 // grad [B, grad_stride >= n * D + P (+ pad)] -> dx [B, F, D]: each pair's gradient folded into a
-// symmetric [F, F] (a diagonal pair twice: d<x, x>/dx = 2x), times x, plus the passthrough's.
+// symmetric [F, F] (a diagonal pair twice: d<x, x>/dx = 2x), times x, plus the passthrough's;
+// pairs in torchrec's triu order go through fold_triu instead.
 // Returns 0, or -1 (D > kMaxD) or -2 (a pair outside [0, F)), nothing written.
 int64_t autorec_pair_dots_backward(const float* grad, int64_t grad_stride, const float* x, int64_t B,
                                    int64_t F, int64_t D, const int64_t* first, const int64_t* second,
@@ -144,14 +196,24 @@ int64_t autorec_pair_dots_backward(const float* grad, int64_t grad_stride, const
   if (D > kMaxD) return -1;
   if (!pairs_in_range(first, second, P, F)) return -2;
   static const FoldSample fold_sample = AUTOREC_PICK(fold_sample);
+  static const FoldTriu fold_triu = AUTOREC_PICK(fold_triu);
+  const int o = triu_offset(first, second, P, F);
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
-    std::vector<float> sym(F * F), xp(F * W, 0.0f);  // xp's columns past D stay zero
+    // xp's columns past D stay zero; acc is fold_triu's dx
+    std::vector<float> sym(F * F), xp(F * W, 0.0f), acc(o >= 0 ? F * W : 0);
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
       const float* g = grad + b * grad_stride;
       const float* xb = x + b * F * D;
       float* out = dx + b * F * D;
+      if (o >= 0) {  // torchrec's order: each pair's gradient read in turn, no fold to scatter into
+        for (int64_t j = 0; j < F; ++j) std::memcpy(xp.data() + j * W, xb + j * D, sizeof(float) * D);
+        fold_triu(g + n * D, xp.data(), F, D, o, acc.data());
+        for (int64_t i = 0; i < F; ++i)
+          for (int64_t d = 0; d < D; ++d) out[i * D + d] = acc[i * W + d] + (i < n ? g[i * D + d] : 0.0f);
+        continue;
+      }
       std::fill(sym.begin(), sym.end(), 0.0f);
       for (int64_t p = 0; p < P; ++p) {
         const float v = g[n * D + p];

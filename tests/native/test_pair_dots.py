@@ -45,6 +45,28 @@ def test_values_and_gradients_are_torchs(f: int, d: int, n: int, pad: int) -> No
         assert torch.equal(gram.pair_dots(x, first, second, passthrough=n, pad=pad), out)
 
 
+@pytest.mark.parametrize(("f", "d"), [(27, 16), (17, 20), (40, 64), (1, 4)])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_torchrecs_order_and_any_other_give_the_same(f: int, d: int, offset: int) -> None:
+    """Pairs in torchrec's triu order (with or without the diagonal) take the kernel's runs of a
+    row, in either direction; the same pairs in another order take the gather and the fold.
+    Both give torch's values and gradients, each dot in its own place."""
+    torch.manual_seed(f + d + offset)
+    first, second = torch.triu_indices(f, f, offset=offset)
+    order = torch.randperm(first.numel())
+    x = torch.randn(19, f, d)
+    upstream = torch.randn(19, d + first.numel())
+    runs = native.forward(x, first, second, 1, 0), native.backward(upstream, x, first, second, 1)
+    shuffled = torch.cat((upstream[:, :d], upstream[:, d:][:, order]), 1)
+    gathered = (native.forward(x, first[order], second[order], 1, 0),
+                native.backward(shuffled, x, first[order], second[order], 1))
+    torch.testing.assert_close(gathered[0], torch.cat((runs[0][:, :d], runs[0][:, d:][:, order]), 1))
+    torch.testing.assert_close(gathered[1], runs[1], rtol=1e-5, atol=1e-5)
+    expected, expected_grad = _torch_path(x, first, second, 1, 0, upstream)
+    torch.testing.assert_close(runs[0], expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(runs[1], expected_grad, rtol=1e-5, atol=1e-5)
+
+
 def test_any_pairs_repeated_reversed_and_diagonal() -> None:
     """The compacted supernet passes any pairs: one below the diagonal, one repeated, one
     diagonal (whose gradient is 2x)."""
