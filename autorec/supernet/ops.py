@@ -24,6 +24,7 @@ from autorec.arch import DHEN_MODULES, BlockConfig, DhenConfig
 from autorec.blocks import kind, out_features
 from autorec.blocks.dhen import _interaction_module
 from autorec.blocks.gram import pair_dots
+from autorec.blocks.layout import FloatLayerNorm
 from autorec.blocks.mlp import FeatureLinear
 from autorec.precision.layers import PrecisionAware, quant_linear
 from autorec.supernet.mixed import (
@@ -173,11 +174,11 @@ class SuperWukong(SuperBlock):
         self.n_fm, self.n_lcb, rank = max(fields["n_fm"]), max(fields["n_lcb"]), max(fields["rank"])
         self.num_out = self.n_fm + self.n_lcb
         self.proj = nn.Parameter(nn.init.xavier_normal_(torch.empty(num_in, rank)))
-        self.fm_norm = nn.LayerNorm(num_in * rank)
+        self.fm_norm = FloatLayerNorm(num_in * rank)
         self.mlp = MaskedMLP(f"{prefix}.mlp", fields["mlp"], num_in * rank, self.n_fm * dim)
         self.lcb = FeatureLinear(num_in, self.n_lcb) if self.n_lcb else None
         self.residual = FeatureLinear(num_in, self.num_out)
-        self.norm = nn.LayerNorm(dim)
+        self.norm = FloatLayerNorm(dim)
 
     def forward(self, x: torch.Tensor, weights: Weights) -> torch.Tensor:
         proj = self.proj * self.mask(weights, "rank", self.proj.shape[1])
@@ -247,7 +248,7 @@ class SuperDhen(SuperBlock):
         self.ensemble_logits = nn.Parameter(torch.zeros(len(self.names)))
         self.num_out = self.n_max * (len(self.names) if "concat" in fields["ensemble"] else 1)
         self.shortcut = FeatureLinear(num_in, self.num_out)
-        self.norm = nn.LayerNorm(dim)
+        self.norm = FloatLayerNorm(dim)
         member = [[m in subset for m in self.names] for subset in fields["modules"]]
         self.register_buffer("member", torch.tensor(member, dtype=torch.float32), persistent=False)
 
