@@ -5,7 +5,7 @@
 // same update in torch's operators is about twenty passes over the looked-up rows (5-7 ms). No
 // library offers a CPU kernel that groups the rows once for all tables and updates them in place.
 //
-// Plain C ABI (no torch headers: it compiles in about a second and is called through ctypes,
+// Plain C ABI (no torch headers: it compiles in half a second and is called through ctypes,
 // which releases the GIL). Layout (fbgemm's, "aligned" case): every feature D wide, the
 // gradient [B, T * D] sample-major (rows grad_stride floats apart: torchrec hands a slice of
 // a wider gradient), weights row r at weights[r * D], its state at state[r].

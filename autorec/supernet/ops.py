@@ -5,9 +5,8 @@ rank, MLP widths, n_out, cross depth, ...) and a smaller choice keeps a prefix o
 (:func:`~autorec.supernet.mixed.width_mask`), so every width shares one set of weights. An op
 reads the weights of its own choices, named ``layer<i>.<kind>.<field>`` as in the search space,
 and zeroes the output vectors its current widths do not produce, so the next layer sees them as
-absent. Input vectors past the previous layer's chosen width arrive as zeros.
-
-Every op maps ``[B, F_in, D] -> [B, num_out, D]`` with ``num_out`` the largest width any of its choices gives.
+absent. Input vectors past the previous layer's chosen width arrive as zeros. Every op maps
+``[B, F_in, D] -> [B, num_out, D]`` with ``num_out`` the largest width any of its choices gives.
 """
 
 from __future__ import annotations

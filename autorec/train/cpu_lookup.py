@@ -9,16 +9,17 @@ DLRM step on an Intel Xeon with AVX512 and did not get faster with a second thre
 tables' sizes (12 ms with every table 1,000 rows, in a probe not kept; the 17 ms and the
 replacement's 5 ms are ``benchmarks/embedding_update.py``'s).
 
-:func:`use_own_update` keeps fbgemm's forward (the same lookup, bit for bit) and its tables and
-optimizer state (the same tensors: checkpoints, resharding and the fused optimizer's learning
-rate see no difference), and replaces the backward by one pass over all tables at once, on one
-of two kernels:
+:func:`use_own_update` keeps fbgemm's tables and optimizer state (the same tensors:
+checkpoints, resharding and the fused optimizer's learning rate see no difference), and
+replaces the backward by one pass over all tables at once, on one of two kernels:
 
 - ``native`` (the default): :mod:`autorec.train.native_update`, one compiled pass (a stable
-  radix sort of the looked-up rows, then each row's sum and update in place), where every
-  feature has one width and the kernel could be built; else ``torch``;
-- ``torch``: torch's ops, one stable sort of the looked-up rows, one ``embedding_bag`` that
-  sums each row's gradients, the row-wise Adagrad step on the unique rows.
+  radix sort of the looked-up rows, then each row's sum and update in place), and the forward
+  on :mod:`autorec.train.native_lookup`'s compiled pooled lookup (the same values as fbgemm's),
+  where every feature has one width and the kernels could be built; else ``torch``;
+- ``torch``: fbgemm's forward; torch's ops for the update, one stable sort of the looked-up
+  rows, one ``embedding_bag`` that sums each row's gradients, the row-wise Adagrad step on the
+  unique rows.
 
 Either is the same update (``tests/train/test_cpu_lookup.py`` checks both against fbgemm's after
 several steps: same weights and state to float rounding).
@@ -59,7 +60,7 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
 )
 from torch import nn
 
-from autorec.train import native_update
+from autorec.train import native_lookup, native_update
 
 TBE = SplitTableBatchedEmbeddingBagsCodegen
 KERNELS = ("native", "torch")
@@ -86,22 +87,32 @@ def unsupported(tbe: nn.Module) -> str | None:
 
 
 class _Lookup(torch.autograd.Function):
-    """fbgemm's CPU forward; backward: :func:`rowwise_adagrad_step` (no gradient flows on)."""
+    """:func:`lookup` forward; backward: :func:`rowwise_adagrad_step` (no gradient flows on)."""
 
     @staticmethod
     def forward(ctx: Any, placeholder: torch.Tensor, tbe: TBE, indices: torch.Tensor,
                 offsets: torch.Tensor) -> torch.Tensor:
         ctx.tbe = tbe
         ctx.save_for_backward(indices, offsets)
-        return torch.ops.fbgemm.split_embedding_codegen_forward_cpu(
-            tbe.weights_host, tbe.weights_offsets, tbe.D_offsets, tbe.total_D, tbe.hash_size_cumsum,
-            indices, offsets, int(tbe.pooling_mode), None, SparseType.FP32.as_int())
+        return lookup(tbe, indices, offsets)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, None, None]:
         indices, offsets = ctx.saved_tensors
         rowwise_adagrad_step(ctx.tbe, indices, offsets, grad)
         return None, None, None, None
+
+
+def lookup(tbe: TBE, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """The pooled lookup [B, total_D]: on :mod:`autorec.train.native_lookup`'s kernel where the
+    TBE's kernel is ``native`` and the tables allow it (:func:`native_ready`), else fbgemm's CPU
+    forward; the same values."""
+    native = tbe.__dict__.get("_autorec_kernel", "native") == "native" and native_lookup.enabled()
+    if native and native_ready(tbe) and offsets.numel() <= 2**32:
+        return native_lookup.pooled_lookup(tbe, indices, offsets)
+    return torch.ops.fbgemm.split_embedding_codegen_forward_cpu(
+        tbe.weights_host, tbe.weights_offsets, tbe.D_offsets, tbe.total_D, tbe.hash_size_cumsum,
+        indices, offsets, int(tbe.pooling_mode), None, SparseType.FP32.as_int())
 
 
 def rowwise_adagrad_step(tbe: TBE, indices: torch.Tensor, offsets: torch.Tensor,
@@ -224,8 +235,8 @@ def _forward(self: TBE, indices: torch.Tensor, offsets: torch.Tensor,
              per_sample_weights: torch.Tensor | None = None, **kwargs: Any) -> torch.Tensor:
     if per_sample_weights is not None or any(v is not None for v in kwargs.values()):
         return TBE.forward(self, indices, offsets, per_sample_weights, **kwargs)
-    if not torch.is_grad_enabled():
-        return TBE.forward(self, indices, offsets)
+    if not torch.is_grad_enabled():  # evaluation: the same lookup, nothing saved
+        return lookup(self, indices.long(), offsets.long())
     self.step += 1
     return _Lookup.apply(self.placeholder_autograd_tensor, self, indices.long(), offsets.long())
 

@@ -54,12 +54,8 @@ def rowwise_adagrad(tbe: Any, indices: torch.Tensor, offsets: torch.Tensor, grad
         RuntimeError: the kernel is unavailable (:func:`library` is None), or a row falls
             outside the tables.
     """
-    fn = library()
-    if fn is None:
-        raise RuntimeError("the native row-wise Adagrad kernel is unavailable (see the log)")
-    features, dim, base = _layout(tbe)
-    batch = (offsets.numel() - 1) // features
-    indices, offsets = indices.long().contiguous(), offsets.long().contiguous()
+    fn = required(library(), "row-wise Adagrad")
+    (features, dim, base, _), batch, indices, offsets = bags(tbe, indices, offsets)
     grad = grad.float()
     if grad.dim() != 2 or grad.stride(1) != 1:  # rows of a wider tensor are read in place
         grad = grad.contiguous()
@@ -76,13 +72,33 @@ def rowwise_adagrad(tbe: Any, indices: torch.Tensor, offsets: torch.Tensor, grad
                            f"its row falls outside the tables' {state.numel()} rows")
 
 
-def _layout(tbe: Any) -> tuple[int, int, torch.Tensor]:
-    """(T features, their width D, each table's first state row [T] int64), read once per TBE
-    (its layout is fixed) rather than on every step."""
+def required(fn: Any | None, what: str) -> Any:
+    """``fn``, a kernel's entry point; a RuntimeError naming ``what`` where it is None."""
+    if fn is None:
+        raise RuntimeError(f"the native {what} kernel is unavailable (see the log)")
+    return fn
+
+
+Layout = tuple[int, int, torch.Tensor, torch.Tensor]  # T, D, first state row [T], table rows [T]
+
+
+def bags(tbe: Any, indices: torch.Tensor,
+         offsets: torch.Tensor) -> tuple[Layout, int, torch.Tensor, torch.Tensor]:
+    """(:func:`layout`, the batch B, indices and offsets as contiguous int64) for a kernel call."""
+    shape = layout(tbe)
+    return shape, (offsets.numel() - 1) // shape[0], indices.long().contiguous(), offsets.long().contiguous()
+
+
+def layout(tbe: Any) -> Layout:
+    """(T features, their width D, each feature's first state row [T] int64, the rows of each
+    feature's table [T] int64), read once per TBE (its layout is fixed) rather than every step."""
     cached = tbe.__dict__.get("_autorec_native_layout")
     if cached is None:
         features = tbe.D_offsets.numel() - 1
         dim = int(tbe.D_offsets[1] - tbe.D_offsets[0])
-        cached = (features, dim, tbe.momentum1_offsets[:features].long().contiguous())
+        # fbgemm's rows_per_table holds one entry per feature, its table's rows (a feature sharing
+        # a table repeats them; hash_size_cumsum does not give them there)
+        cached = (features, dim, tbe.momentum1_offsets[:features].long().contiguous(),
+                  tbe.rows_per_table[:features].long().contiguous())
         tbe.__dict__["_autorec_native_layout"] = cached
     return cached

@@ -13,7 +13,7 @@ from autorec.native import build
 from benchmarks import native_build
 from tests.doctests import assert_examples_run
 
-KERNELS = ("rowwise_adagrad", "pair_dots", "layer_norm")
+KERNELS = ("rowwise_adagrad", "pooled_lookup", "pair_dots", "layer_norm")
 
 
 def test_the_example_runs() -> None:

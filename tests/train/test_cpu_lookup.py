@@ -3,6 +3,7 @@ fbgemm's fused backward."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
 
 from autorec.data import load_dataset
 from autorec.presets import preset
-from autorec.train import cpu_lookup, native_update
+from autorec.train import cpu_lookup, native_lookup, native_update
 from autorec.train.trainer import TrainConfig, Trainer
 
 HOST = (EmbeddingLocation.HOST, ComputeDevice.CPU)
@@ -82,7 +83,7 @@ def test_the_update_is_fbgemms(case: str, kernel: str, monkeypatch: pytest.Monke
         indices, offsets = _batch(features, 16, gen, multi_hot)
         out_a, out_b = ours(indices, offsets), theirs(indices, offsets)
         if step == 0:
-            assert torch.equal(out_a, out_b)  # fbgemm's forward, unchanged
+            assert torch.equal(out_a, out_b)  # the compiled lookup or fbgemm's forward: the same bits
         torch.testing.assert_close(out_a, out_b, rtol=1e-5, atol=1e-6)
         upstream = torch.randn(out_a.shape, generator=gen)
         (out_a * upstream).sum().backward()
@@ -201,9 +202,13 @@ def test_the_trainer_switches_its_fused_tables_and_trains_as_fbgemm_does() -> No
         torch.testing.assert_close(a.weights_host, b.weights_host, rtol=1e-4, atol=1e-6)
 
 
-def test_a_row_past_its_table_is_an_error_not_row_zero() -> None:
-    """fbgemm's own path (bounds check WARNING) logs and reads row 0 instead; here it raises."""
+@pytest.mark.parametrize("forward", ["native", "fbgemm"])
+def test_a_row_past_its_table_is_an_error_not_row_zero(forward: str) -> None:
+    """fbgemm's own path (bounds check WARNING) logs and reads row 0 instead; here it raises, on
+    the compiled lookup (naming the feature) as on fbgemm's forward."""
     tbe = _tbe([(10, 4), (10, 4)])
     cpu_lookup.switch(tbe)
-    with pytest.raises(RuntimeError, match="out of bounds: 12"):
+    named = "feature 0: the index at position 1 is " if forward == "native" else ""
+    with pytest.raises(RuntimeError, match=f"{named}out of bounds: 12"), (
+            native_lookup.disabled() if forward == "fbgemm" else contextlib.nullcontext()):
         tbe(torch.tensor([1, 12, 2, 5]), torch.tensor([0, 1, 2, 3, 4]))
