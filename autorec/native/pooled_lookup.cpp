@@ -1,11 +1,12 @@
 // The CPU tables' pooled lookup (each bag's rows summed, or averaged) in one pass: see
 // autorec/train/native_lookup.py.
 //
-// Why by hand: fbgemm's CPU forward (split_embedding_codegen_forward_cpu) walks the tables one
-// after another; at the scale workload's shapes (26 features, batch 4096, one row of 16 floats
-// per bag) it took 1.8-2.0 ms of a DLRM step for 6.8 MB of rows (BENCHMARKS.md). The rows are
-// spread over 356 MB of tables, so each is a cache miss: here the samples are split over torch's
-// OpenMP team, and the row of a bag a few samples ahead is prefetched while this one is summed.
+// Why by hand: fbgemm's CPU forward (split_embedding_codegen_forward_cpu) was 2.3 ms of a 28.8
+// ms DLRM step at the scale workload's shapes (26 features, batch 4096, one row of 16 floats a
+// bag: 6.8 MB of rows; `python -m benchmarks.step_profile`'s top operators). The rows are spread
+// over 356 MB of tables, so each is a cache miss: here the samples are split over torch's OpenMP
+// team, and the first row of a bag a few samples ahead is prefetched while this one is summed.
+// No library offers that lookup for fbgemm's layout other than fbgemm's own.
 //
 // Layout (fbgemm's, "aligned" case, as autorec/native/rowwise_adagrad.cpp): every feature D wide,
 // bag t * B + b = indices[offsets[tB + b] : offsets[tB + b + 1]], its rows feature_base[t] + index

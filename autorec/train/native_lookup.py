@@ -5,8 +5,9 @@ gives it the forward too: each bag's rows summed (or averaged) into the [B, T * 
 fbgemm's ``split_embedding_codegen_forward_cpu`` writes, the same values (each bag's rows added
 in the bag's order, as fbgemm adds them), with the samples split over torch's OpenMP team and
 the rows a few samples ahead prefetched (each is a cache miss in tables of hundreds of MB).
-Written by hand because fbgemm's CPU forward goes table by table and no library offers that
-kernel for fbgemm's layout; built and loaded by :mod:`autorec.native.build` (None where it
+Written by hand because no library but fbgemm offers that lookup for fbgemm's layout, and its
+CPU forward is 1.3x slower alone and 1.05x on the DLRM step (``python -m
+benchmarks.native_lookup``); built and loaded by :mod:`autorec.native.build` (None where it
 cannot be, and ``cpu_lookup`` keeps fbgemm's forward). :func:`disabled` gives fbgemm's forward
 for A/B runs.
 
