@@ -43,19 +43,12 @@ INLINE void store_row(float* p, int64_t D, const v16* in) {
   }
 }
 
-typedef float v8 __attribute__((vector_size(32)));
-typedef float v4 __attribute__((vector_size(16)));
-
-// The sum of a row's lanes, halving the vector at each step (a chain of 16 scalar adds would be
-// the loop's bottleneck).
+// The sum of a row's lanes (simd.h's hsum of the row's chunks added).
 template <int DC>
 INLINE float total(const v16* v) {
   v16 s = v[0];
   for (int c = 1; c < DC; ++c) s += v[c];
-  const v8 h = __builtin_shufflevector(s, s, 0, 1, 2, 3, 4, 5, 6, 7) +
-               __builtin_shufflevector(s, s, 8, 9, 10, 11, 12, 13, 14, 15);
-  const v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
-  return (q[0] + q[2]) + (q[1] + q[3]);
+  return hsum(s);
 }
 
 // y = (x - mean) * rstd * w + b per row; mean and rstd kept for the backward.

@@ -16,6 +16,8 @@
 #include <omp.h>
 #include <vector>
 
+#include "simd.h"
+
 namespace {
 
 struct Args {
@@ -68,32 +70,58 @@ uint64_t* radix_sort(uint64_t* items, uint64_t* scratch, int64_t n, int key_bits
 }
 
 // Sum each row's gradient over the occurrences [lo, hi) of the sorted items (runs whole), then
-// state += mean(g^2) and w += g * (-lr / (sqrt(state) + eps)).
-void update_runs(const Args& a, const uint64_t* items, int64_t lo, int64_t hi) {
-  std::vector<float> g(a.D);
+// state += mean(g^2) and w += g * (-lr / (sqrt(state) + eps)). DC = D / 16 (D a multiple of 16,
+// at most 64) keeps the row's gradient in vector registers; DC = 0 is any D, in loops over it.
+template <int DC>
+AUTOREC_INLINE void update_runs(const Args& a, const uint64_t* items, int64_t lo, int64_t hi) {
+  std::vector<float> any(DC > 0 ? 0 : a.D);
   for (int64_t i = lo; i < hi;) {
     const uint64_t row = items[i] >> 32;
-    std::fill(g.begin(), g.end(), 0.0f);
+    v16 g[DC > 0 ? DC : 1] = {};
+    std::fill(any.begin(), any.end(), 0.0f);
     for (; i < hi && (items[i] >> 32) == row; ++i) {
       const int64_t bag = static_cast<int64_t>(items[i] & 0xffffffffu);
       const int64_t t = bag / a.B, s = bag - t * a.B;
       const float* src = a.grad + s * a.grad_stride + t * a.D;
-      if (a.mean) {
-        const float scale = 1.0f / static_cast<float>(a.offsets[bag + 1] - a.offsets[bag]);
-        for (int64_t d = 0; d < a.D; ++d) g[d] += scale * src[d];
+      const float scale = a.mean ? 1.0f / static_cast<float>(a.offsets[bag + 1] - a.offsets[bag]) : 1.0f;
+      if constexpr (DC > 0) {
+        for (int c = 0; c < DC; ++c) g[c] += a.mean ? scale * load16(src + c * 16) : load16(src + c * 16);
       } else {
-        for (int64_t d = 0; d < a.D; ++d) g[d] += src[d];
+        for (int64_t d = 0; d < a.D; ++d) any[d] += a.mean ? scale * src[d] : src[d];
       }
     }
     float square = 0.0f;
-    for (int64_t d = 0; d < a.D; ++d) square += g[d] * g[d];
+    if constexpr (DC > 0) {
+      v16 sq = g[0] * g[0];
+      for (int c = 1; c < DC; ++c) sq += g[c] * g[c];
+      square = hsum(sq);
+    } else {
+      for (int64_t d = 0; d < a.D; ++d) square += any[d] * any[d];
+    }
     const float s = a.state[row] + square / static_cast<float>(a.D);
     a.state[row] = s;
     const float step = (1.0f / (std::sqrt(s) + a.eps)) * a.neg_lr;
     float* w = a.weights + static_cast<int64_t>(row) * a.D;
-    for (int64_t d = 0; d < a.D; ++d) w[d] += g[d] * step;
+    if constexpr (DC > 0) {
+      for (int c = 0; c < DC; ++c) store16(w + c * 16, load16(w + c * 16) + g[c] * step);
+    } else {
+      for (int64_t d = 0; d < a.D; ++d) w[d] += any[d] * step;
+    }
   }
 }
+
+#define UPDATE(DC) update_runs<DC>(a, items, lo, hi)
+#define UPDATE_KERNELS(SUFFIX, TARGET)                                                       \
+  TARGET void update_##SUFFIX(const Args& a, const uint64_t* items, int64_t lo, int64_t hi) { \
+    if (a.D % 16 != 0 || a.D > 64) {                                                         \
+      update_runs<0>(a, items, lo, hi);                                                      \
+      return;                                                                                \
+    }                                                                                        \
+    AUTOREC_BY_CHUNKS(a.D, UPDATE)                                                           \
+  }
+AUTOREC_FOR_EACH_TARGET(UPDATE_KERNELS)
+
+using Update = void (*)(const Args&, const uint64_t*, int64_t, int64_t);
 
 }  // namespace
 
@@ -124,6 +152,7 @@ int64_t autorec_rowwise_adagrad(const int64_t* indices, const int64_t* offsets, 
   int key_bits = 0;
   while (key_bits < 32 && (uint64_t{1} << key_bits) < static_cast<uint64_t>(rows)) ++key_bits;
   items = radix_sort(items, scratch_buf.get(), n, key_bits, parts);
+  static const Update update = AUTOREC_PICK(update);
   const Args a{indices, offsets, T, B, grad, grad_stride, D, weights, state, -lr, eps, mean};
   // Split the occurrences into runs-whole chunks, one per thread.
   std::vector<int64_t> cut(parts + 1, n);
@@ -137,7 +166,7 @@ int64_t autorec_rowwise_adagrad(const int64_t* indices, const int64_t* offsets, 
   // same soname): its threads are awake after the step's other parallel regions, where threads
   // of our own would compete with them for the cores while they spin.
 #pragma omp parallel for num_threads(parts) schedule(static, 1)
-  for (int p = 0; p < parts; ++p) update_runs(a, items, cut[p], cut[p + 1]);
+  for (int p = 0; p < parts; ++p) update(a, items, cut[p], cut[p + 1]);
   return 0;
 }
 

@@ -22,6 +22,18 @@ AUTOREC_INLINE v16 load16(const float* p) {
 
 AUTOREC_INLINE void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+
+// The sum of v's 16 lanes, halving the vector at each step (a chain of 16 scalar adds would hold
+// the loop that waits on it).
+AUTOREC_INLINE float hsum(v16 s) {
+  const v8 h = __builtin_shufflevector(s, s, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(s, s, 8, 9, 10, 11, 12, 13, 14, 15);
+  const v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
 // The statement CALL(C) with C = ceil(n / 16), a compile-time 1 to 4, for n <= 64 at run time.
 #define AUTOREC_BY_CHUNKS(n, CALL) \
   switch (((n) + 15) / 16) {       \

@@ -34,6 +34,7 @@ def test_a_build_is_cached_and_rebuilt_when_the_source_changes(tmp_path: Path) -
     assert first.stat().st_mtime_ns == stamp  # not rebuilt
     changed = tmp_path / "rowwise_adagrad.cpp"
     changed.write_text(source.read_text() + "\n// changed\n")
+    (tmp_path / "simd.h").write_text((build.HERE / "simd.h").read_text())  # what it includes
     second = build.compile_kernel(changed, root=tmp_path)
     assert second != first and second.exists()
     assert sorted(p.suffix for p in second.parent.iterdir()) == [".so"]  # no scratch file left
