@@ -153,7 +153,8 @@ def native_ready(tbe: TBE) -> bool:
     ready = tbe.__dict__.get("_autorec_native_ready")  # the tables' layout is fixed: once per TBE
     if ready is None:
         dims = tbe.D_offsets.diff().long()
-        ready = dims.numel() > 0 and _aligned(tbe, dims) and tbe.momentum1_host.numel() < 2**32
+        ready = (dims.numel() > 0 and _aligned(tbe, dims) and tbe.momentum1_host.numel() < 2**32
+                 and tbe.weights_host.is_contiguous() and tbe.momentum1_host.is_contiguous())
         tbe.__dict__["_autorec_native_ready"] = ready
     return ready
 
