@@ -18,8 +18,10 @@ The step is also timed without hooks (``step_ms``), beside the roofline floor of
 (``benchmarks/roofline.py``, rates measured in this run) and torch.profiler's five costliest
 operators, and the page faults and kernel time per step over the timed steps (``getrusage``).
 Results: a table on stdout and flat keys ``<preset>_<piece>_ms``, ``<preset>_step_ms``,
-``<preset>_floor_ms``, ``<preset>_floor_share``, ``<preset>_faults_per_step`` and
-``<preset>_sys_ms_per_step`` merged into ``benchmarks/results/throughput.json``.
+``<preset>_floor_ms``, ``<preset>_floor_share``, ``<preset>_faults_per_step``,
+``<preset>_sys_ms_per_step`` and ``<preset>_commit`` (the commit this preset's figures were
+measured at: a run of some presets keeps the others' figures) merged into
+``benchmarks/results/throughput.json``.
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile [--presets dlrm,wukong] [--steps 10]
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.step_profile --compile   # + the compiled step
@@ -55,7 +57,7 @@ from autorec.train.autocast import AUTOCAST, FP32_MATMUL
 from autorec.train.compiled import DENSE_PARTS, compile_dense
 from autorec.train.trainer import TrainConfig, Trainer
 from autorec.train.waiting import Waited
-from benchmarks.results_file import RESULTS, merge_results
+from benchmarks.results_file import RESULTS, commit, merge_results
 from benchmarks.roofline import Rates, measure_rates, pooling_factors, step_floor
 
 PRESETS = ("dlrm", "dcnv2", "wukong", "dhen")
@@ -298,6 +300,7 @@ def main() -> None:
               flush=True)
     for name in names:
         figures |= floor_figures(figures, name, rates)
+        figures[f"{name}_commit"] = commit()  # each preset's own: runs of some presets keep the others
         if bf16_rates is not None:
             figures[f"{name}_floor_share_at_bf16_rate"] = floor_figures(
                 figures, name, bf16_rates)[f"{name}_floor_share"]
