@@ -9,7 +9,9 @@ the source, the headers beside it (``simd.h``), the flags and the compiler's ver
 that imported torch the kernels' parallel loops run on torch's own (already awake) OpenMP team.
 
 Without a compiler, or with ``AUTOREC_NATIVE=0``, :func:`load` gives None and logs the reason
-once; every caller then keeps its torch path.
+once; every caller then keeps its torch path. Each kernel holds an AVX-512, an AVX2 and a plain
+x86-64 build of its loops and runs the CPU's best; ``AUTOREC_NATIVE_ISA=avx2`` or ``plain`` caps
+that choice (read once per process), so one machine can test every build.
 
 Example:
     >>> fn = load("rowwise_adagrad", "autorec_rowwise_adagrad", ROWWISE_ADAGRAD_ARGS)

@@ -6,7 +6,9 @@
 // project measures on it fell back to the plain build (BENCHMARKS.md).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #define AUTOREC_INLINE inline __attribute__((always_inline))
@@ -52,13 +54,20 @@ AUTOREC_INLINE float hsum(v16 s) {
 
 namespace autorec_simd {
 
-// 2 where the CPU has AVX-512 (F, VL, DQ, BW), 1 where AVX2 with FMA, else 0.
+// 2 where the CPU has AVX-512 (F, VL, DQ, BW), 1 where AVX2 with FMA, else 0; capped by
+// $AUTOREC_NATIVE_ISA (avx2 or plain: the tests run the other targets' builds on one machine).
 inline int cpu_level() {
   __builtin_cpu_init();
+  int level = 0;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
-    return 2;
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+    level = 2;
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    level = 1;
+  const char* cap = std::getenv("AUTOREC_NATIVE_ISA");
+  if (cap != nullptr && std::strcmp(cap, "avx2") == 0) return std::min(level, 1);
+  if (cap != nullptr && std::strcmp(cap, "plain") == 0) return 0;
+  return level;
 }
 
 }  // namespace autorec_simd
