@@ -39,7 +39,7 @@ import torch
 from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.train.trainer import TrainConfig, Trainer
-from benchmarks.results_file import RESULTS, merge_results
+from benchmarks.results_file import RESULTS, commit, merge_results
 from benchmarks.step_profile import figure_key
 
 PRESETS = ("dlrm", "dcnv2", "wukong", "dhen")
@@ -119,7 +119,8 @@ def before_after_main(doc: str | None, before: type[Trainer], prefix: str, prese
     """A before/after benchmark's main: a ``new`` Trainer (the default one unless given) and a
     ``before`` one (the form before a change) of each preset on the scale workload, in
     alternating rounds; prints and
-    merges :func:`before_after_figures` under ``<prefix>_<preset>[_dim<D>][_<autocast>]``. With
+    merges :func:`before_after_figures` under ``<prefix>_<preset>[_dim<D>][_<autocast>]`` (with
+    ``<that key>_commit``, the commit it was measured at). With
     ``alone``, first the changed part timed on its own (``alone(repeats, autocast)``'s figures, merged
     too; ``--repeats``, 0 to skip it), and ``--no-steps`` skips the steps."""
     parser = ab_parser(doc)
@@ -133,6 +134,8 @@ def before_after_main(doc: str | None, before: type[Trainer], prefix: str, prese
     args = parser.parse_args()
     timed_alone = alone is not None and args.repeats > 0
     figures: dict[str, Any] = alone(args.repeats, args.autocast) if timed_alone else {}
+    if timed_alone:
+        figures[f"{prefix}{'_bf16' if args.autocast == 'bf16' else ''}_alone_commit"] = commit()
     if not getattr(args, "no_steps", False):
         sizes = {} if args.dim is None else {"dim": args.dim}
         data = scale_data(args)
@@ -142,6 +145,7 @@ def before_after_main(doc: str | None, before: type[Trainer], prefix: str, prese
                     "before": before(preset(name, data.schema, **sizes), data, config)}
             key = figure_key(f"{prefix}_{name}", args.autocast, args.dim)
             figures |= before_after_figures(key, alternating_rounds(runs, args.rounds, args.steps))
+            figures[f"{key}_commit"] = commit()  # its own: runs of other presets or precisions keep theirs
     figures[f"{prefix}_threads"] = torch.get_num_threads()
     for name, value in figures.items():
         print(f"{name:44s} {value:.3f}" if isinstance(value, float) else f"{name:44s} {value}")
