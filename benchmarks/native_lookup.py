@@ -68,8 +68,8 @@ def alone(repeats: int, autocast: str, batch: int = BATCH, samples: int = 6 * BA
         for repeat in range(repeats + 2):
             for way, context in ways.items():
                 with context():
-                    for indices, offsets in lookups:
-                        for key, cold in ((way, False), (f"cold_{way}", True)):
+                    for key, cold in ((way, False), (f"cold_{way}", True)):  # the warm pass first
+                        for indices, offsets in lookups:
                             if cold:
                                 flush.fill_(repeat)
                             start = time.perf_counter()
