@@ -17,12 +17,10 @@ namespace {
 
 constexpr int64_t kMaxD = 64;
 
-#define INLINE AUTOREC_INLINE
-
 // A row of D floats in DC registers, zero past D. Where D is a multiple of 16 (kFull) the row
 // is DC plain vector loads; otherwise it goes through a zeroed buffer, a copy of runtime length.
 template <int DC, bool kFull>
-INLINE void load_row(const float* p, int64_t D, v16* out) {
+AUTOREC_INLINE void load_row(const float* p, int64_t D, v16* out) {
   if constexpr (kFull) {
     for (int c = 0; c < DC; ++c) std::memcpy(&out[c], p + c * 16, sizeof(v16));
   } else {
@@ -33,7 +31,7 @@ INLINE void load_row(const float* p, int64_t D, v16* out) {
 }
 
 template <int DC, bool kFull>
-INLINE void store_row(float* p, int64_t D, const v16* in) {
+AUTOREC_INLINE void store_row(float* p, int64_t D, const v16* in) {
   if constexpr (kFull) {
     for (int c = 0; c < DC; ++c) std::memcpy(p + c * 16, &in[c], sizeof(v16));
   } else {
@@ -45,7 +43,7 @@ INLINE void store_row(float* p, int64_t D, const v16* in) {
 
 // The sum of a row's lanes (simd.h's hsum of the row's chunks added).
 template <int DC>
-INLINE float total(const v16* v) {
+AUTOREC_INLINE float total(const v16* v) {
   v16 s = v[0];
   for (int c = 1; c < DC; ++c) s += v[c];
   return hsum(s);
@@ -53,7 +51,7 @@ INLINE float total(const v16* v) {
 
 // y = (x - mean) * rstd * w + b per row; mean and rstd kept for the backward.
 template <int DC, bool kFull>
-INLINE void forward_rows(const float* x, const float* w, const float* b, int64_t lo, int64_t hi,
+AUTOREC_INLINE void forward_rows(const float* x, const float* w, const float* b, int64_t lo, int64_t hi,
                          int64_t D, float eps, float* y, float* mean, float* rstd) {
   v16 wv[DC], bv[DC], mask[DC];
   load_row<DC, false>(w, D, wv);
@@ -81,7 +79,7 @@ INLINE void forward_rows(const float* x, const float* w, const float* b, int64_t
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w, xhat = (x - mean) * rstd;
 // dw += dy * xhat and db += dy into this thread's partial sums.
 template <int DC, bool kFull>
-INLINE void backward_rows(const float* dy, const float* x, const float* mean, const float* rstd,
+AUTOREC_INLINE void backward_rows(const float* dy, const float* x, const float* mean, const float* rstd,
                           const float* w, int64_t lo, int64_t hi, int64_t D, float* dx, float* dw,
                           float* db) {
   v16 wv[DC], dwv[DC] = {}, dbv[DC] = {};

@@ -20,14 +20,12 @@ namespace {
 
 constexpr int64_t kMaxF = 64, kMaxD = 64;  // the largest F (forward) and D (backward) handled
 
-#define INLINE AUTOREC_INLINE
-
 // gram [F, NC * 16]: row i holds <x_i, x_j> for j >= i (the upper triangle, all a pair needs:
 // <x_i, x_j> = <x_j, x_i>), via x^T padded to NC * 16 columns (xt [D, NC * 16]): gram[i, :] =
 // sum_d x[i, d] * xt[d, :]. Rows go R at a time, so that each xt load serves R rows, their
 // accumulators held in vector registers; a row needs only the chunks from its own column on.
 template <int NC>
-INLINE void gram_rows(const float* x, int64_t F, int64_t D, float* xt, float* gram) {
+AUTOREC_INLINE void gram_rows(const float* x, int64_t F, int64_t D, float* xt, float* gram) {
   constexpr int64_t W = NC * 16;
   constexpr int R = 4;
   for (int64_t i = 0; i < F; ++i)
@@ -55,7 +53,7 @@ INLINE void gram_rows(const float* x, int64_t F, int64_t D, float* xt, float* gr
 // dx[i, :D] += sum_j sym[i, j] xp[j, :], xp being x's rows padded to DC * 16 (zeros past D);
 // R rows of dx at a time, so that each xp row loaded serves R of them.
 template <int DC>
-INLINE void fold_rows(const float* sym, const float* xp, int64_t F, int64_t D, float* dx) {
+AUTOREC_INLINE void fold_rows(const float* sym, const float* xp, int64_t F, int64_t D, float* dx) {
   constexpr int64_t W = DC * 16;
   constexpr int R = 4;
   for (int64_t i0 = 0; i0 < F; i0 += R) {
@@ -82,7 +80,7 @@ INLINE void fold_rows(const float* sym, const float* xp, int64_t F, int64_t D, f
 // contiguous; a diagonal pair's d<x, x>/dx = 2x): no [F, F] fold to clear and scatter into.
 // acc [F, DC * 16] holds dx, xp x's rows padded to DC * 16 (zeros past D).
 template <int DC>
-INLINE void fold_triu(const float* g, const float* xp, int64_t F, int o, float* acc) {
+AUTOREC_INLINE void fold_triu(const float* g, const float* xp, int64_t F, int o, float* acc) {
   constexpr int64_t W = DC * 16;
   std::memset(acc, 0, sizeof(float) * F * W);
   for (int64_t i = 0; i < F; ++i) {

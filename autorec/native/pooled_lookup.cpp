@@ -19,8 +19,6 @@
 
 namespace {
 
-#define INLINE AUTOREC_INLINE
-
 constexpr int64_t kBlock = 64;  // samples whose bags are summed feature by feature
 constexpr int64_t kAhead = 8;   // how many samples ahead a bag's first row is prefetched
 
@@ -40,7 +38,7 @@ struct Args {
 // returns the first position of an index outside [0, its table's rows), or -1. DC = D / 16 (D a
 // multiple of 16, at most 64) keeps the sum in registers; DC = 0 is any D, in a loop over it.
 template <int DC>
-INLINE int64_t pool_bag(const Args& a, int64_t t, int64_t b) {
+AUTOREC_INLINE int64_t pool_bag(const Args& a, int64_t t, int64_t b) {
   const int64_t bag = t * a.B + b, k0 = a.offsets[bag], k1 = a.offsets[bag + 1];
   const int64_t base = a.feature_base[t], rows = a.feature_rows[t];
   float* dst = a.out + b * a.T * a.D + t * a.D;
@@ -69,7 +67,7 @@ INLINE int64_t pool_bag(const Args& a, int64_t t, int64_t b) {
 }
 
 // The first row of bag (t, b), if any and in range, towards the cache.
-INLINE void prefetch_bag(const Args& a, int64_t t, int64_t b) {
+AUTOREC_INLINE void prefetch_bag(const Args& a, int64_t t, int64_t b) {
   const int64_t bag = t * a.B + b;
   if (a.offsets[bag] == a.offsets[bag + 1]) return;
   const int64_t index = a.indices[a.offsets[bag]];
@@ -81,7 +79,7 @@ INLINE void prefetch_bag(const Args& a, int64_t t, int64_t b) {
 // Samples [lo, hi) in blocks of kBlock, feature by feature within a block (each feature's
 // offsets and indices read in order); returns the first bad position, or -1.
 template <int DC>
-INLINE int64_t pool_samples(const Args& a, int64_t lo, int64_t hi) {
+AUTOREC_INLINE int64_t pool_samples(const Args& a, int64_t lo, int64_t hi) {
   for (int64_t b0 = lo; b0 < hi; b0 += kBlock) {
     const int64_t b1 = std::min(hi, b0 + kBlock);
     for (int64_t t = 0; t < a.T; ++t)
