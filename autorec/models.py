@@ -120,6 +120,8 @@ class RecModel(nn.Module):
         self.over_arch = nn.Sequential(MLP(num * dim, list(spec.over_arch)),
                                        nn.Linear(spec.over_arch[-1], 1))
         quantise_model(self)  # each part's dense modules in its precision (fp32: unchanged)
+        if layers:  # a quantised first linear takes its input as it did, in the block's dtype
+            layers[-1].feeds_linear = type(first_linear(self.over_arch)) is nn.Linear
 
     def embed(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature, or
@@ -140,6 +142,11 @@ class RecModel(nn.Module):
 
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         return self.head(self.embed(dense, sparse))
+
+
+def first_linear(module: nn.Module) -> nn.Module | None:
+    """The first ``nn.Linear`` (or subclass) among ``module``'s submodules, in order."""
+    return next((m for m in module.modules() if isinstance(m, nn.Linear)), None)
 
 
 def build_model(spec: ArchSpec, device: torch.device | None = None) -> RecModel:

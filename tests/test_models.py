@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 from torchrec.models.dlrm import DLRM
@@ -72,3 +74,36 @@ def test_model_without_dense_features():
     assert spec.n_dense == 0 and spec.num_inputs == 3
     model = build_model(spec.replace(layers=(DotConfig(n_passthrough=0),)))
     assert model(torch.empty(4, 0), kjt(4)).shape == (4,)
+
+
+def test_under_autocast_the_last_dots_reach_the_over_arch_in_bf16_with_the_same_training():
+    """DLRM's dots feed the over-arch's plain linear, so under bf16 autocast they come out in
+    bf16 (the kernel writes them so) with the same logits and gradients, bit for bit, as the
+    fp32 dots that linear would cast; a quantised first linear, or a block that feeds another
+    block, keeps its dtype."""
+    spec = preset("dlrm", SCHEMA)
+    model = build_model(spec)
+    assert model.layers[-1].feeds_linear
+    dense, sparse = torch.randn(32, 3), kjt(32)
+    runs = []
+    for feeds in (True, False):
+        model.layers[-1].feeds_linear = feeds
+        model.zero_grad()
+        seen: list[torch.dtype] = []
+        handle = model.layers[-1].register_forward_hook(lambda m, i, o, seen=seen: seen.append(o.dtype))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(dense, sparse)
+        handle.remove()
+        logits.float().square().mean().backward()
+        runs.append((seen[0], logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
+                                                if p.grad is not None}))
+    assert (runs[0][0], runs[1][0]) == (torch.bfloat16, torch.float32)
+    torch.testing.assert_close(runs[0][1], runs[1][1], rtol=0, atol=0)
+    assert runs[0][2].keys() == runs[1][2].keys()
+    for name, grad in runs[0][2].items():
+        torch.testing.assert_close(grad, runs[1][2][name], rtol=0, atol=0, msg=name)
+    two = build_model(ArchSpec(name="two", dim=4, tables=spec.tables, n_dense=3, dense_arch=(8,),
+                               layers=(DotConfig(), DotConfig()), over_arch=(8,)))
+    assert [block.feeds_linear for block in two.layers] == [False, True]
+    quantised = build_model(dataclasses.replace(spec, over_arch_precision="fp8_e4m3"))
+    assert not quantised.layers[-1].feeds_linear

@@ -20,6 +20,10 @@ class InteractionBlock(nn.Module):
     config's (``BlockConfig.out_features``)."""
 
     config_type: ClassVar[type[BlockConfig]]
+    # Set by the model on its last block where the over-arch's first layer is a plain nn.Linear:
+    # under autocast the block may then give its output in autocast's dtype, which that linear
+    # casts its input to anyway (see :func:`autocast_output`).
+    feeds_linear: bool = False
 
     def __init__(self, config: BlockConfig, num_in: int, dim: int) -> None:
         super().__init__()
@@ -44,3 +48,15 @@ def global_forward_hooks() -> bool:
     instead, so such a hook (a precision probe, say) sees every call."""
     module = nn.modules.module
     return bool(module._global_forward_hooks or module._global_forward_pre_hooks)
+
+
+def autocast_output(x: torch.Tensor) -> torch.dtype | None:
+    """The dtype a block that feeds a plain linear (``feeds_linear``) may give its output in:
+    autocast's on ``x``'s device, or None outside autocast (or on a device without it, such as
+    ``meta``) or while a module-wide forward hook is registered (a probe then sees that linear's
+    input as before, in the block's dtype)."""
+    device = x.device.type
+    if (not torch.amp.is_autocast_available(device) or not torch.is_autocast_enabled(device)
+            or global_forward_hooks()):
+        return None
+    return torch.get_autocast_dtype(device)

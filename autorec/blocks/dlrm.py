@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from autorec.arch import DotConfig, num_dots
-from autorec.blocks.base import InteractionBlock
+from autorec.blocks.base import InteractionBlock, autocast_output
 from autorec.blocks.gram import pair_dots
 from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, Values, register_kind
 
@@ -36,10 +36,12 @@ class PairwiseDots(nn.Module):
         # Not persistent: derived from the config, so checkpoints stay free of it (as in torchrec).
         self.register_buffer("triu", torch.triu_indices(num_in, num_in, offset=offset), persistent=False)
 
-    def forward(self, x: torch.Tensor, passthrough: int = 0, pad: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, passthrough: int = 0, pad: int = 0,
+                dtype: torch.dtype | None = None) -> torch.Tensor:
         """[B, F, D] -> [B, passthrough * D + dots + pad]: the first ``passthrough`` vectors
-        flattened, the dots, ``pad`` zeros (see :func:`~autorec.blocks.gram.pair_dots`)."""
-        return pair_dots(x, self.triu[0], self.triu[1], passthrough, pad)
+        flattened, the dots, ``pad`` zeros, in ``dtype`` (default x's; see
+        :func:`~autorec.blocks.gram.pair_dots`)."""
+        return pair_dots(x, self.triu[0], self.triu[1], passthrough, pad, dtype)
 
 
 class DotInteraction(InteractionBlock):
@@ -77,7 +79,10 @@ class DotInteraction(InteractionBlock):
         self.pad = self.num_out * dim - values
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dots(x, self.n_passthrough, self.pad).view(-1, self.num_out, self.dim)
+        # Feeding the over-arch's plain linear under autocast, the output is given in autocast's
+        # dtype, which that linear would cast it to: the kernel writes it so, a pass fewer each way.
+        low = autocast_output(x) if self.feeds_linear else None
+        return self.dots(x, self.n_passthrough, self.pad, low).view(-1, self.num_out, self.dim)
 
 
 class DotRules(SearchRules):

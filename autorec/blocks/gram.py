@@ -51,13 +51,14 @@ class _PairDots(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, flat: torch.Tensor,
-                mirror: torch.Tensor, passthrough: int, pad: int) -> torch.Tensor:
-        ctx.native = native_dots.eligible(x)  # type: ignore[attr-defined]
-        if ctx.native:  # type: ignore[attr-defined]
+                mirror: torch.Tensor, passthrough: int, pad: int, native: bool = False,
+                dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        ctx.native = native  # type: ignore[attr-defined]
+        if native:  # the kernel's output in ``dtype``, its backward taking that dtype's gradient
             first, second = _pairs(flat, x.shape[1])
             ctx.save_for_backward(x, first, second)
             ctx.passthrough = passthrough  # type: ignore[attr-defined]
-            return native_dots.forward(x, first, second, passthrough, pad)
+            return native_dots.forward(x, first, second, passthrough, pad, dtype)
         low = _autocast_dtype(x)
         xs = x if low is None else x.to(low)
         ctx.save_for_backward(xs, flat, mirror)
@@ -66,11 +67,11 @@ class _PairDots(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
-                 grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+                 grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         n = ctx.passthrough  # type: ignore[attr-defined]
         if ctx.native:  # type: ignore[attr-defined]
             x, first, second = ctx.saved_tensors  # type: ignore[attr-defined]
-            return native_dots.backward(grad, x, first, second, n), None, None, None, None
+            return native_dots.backward(grad, x, first, second, n), None, None, None, None, None, None
         xs, flat, mirror = ctx.saved_tensors  # type: ignore[attr-defined]
         b, f, d = xs.shape
         dtype = ctx.dtype  # type: ignore[attr-defined]
@@ -89,7 +90,7 @@ class _PairDots(torch.autograd.Function):
                 dx[start: start + m] = torch.bmm(product, xs[start: start + m])
         if n:
             dx[:, :n].add_(grad[:, : n * d].unflatten(1, (n, d)))
-        return dx, None, None, None, None
+        return dx, None, None, None, None, None, None
 
 
 def _pairs(flat: torch.Tensor, f: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,9 +136,13 @@ def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
 
 
 def pair_dots(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passthrough: int = 0,
-              pad: int = 0) -> torch.Tensor:
+              pad: int = 0, dtype: torch.dtype | None = None) -> torch.Tensor:
     """The dots ``<x[:, first[p]], x[:, second[p]]>`` for every pair p, after the first
     ``passthrough`` vectors flattened and before ``pad`` zeros (DLRM's interaction layout).
+
+    ``dtype`` (default ``x``'s) is the output's: a caller whose output goes to a linear under
+    autocast asks for autocast's dtype, which the native kernel writes directly (and whose
+    gradient its backward reads) where that linear would cast it, a pass over the output each way.
 
     Shapes: x [B, F, D], first and second [P] (long, values in [0, F)) ->
     [B, passthrough * D + P + pad].
@@ -149,6 +154,15 @@ def pair_dots(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passth
         >>> pair_dots(x, torch.tensor([0]), torch.tensor([1]), passthrough=1, pad=3)
         tensor([[ 0.,  1.,  2.,  3., 38.,  0.,  0.,  0.]])
     """
+    dtype = x.dtype if dtype is None else dtype
+    native = native_dots.eligible(x) and dtype in (torch.float32, torch.bfloat16)
+    return _dots(x, first, second, passthrough, pad, native, dtype).to(dtype)
+
+
+def _dots(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passthrough: int, pad: int,
+          native: bool, dtype: torch.dtype) -> torch.Tensor:
+    """:func:`pair_dots`' values: in ``dtype`` from the native kernel (``native``), else in
+    ``x``'s dtype by the path that suits the call."""
     f = x.shape[1]
     flat = first * f + second
     graded = torch.is_grad_enabled() and x.requires_grad
@@ -156,18 +170,18 @@ def pair_dots(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passth
     if torch.compiler.is_exporting() or not (graded or eager):
         return _laid_out(x, torch.bmm(x, x.transpose(1, 2)).flatten(1).to(x.dtype), flat, passthrough, pad)
     if not graded:  # evaluation, eager on the CPU or CUDA: the forward's own path, nothing saved
-        if native_dots.eligible(x):
-            return native_dots.forward(x, first, second, passthrough, pad)
+        if native:
+            return native_dots.forward(x, first, second, passthrough, pad, dtype)
         low = _autocast_dtype(x)
         return _in_blocks(x, x if low is None else x.to(low), flat, passthrough, pad)
     if torch.compiler.is_compiling():  # (train.compile) a graph break: the backward below, eager
-        return _eager_pair_dots(x, flat, second * f + first, passthrough, pad)
-    return _PairDots.apply(x, flat, second * f + first, passthrough, pad)
+        return _eager_pair_dots(x, flat, second * f + first, passthrough, pad, native, dtype)
+    return _PairDots.apply(x, flat, second * f + first, passthrough, pad, native, dtype)
 
 
 @torch.compiler.disable
 def _eager_pair_dots(x: torch.Tensor, flat: torch.Tensor, mirror: torch.Tensor, passthrough: int,
-                     pad: int) -> torch.Tensor:
+                     pad: int, native: bool, dtype: torch.dtype) -> torch.Tensor:
     """:class:`_PairDots` run eagerly from compiled code: Inductor's code for its backward's
     ``index_add_`` is slower than ATen's on the CPU (``benchmarks.step_profile --compile``)."""
-    return _PairDots.apply(x, flat, mirror, passthrough, pad)
+    return _PairDots.apply(x, flat, mirror, passthrough, pad, native, dtype)

@@ -42,8 +42,8 @@ _P, _I, _F, _C = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 # argument types of each kernel's entry point, as its .cpp declares them
 POOLED_LOOKUP_ARGS = (_P, _P, _I, _I, _P, _P, _P, _I, _C, _P, _C)
 ROWWISE_ADAGRAD_ARGS = (_P, _P, _I, _I, _P, _P, _I, _I, _P, _P, _I, _F, _F, _C, _C)
-PAIR_DOTS_FORWARD_ARGS = (_P, _I, _I, _I, _P, _P, _I, _I, _I, _P, _C)
-PAIR_DOTS_BACKWARD_ARGS = (_P, _I, _P, _I, _I, _I, _P, _P, _I, _I, _P, _C)
+PAIR_DOTS_FORWARD_ARGS = (_P, _I, _I, _I, _P, _P, _I, _I, _I, _P, _C, _C)
+PAIR_DOTS_BACKWARD_ARGS = (_P, _C, _I, _P, _I, _I, _I, _P, _P, _I, _I, _P, _C)
 LAYER_NORM_FORWARD_ARGS = (_P, _P, _P, _I, _I, _F, _P, _P, _P, _C)
 LAYER_NORM_BACKWARD_ARGS = (_P, _P, _P, _P, _P, _I, _I, _P, _P, _P, _C)
 

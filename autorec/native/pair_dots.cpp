@@ -148,23 +148,26 @@ int triu_offset(const int64_t* first, const int64_t* second, int64_t P, int64_t 
 
 extern "C" {
 
-// out [B, n * D + P + pad]. Returns 0; nothing is written where it returns -1 (F > kMaxF) or -2
-// (a pair's index outside [0, F)).
+// out [B, n * D + P + pad], fp32, or bf16 with out_bf16 (each row built in fp32, then rounded:
+// what autocast's cast of the fp32 output would give, in one pass fewer). Returns 0; nothing is
+// written where it returns -1 (F > kMaxF) or -2 (a pair's index outside [0, F)).
 int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t D, const int64_t* first,
-                                  const int64_t* second, int64_t P, int64_t n, int64_t pad, float* out,
-                                  int threads) {
+                                  const int64_t* second, int64_t P, int64_t n, int64_t pad, void* out,
+                                  int out_bf16, int threads) {
   const int64_t width = n * D + P + pad, W = (F + 15) / 16 * 16;
   if (F > kMaxF) return -1;
   if (!pairs_in_range(first, second, P, F)) return -2;
   static const GramSample gram_sample = AUTOREC_PICK(gram_sample);
+  static const auto to_bf16 = AUTOREC_PICK(bf16_from_floats);
   const int o = triu_offset(first, second, P, F);
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
-    std::vector<float> xt(D * W, 0.0f), gram(F * W);  // xt's columns past F stay zero
+    // xt's columns past F stay zero; a bf16 row is built in `built` first
+    std::vector<float> xt(D * W, 0.0f), gram(F * W), built(out_bf16 ? width : 0);
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
       const float* xb = x + b * F * D;
-      float* row = out + b * width;
+      float* row = out_bf16 ? built.data() : static_cast<float*>(out) + b * width;
       std::memcpy(row, xb, sizeof(float) * n * D);
       gram_sample(xb, F, D, xt.data(), gram.data());
       float* dots = row + n * D;
@@ -178,16 +181,18 @@ int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t 
         }
       }
       std::fill(dots + P, dots + P + pad, 0.0f);
+      if (out_bf16) to_bf16(row, width, static_cast<uint16_t*>(out) + b * width);
     }
   }
   return 0;
 }
 
-// grad [B, grad_stride >= n * D + P (+ pad)] -> dx [B, F, D]: each pair's gradient folded into a
+// grad [B, grad_stride >= n * D + P (+ pad)], fp32 or (grad_bf16) bf16, -> dx [B, F, D]: each
+// pair's gradient folded into a
 // symmetric [F, F] (a diagonal pair twice: d<x, x>/dx = 2x), times x, plus the passthrough's;
 // pairs in torchrec's triu order go through fold_triu instead.
 // Returns 0, or -1 (D > kMaxD) or -2 (a pair outside [0, F)), nothing written.
-int64_t autorec_pair_dots_backward(const float* grad, int64_t grad_stride, const float* x, int64_t B,
+int64_t autorec_pair_dots_backward(const void* grad, int grad_bf16, int64_t grad_stride, const float* x, int64_t B,
                                    int64_t F, int64_t D, const int64_t* first, const int64_t* second,
                                    int64_t P, int64_t n, float* dx, int threads) {
   const int64_t W = (D + 15) / 16 * 16;
@@ -195,14 +200,21 @@ int64_t autorec_pair_dots_backward(const float* grad, int64_t grad_stride, const
   if (!pairs_in_range(first, second, P, F)) return -2;
   static const FoldSample fold_sample = AUTOREC_PICK(fold_sample);
   static const FoldTriu fold_triu = AUTOREC_PICK(fold_triu);
+  static const auto from_bf16 = AUTOREC_PICK(floats_from_bf16);
   const int o = triu_offset(first, second, P, F);
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
     // xp's columns past D stay zero; acc is fold_triu's dx
+    // (a bf16 gradient's row is widened into `widened` first)
     std::vector<float> sym(F * F), xp(F * W, 0.0f), acc(o >= 0 ? F * W : 0);
+    std::vector<float> widened(grad_bf16 ? n * D + P : 0);
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
-      const float* g = grad + b * grad_stride;
+      const float* g = static_cast<const float*>(grad) + b * grad_stride;
+      if (grad_bf16) {
+        from_bf16(static_cast<const uint16_t*>(grad) + b * grad_stride, n * D + P, widened.data());
+        g = widened.data();
+      }
       const float* xb = x + b * F * D;
       float* out = dx + b * F * D;
       if (o >= 0) {  // torchrec's order: each pair's gradient read in turn, no fold to scatter into

@@ -9,7 +9,9 @@ because no library has a CPU kernel for the dots of many tiny per-sample Gram ma
 loaded by :mod:`autorec.native.build` (None where it cannot be, and gram keeps torch's ops).
 
 Shapes: x [B, F, D] fp32 contiguous, first and second [P] int64 ->
-[B, passthrough * D + P + pad]; the backward gives dx [B, F, D].
+[B, passthrough * D + P + pad] (fp32, or bf16 on request: what autocast would cast it to for the
+linear that takes it, in one pass fewer); the backward takes an fp32 or bf16 gradient and gives
+dx [B, F, D] fp32.
 
 Example:
     >>> import torch
@@ -55,28 +57,34 @@ def eligible(x: torch.Tensor) -> bool:
 
 
 def forward(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passthrough: int,
-            pad: int) -> torch.Tensor:
-    """``[x[:, :passthrough] flattened, <x_first[p], x_second[p]> for each p, pad zeros]``."""
+            pad: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``[x[:, :passthrough] flattened, <x_first[p], x_second[p]> for each p, pad zeros]``, in
+    ``dtype`` (fp32 or bf16: the values computed in fp32, then rounded as ``.to(dtype)`` rounds)."""
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"pair dots: output dtype {dtype}, expected torch.float32 or torch.bfloat16")
     fn = _forward_fn()
     if fn is None:
         raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
     x, first, second = x.contiguous(), first.long().contiguous(), second.long().contiguous()
     b, f, d = x.shape
     _check_pairs(first, second, f)
-    out = x.new_empty(b, passthrough * d + first.numel() + pad)
+    out = x.new_empty(b, passthrough * d + first.numel() + pad, dtype=dtype)
     _raise_on(fn(x.data_ptr(), b, f, d, first.data_ptr(), second.data_ptr(), first.numel(), passthrough,
-                 pad, out.data_ptr(), torch.get_num_threads()), f"{f} vectors per sample", MAX_VECTORS, f)
+                 pad, out.data_ptr(), int(dtype == torch.bfloat16), torch.get_num_threads()),
+              f"{f} vectors per sample", MAX_VECTORS, f)
     return out
 
 
 def backward(grad: torch.Tensor, x: torch.Tensor, first: torch.Tensor, second: torch.Tensor,
              passthrough: int) -> torch.Tensor:
-    """dx [B, F, D] of :func:`forward`'s output gradient ``grad`` (its pad columns ignored)."""
+    """dx [B, F, D] of :func:`forward`'s output gradient ``grad``, fp32 or bf16 (its pad columns
+    ignored)."""
     fn = _backward_fn()
     if fn is None:
         raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
     x, first, second = x.contiguous(), first.long().contiguous(), second.long().contiguous()
-    grad = grad.float()
+    if grad.dtype != torch.bfloat16:
+        grad = grad.float()
     if grad.stride(-1) != 1:
         grad = grad.contiguous()
     b, f, d = x.shape
@@ -85,8 +93,9 @@ def backward(grad: torch.Tensor, x: torch.Tensor, first: torch.Tensor, second: t
     if grad.shape[0] != b or grad.shape[1] < passthrough * d + first.numel():
         raise ValueError(f"pair dots: gradient {tuple(grad.shape)} for {b} samples of "
                          f"{passthrough * d} + {first.numel()} outputs")
-    _raise_on(fn(grad.data_ptr(), grad.stride(0), x.data_ptr(), b, f, d, first.data_ptr(), second.data_ptr(),
-                 first.numel(), passthrough, dx.data_ptr(), torch.get_num_threads()),
+    _raise_on(fn(grad.data_ptr(), int(grad.dtype == torch.bfloat16), grad.stride(0), x.data_ptr(), b, f, d,
+                 first.data_ptr(), second.data_ptr(), first.numel(), passthrough, dx.data_ptr(),
+                 torch.get_num_threads()),
               f"vectors of {d}", MAX_DIM, f)
     return dx
 

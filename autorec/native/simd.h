@@ -52,6 +52,51 @@ AUTOREC_INLINE float hsum(v16 s) {
   KERNELS(avx2, __attribute__((target("avx2,fma"))))                                  \
   KERNELS(plain, )
 
+// bf16 <-> fp32 over a row, 16 values at a time. To bf16: rounded to nearest, ties to even, a
+// NaN made the quiet NaN 0x7FC0, as torch's c10::BFloat16 rounds; from bf16: exact (the bits
+// moved up). For kernels that take or give autocast's bf16 where torch would cast around them.
+typedef uint32_t v16u __attribute__((vector_size(64)));
+typedef uint16_t v16h __attribute__((vector_size(32)));
+
+AUTOREC_INLINE uint16_t bf16_of(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+AUTOREC_INLINE float float_of(uint16_t value) {
+  const uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+#define AUTOREC_BF16_ROWS(SUFFIX, TARGET)                                                  \
+  TARGET inline void bf16_from_floats_##SUFFIX(const float* src, int64_t n, uint16_t* dst) { \
+    int64_t i = 0;                                                                         \
+    for (; i + 16 <= n; i += 16) {                                                         \
+      v16u bits;                                                                           \
+      std::memcpy(&bits, src + i, sizeof bits);                                            \
+      const v16u nan = (v16u)((bits & 0x7FFFFFFFu) > 0x7F800000u);                           \
+      const v16u rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;                   \
+      const v16h out = __builtin_convertvector((nan & 0x7FC0u) | (~nan & rounded), v16h);  \
+      std::memcpy(dst + i, &out, sizeof out);                                              \
+    }                                                                                      \
+    for (; i < n; ++i) dst[i] = bf16_of(src[i]);                                           \
+  }                                                                                        \
+  TARGET inline void floats_from_bf16_##SUFFIX(const uint16_t* src, int64_t n, float* dst) { \
+    int64_t i = 0;                                                                         \
+    for (; i + 16 <= n; i += 16) {                                                         \
+      v16h half;                                                                           \
+      std::memcpy(&half, src + i, sizeof half);                                            \
+      const v16u bits = __builtin_convertvector(half, v16u) << 16;                         \
+      std::memcpy(dst + i, &bits, sizeof bits);                                            \
+    }                                                                                      \
+    for (; i < n; ++i) dst[i] = float_of(src[i]);                                          \
+  }
+AUTOREC_FOR_EACH_TARGET(AUTOREC_BF16_ROWS)
+
 namespace autorec_simd {
 
 // 2 where the CPU has AVX-512 (F, VL, DQ, BW), 1 where AVX2 with FMA, else 0; capped by

@@ -38,7 +38,7 @@ from autorec.supernet.config import (
 )
 from autorec.supernet.cost import ExpectedCost, spec_cost
 from autorec.supernet.supernet import Supernet
-from autorec.train.distributed import default_device, shard
+from autorec.train.distributed import default_device, ensure_process_group, shard
 from autorec.train.embedding_optim import EPS
 from autorec.train.records import dense_optimizer
 
@@ -54,7 +54,8 @@ def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParal
 
     torchrec's default data-parallel wrapper assumes a static graph; a supernet runs another
     subset of its ops every step (hard sampling skips the unchosen candidates), so its DDP
-    wrapper must look for unused parameters instead. Even in a one-process group it keeps the
+    wrapper must look for unused parameters instead (in a one-process group there is none:
+    :class:`~autorec.train.distributed.OneProcess`). Even in a one-process group it keeps the
     planner's tables (where :func:`~autorec.train.distributed.shard` would fuse every table):
     every supernet measured so far (BENCHMARKS.md, issue 20) trained that way, and so it still
     does, bit for bit.
@@ -62,8 +63,10 @@ def shard_supernet(net: Supernet, device: torch.device) -> DistributedModelParal
     # The architecture logits are used outside forward (sampling, E[cost]) and have their own
     # optimizer, so data parallelism leaves them alone.
     arch = [f"arch.{name}" for name, _ in net.arch.named_parameters()]
-    return shard(net, device, wrapper=DefaultDataParallelWrapper(
-        static_graph=False, find_unused_parameters=True, params_to_ignore=arch), fuse_alone=False)
+    ensure_process_group()
+    wrapper = None if torch.distributed.get_world_size() == 1 else DefaultDataParallelWrapper(
+        static_graph=False, find_unused_parameters=True, params_to_ignore=arch)
+    return shard(net, device, wrapper=wrapper, fuse_alone=False)
 
 
 def forever(dataset: RecDataset, split: str, batch_size: int, seed: int, start: int = 0) -> Iterator[Any]:

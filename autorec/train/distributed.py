@@ -170,6 +170,19 @@ def sharding_types(plan: ShardingPlan) -> dict[str, str]:
     return {name: ps.sharding_type for name, ps in table_shardings(plan).items()}
 
 
+class OneProcess(DataParallelWrapper):
+    """No data-parallel wrapper: in a one-process group the dense parts stay as they are.
+
+    DDP over one process only copies every gradient into its buckets, all-reduces them with
+    itself and copies them back, and, with ``find_unused_parameters`` (the supernet's), walks
+    the autograd graph every step: 0.5-1 ms of a DLRM step here (``benchmarks/one_process``).
+    The gradients, and so the training, are the same; checkpoints keep their keys (DMP's
+    ``state_dict`` strips DDP's ``module.`` prefix either way)."""
+
+    def wrap(self, dmp: DistributedModelParallel, env: ShardingEnv, device: torch.device) -> None:
+        return None
+
+
 def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = None,
           dense_parallel: str = "ddp", wrapper: DataParallelWrapper | None = None,
           keep_types: dict[str, str] | None = None,
@@ -184,6 +197,7 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
             world and device kind (collectively, so every rank gets the same plan), with
             reduced-precision tables on fused kernels (:func:`planner_constraints`).
         dense_parallel: ``"ddp"`` (DistributedDataParallel, torchrec's default) or ``"fsdp"``.
+            In a one-process group ``"ddp"`` wraps nothing (:class:`OneProcess`).
         wrapper: a data-parallel wrapper for the dense parts that replaces the one
             ``dense_parallel`` names (the supernet's must find unused parameters).
         keep_types: table -> sharding type the planner must keep (see :func:`planner_constraints`).
@@ -211,8 +225,10 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
     _check_fused(plan, reduced_precision_tables(model))
     if check is not None:
         check(plan)
-    if wrapper is None:
-        wrapper = FullyShardWrapper() if dense_parallel == "fsdp" else DefaultDataParallelWrapper()
+    if wrapper is None and dense_parallel == "fsdp":
+        wrapper = FullyShardWrapper()
+    elif wrapper is None:
+        wrapper = OneProcess() if dist.get_world_size() == 1 else DefaultDataParallelWrapper()
     sharded = DistributedModelParallel(model, device=device, plan=plan, sharders=sharders,
                                        data_parallel_wrapper=wrapper)
     if device.type == "cpu":

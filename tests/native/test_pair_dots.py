@@ -136,6 +136,53 @@ def test_bad_pairs_and_gradients_are_refused_by_name() -> None:
         native.backward(torch.randn(2, 2), x, *torch.triu_indices(3, 3, offset=1), 1)
 
 
+@pytest.mark.parametrize(("f", "d", "offset"), [(27, 16, 1), (17, 20, 0), (5, 3, 1)])
+@pytest.mark.parametrize("order", ["triu", "shuffled"])
+def test_bf16_output_and_gradient_are_the_fp32_ones_cast(f: int, d: int, offset: int, order: str) -> None:
+    """Asked for bf16, the kernel gives its fp32 output rounded as torch's ``.to`` rounds (ties,
+    NaN, infinities, the passthrough values and pad included), and its backward on a bf16
+    gradient gives what the same gradient widened to fp32 gives, bit for bit."""
+    torch.manual_seed(f + d)
+    first, second = torch.triu_indices(f, f, offset=offset)
+    if order == "shuffled":
+        perm = torch.randperm(first.numel())
+        first, second = first[perm], second[perm]
+    x = torch.randn(23, f, d) * 3
+    special = torch.tensor([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), float("nan"), float("inf"), -float("inf"),
+                            3.0e38, 1e-30, -0.0, 2.0, 1 - 2**-9, 65504.0, 1e-41, 1.00390625, 5.0, 7.0])
+    x[0, 0, : min(d, 16)] = special[: min(d, 16)]
+    for n, pad in ((0, 0), (1, 3), (2, 1)):
+        full = native.forward(x, first, second, n, pad)
+        low = native.forward(x, first, second, n, pad, torch.bfloat16)
+        assert low.dtype == torch.bfloat16
+        torch.testing.assert_close(low, full.to(torch.bfloat16), rtol=0, atol=0, equal_nan=True)
+        grad = torch.randn(23, n * d + first.numel() + pad).to(torch.bfloat16)
+        torch.testing.assert_close(native.backward(grad, x, first, second, n),
+                                   native.backward(grad.float(), x, first, second, n), rtol=0, atol=0,
+                                   equal_nan=True)
+    expected = r"output dtype torch\.float16, expected torch\.float32 or torch\.bfloat16"
+    with pytest.raises(ValueError, match=expected):
+        native.forward(x, first, second, 0, 0, torch.float16)
+
+
+def test_asked_for_bf16_the_dots_train_as_autocast_cast_them() -> None:
+    """``pair_dots(..., dtype=bf16)`` gives the kernel's bf16 output, and the gradient that reaches
+    x is the one autocast's own cast of the fp32 output gives; torch's path (disabled) casts."""
+    first, second = torch.triu_indices(9, 9, offset=1)
+    x = torch.randn(16, 9, 8)
+    upstream = torch.randn(16, 8 + first.numel() + 2).to(torch.bfloat16)
+    grads = []
+    for dtype in (torch.bfloat16, None):
+        leaf = x.clone().requires_grad_()
+        out = gram.pair_dots(leaf, first, second, 1, 2, dtype)
+        (out.to(torch.bfloat16) * upstream).sum().backward()
+        assert out.dtype == dtype or dtype is None
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+    with native.disabled():
+        assert gram.pair_dots(x, first, second, 1, 2, torch.bfloat16).dtype == torch.bfloat16
+
+
 def _recording(fn: Any, name: str, calls: list[str]) -> Any:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         calls.append(name)

@@ -251,3 +251,25 @@ def test_alone_every_table_is_fused_unless_a_resumed_checkpoint_keeps_its_type(p
         assert alone[name].sharding_types == ["table_wise"]
         assert alone[name].compute_kernels == list(FUSED_KERNELS)
     assert planner_constraints(model) == {}  # over several ranks: the planner's choice (fp32 tables)
+
+
+def test_one_process_trains_without_ddp_as_ddp_did(planted_data, monkeypatch):
+    """In a one-process group the dense parts are not wrapped in DDP (nothing to all-reduce),
+    and training takes the same path, bit for bit, with the same checkpoint keys."""
+    import functools
+
+    from torch.nn.parallel import DistributedDataParallel
+    from torchrec.distributed.model_parallel import DefaultDataParallelWrapper
+
+    import autorec.train.trainer as trainer_module
+    from autorec.models import RecModel
+
+    spec = spec_of(planted_data)
+    alone = Trainer(spec, planted_data, FAST)
+    assert type(alone.model._dmp_wrapped_module) is RecModel
+    monkeypatch.setattr(trainer_module, "shard", functools.partial(trainer_module.shard,
+                                                                   wrapper=DefaultDataParallelWrapper()))
+    wrapped = Trainer(spec, planted_data, FAST)
+    assert isinstance(wrapped.model._dmp_wrapped_module, DistributedDataParallel)
+    assert list(alone.model.state_dict()) == list(wrapped.model.state_dict())
+    np.testing.assert_array_equal(alone.fit().step_losses, wrapped.fit().step_losses)
