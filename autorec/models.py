@@ -11,6 +11,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor, KeyedTensor
 
 from autorec.arch import ArchSpec
 from autorec.blocks import build_block
+from autorec.blocks.base import first_linear
 from autorec.blocks.towers import Towers
 from autorec.precision.layers import quantise_model
 
@@ -142,11 +143,6 @@ class RecModel(nn.Module):
 
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         return self.head(self.embed(dense, sparse))
-
-
-def first_linear(module: nn.Module) -> nn.Module | None:
-    """The first ``nn.Linear`` (or subclass) among ``module``'s submodules, in order."""
-    return next((m for m in module.modules() if isinstance(m, nn.Linear)), None)
 
 
 def build_model(spec: ArchSpec, device: torch.device | None = None) -> RecModel:

@@ -4,7 +4,9 @@ torch's CPU LayerNorm.
 First Wukong's [4096, 16, 16] LayerNorm alone, forward and backward, each way in alternating
 repeats; then two Trainers of each preset (Wukong normalizes D = 16 after each layer; DHEN after
 its ensembles), the default and one whose steps take torch's LayerNorm (:class:`TorchNorm`), on
-the same batches in alternating rounds (``benchmarks/step_ab.py``).
+the same batches in alternating rounds (``benchmarks/step_ab.py``). Both arms keep Wukong's layer
+on torch's ops (:class:`KernelNorm`): its own kernel (``autorec.native.wukong_layer``) normalises
+inside it, and ``benchmarks/wukong_layer.py`` measures that one.
 
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.native_layer_norm [--presets wukong,dhen] [--rounds 12]
 
@@ -24,17 +26,27 @@ import torch
 
 from autorec.blocks.layout import FloatLayerNorm
 from autorec.native import layer_norm as native_norm
+from autorec.native import wukong_layer as native_wukong
 from autorec.train.trainer import Trainer
 from benchmarks.step_ab import before_after_main, native_against_torch
 
 SHAPE = (4096, 16, 16)  # Wukong's X after each layer on the scale workload: [B, n_fm + n_lcb, D]
 
 
-class TorchNorm(Trainer):
-    """A Trainer whose steps take torch's LayerNorm (the compiled kernel off)."""
+class KernelNorm(Trainer):
+    """A Trainer whose steps take the LayerNorm kernel, Wukong's layer on torch's ops."""
 
     def train_step(self, batch: Any) -> Any:
-        with native_norm.disabled():
+        with native_wukong.disabled():
+            return super().train_step(batch)
+
+
+class TorchNorm(Trainer):
+    """A Trainer whose steps take torch's LayerNorm (the compiled kernel off), Wukong's layer on
+    torch's ops."""
+
+    def train_step(self, batch: Any) -> Any:
+        with native_norm.disabled(), native_wukong.disabled():
             return super().train_step(batch)
 
 
@@ -54,7 +66,7 @@ def main() -> None:
     if not native_norm.available():
         raise SystemExit("native_layer_norm: the kernel could not be built here (see the warning above)")
     before_after_main(__doc__, TorchNorm, "native_layer_norm", presets="wukong,dhen", autocast="off",
-                      alone=alone)
+                      alone=alone, new=KernelNorm)
 
 
 if __name__ == "__main__":

@@ -60,3 +60,9 @@ def autocast_output(x: torch.Tensor) -> torch.dtype | None:
             or global_forward_hooks()):
         return None
     return torch.get_autocast_dtype(device)
+
+
+def first_linear(module: nn.Module) -> nn.Module | None:
+    """The first ``nn.Linear`` (or subclass) among ``module``'s submodules, in order: the layer
+    that takes ``module``'s input where ``module`` is an MLP."""
+    return next((m for m in module.modules() if isinstance(m, nn.Linear)), None)

@@ -7,10 +7,11 @@ import torch
 from torch import nn
 
 from autorec.arch import WukongConfig
-from autorec.blocks.base import InteractionBlock, global_forward_hooks
+from autorec.blocks.base import InteractionBlock, autocast_output, first_linear, global_forward_hooks
 from autorec.blocks.layout import FloatLayerNorm, transposed
 from autorec.blocks.mlp import FeatureLinear, mlp_to_rows
 from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, register_kind
+from autorec.native import wukong_layer as native_wukong
 
 
 class FactorizationMachineBlock(nn.Module):
@@ -121,6 +122,8 @@ class WukongLayer(InteractionBlock):
         slower per FLOP than one of 32 on the CPU (BENCHMARKS.md, "Wukong's maps over the
         feature axis in one product"). Under autocast X is cast once, for both products that
         take it, where autocast would cast it for each (the same values)."""
+        if native_wukong.eligible(x, self.fmb.n_fm) and self._affine_norms():
+            return self._native(x, maps)
         cast = x
         if torch.is_autocast_enabled(x.device.type):
             cast = x.to(torch.get_autocast_dtype(x.device.type))
@@ -132,6 +135,24 @@ class WukongLayer(InteractionBlock):
             out = torch.cat((out, parts[1].transpose(1, 2)), dim=1)
         residual = parts[-1].transpose(1, 2) if isinstance(self.residual, FeatureLinear) else x
         return self.norm(out + residual)
+
+
+    def _affine_norms(self) -> bool:
+        return self.fmb.norm.weight is not None and self.norm.weight is not None
+
+    def _native(self, x: torch.Tensor, maps: list[nn.Linear]) -> torch.Tensor:
+        """The layer on the kernels of :mod:`autorec.native.wukong_layer`: one pass before the FM's
+        MLP (the maps, the FM and its norm; the LCB rows and the residual summed) and one after it
+        (the MLP's rows added, the norm over D), each sample in cache. All in fp32; under autocast
+        the FM's values reach the MLP's plain linear in autocast's dtype, as that linear would
+        cast them. Wukong's step on the CPU: BENCHMARKS.md, "Wukong's layer in two compiled passes"."""
+        fmb = self.fmb
+        wcat = torch.cat([fmb.proj, *(m.weight.t() for m in maps)], dim=1)
+        low = autocast_output(x) if type(first_linear(fmb.mlp)) is nn.Linear else None
+        fm, base = native_wukong.head(x, wcat, fmb.norm.weight, fmb.norm.bias, fmb.norm.eps,
+                                      k=fmb.proj.shape[1], n_fm=fmb.n_fm, n_lcb=self.config.n_lcb,
+                                      fm_dtype=torch.bfloat16 if low == torch.bfloat16 else torch.float32)
+        return native_wukong.tail(base, fmb.mlp(fm), self.norm.weight, self.norm.bias, self.norm.eps)
 
 
 class WukongRules(SearchRules):

@@ -13,6 +13,7 @@ import torch
 
 from autorec.native import layer_norm as native_norm
 from autorec.native import pair_dots as native_dots
+from autorec.train.trainer import Trainer
 from benchmarks import native_dots as dots_bench
 from benchmarks import native_layer_norm as norm_bench
 from benchmarks.dot_blocks import TorchDots
@@ -29,6 +30,7 @@ class Case:
     preset: str
     calls_per_step: int  # at least
     atol: float
+    new: type = Trainer  # the default arm
 
     def __str__(self) -> str:
         return self.prefix
@@ -37,7 +39,8 @@ class Case:
 CASES = (
     Case("native_dots", native_dots, "forward", dots_bench, TorchDots, "dlrm", 1, 1e-6),
     # Wukong normalises each layer's output over D and the FM's where it is <= 64 wide
-    Case("native_layer_norm", native_norm, "layer_norm", norm_bench, norm_bench.TorchNorm, "wukong", 2, 1e-5),
+    Case("native_layer_norm", native_norm, "layer_norm", norm_bench, norm_bench.TorchNorm, "wukong", 2, 1e-5,
+         norm_bench.KernelNorm),
 )
 
 
@@ -51,7 +54,7 @@ def test_the_arms_take_their_paths_and_train_alike(case: Case, monkeypatch: pyte
         return kept(*args, **kwargs)
 
     monkeypatch.setattr(case.kernel, case.entry, spy)
-    new, before, batches = new_and_before(case.before, case.preset)
+    new, before, batches = new_and_before(case.before, case.preset, new=case.new)
     for batch in batches:
         assert new.train_step(batch)[0] == pytest.approx(before.train_step(batch)[0], rel=1e-5)
     # the default arm's steps only, the same number of calls in each

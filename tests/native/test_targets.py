@@ -14,11 +14,14 @@ import torch
 from autorec.native import build
 
 # Fixed inputs through each kernel: dots (F 27, D 16; F 5, D 20), LayerNorm (D 16, 20, 64),
-# the tables' lookup and update (D 16 and 20). Saved as one dict of tensors.
+# the tables' lookup and update (D 16 and 20), Wukong's layer (D 16 and 48, projecting and not).
+# Saved as one dict of tensors.
 SCRIPT = """
 import sys, torch
 from autorec.blocks import gram
+from autorec.arch import WukongConfig
 from autorec.blocks.layout import FloatLayerNorm
+from autorec.blocks.wukong import WukongLayer
 from autorec.train import cpu_lookup
 from tests.train.test_cpu_lookup import _batch, _tbe
 torch.manual_seed(0)
@@ -42,6 +45,13 @@ for d in (16, 20):
     out[f"lookup{d}"] = y.detach()
     y.backward(torch.randn(y.shape))
     out[f"update{d}"] = tbe.weights_host.detach().clone()
+for f, d in ((27, 16), (16, 48)):
+    layer = WukongLayer(WukongConfig(n_fm=8, n_lcb=8, rank=8, mlp=(32,)), f, d)
+    x = torch.randn(29, f, d, requires_grad=True)
+    y = layer(x)
+    y.backward(torch.randn(y.shape))
+    out[f"wukong{f}_{d}"], out[f"wukong{f}_{d}_grad"] = y.detach(), x.grad
+    out[f"wukong{f}_{d}_proj_grad"] = layer.fmb.proj.grad
 torch.save(out, sys.argv[1])
 """
 
@@ -62,7 +72,7 @@ def _run(tmp_path: Path, isa: str | None) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("isa", ["avx2", "plain"])
 def test_each_build_gives_the_values_of_the_best(tmp_path: Path, isa: str) -> None:
     assert all(build.library(n) is not None for n in ("pair_dots", "layer_norm", "pooled_lookup",
-                                                      "rowwise_adagrad"))
+                                                      "rowwise_adagrad", "wukong_layer"))
     best, other = _run(tmp_path, None), _run(tmp_path, isa)
     assert best.keys() == other.keys()
     for key in best:
