@@ -76,12 +76,13 @@ def test_model_without_dense_features():
     assert model(torch.empty(4, 0), kjt(4)).shape == (4,)
 
 
-def test_under_autocast_the_last_dots_reach_the_over_arch_in_bf16_with_the_same_training():
-    """DLRM's dots feed the over-arch's plain linear, so under bf16 autocast they come out in
-    bf16 (the kernel writes them so) with the same logits and gradients, bit for bit, as the
-    fp32 dots that linear would cast; a quantised first linear, or a block that feeds another
-    block, keeps its dtype."""
-    spec = preset("dlrm", SCHEMA)
+@pytest.mark.parametrize("name", ["dlrm", "wukong"])
+def test_under_autocast_the_last_block_reaches_the_over_arch_in_bf16_with_the_same_training(name):
+    """DLRM's dots and Wukong's last layer feed the over-arch's plain linear, so under bf16
+    autocast they come out in bf16 (their kernels write them so) with the same logits and
+    gradients, bit for bit, as the fp32 output that linear would cast; a quantised first
+    linear, or a block that feeds another block, keeps its dtype."""
+    spec = preset(name, SCHEMA)
     model = build_model(spec)
     assert model.layers[-1].feeds_linear
     dense, sparse = torch.randn(32, 3), kjt(32)

@@ -145,14 +145,18 @@ class WukongLayer(InteractionBlock):
         MLP (the maps, the FM and its norm; the LCB rows and the residual summed) and one after it
         (the MLP's rows added, the norm over D), each sample in cache. All in fp32; under autocast
         the FM's values reach the MLP's plain linear in autocast's dtype, as that linear would
-        cast them. Wukong's step on the CPU: BENCHMARKS.md, "Wukong's layer in two compiled passes"."""
+        cast them, and so does the last layer's output the over-arch's. Wukong's step on the CPU:
+        BENCHMARKS.md, "Wukong's layer in two compiled passes"."""
         fmb = self.fmb
         wcat = torch.cat([fmb.proj, *(m.weight.t() for m in maps)], dim=1)
         low = autocast_output(x) if type(first_linear(fmb.mlp)) is nn.Linear else None
         fm, base = native_wukong.head(x, wcat, fmb.norm.weight, fmb.norm.bias, fmb.norm.eps,
                                       k=fmb.proj.shape[1], n_fm=fmb.n_fm, n_lcb=self.config.n_lcb,
                                       fm_dtype=torch.bfloat16 if low == torch.bfloat16 else torch.float32)
-        return native_wukong.tail(base, fmb.mlp(fm), self.norm.weight, self.norm.bias, self.norm.eps)
+        # the last layer's output in bf16 where it feeds the over-arch's plain linear (feeds_linear)
+        out = autocast_output(x) if self.feeds_linear else None
+        return native_wukong.tail(base, fmb.mlp(fm), self.norm.weight, self.norm.bias, self.norm.eps,
+                                  torch.bfloat16 if out == torch.bfloat16 else torch.float32)
 
 
 class WukongRules(SearchRules):

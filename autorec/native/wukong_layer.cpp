@@ -463,18 +463,20 @@ int64_t autorec_wukong_head_backward(const float* x, int64_t B, int64_t F, int64
   return 0;
 }
 
-// y [B, f_out, D] and stats [B, f_out, 2] from base and m [B, n_fm * D] (fp32, or bf16 with m_bf16).
+// y [B, f_out, D] (fp32, or bf16 with y_bf16: the last layer's, for the over-arch's linear) and
+// stats [B, f_out, 2] from base and m [B, n_fm * D] (fp32, or bf16 with m_bf16).
 int64_t autorec_wukong_tail_forward(const float* base, const void* m, int m_bf16, int64_t B, int64_t D, int64_t n_fm,
-                                    int64_t f_out, const float* gamma, const float* beta, float eps, float* y,
-                                    float* stats, int threads) {
+                                    int64_t f_out, const float* gamma, const float* beta, float eps, void* y,
+                                    int y_bf16, float* stats, int threads) {
   const Shape s{f_out, D, 0, 0, n_fm, f_out - n_fm, f_out, 0};
   if (const int64_t bad = check_tail(D, n_fm, f_out)) return bad;
   static const TailForward sample = AUTOREC_PICK(tail_forward);
   static const auto from_bf16 = AUTOREC_PICK(floats_from_bf16);
+  static const auto to_bf16 = AUTOREC_PICK(bf16_from_floats);
   const int64_t w = n_fm * D;
 #pragma omp parallel num_threads(team(threads))
   {
-    std::vector<float> row(m_bf16 ? w : 0);
+    std::vector<float> row(m_bf16 ? w : 0), out(y_bf16 ? f_out * D : 0);
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
       const float* mb = static_cast<const float*>(m) + b * w;
@@ -482,15 +484,18 @@ int64_t autorec_wukong_tail_forward(const float* base, const void* m, int m_bf16
         from_bf16(static_cast<const uint16_t*>(m) + b * w, w, row.data());
         mb = row.data();
       }
-      sample(base + b * f_out * D, mb, gamma, beta, eps, s, y + b * f_out * D, stats + 2 * b * f_out);
+      float* yb = y_bf16 ? out.data() : static_cast<float*>(y) + b * f_out * D;
+      sample(base + b * f_out * D, mb, gamma, beta, eps, s, yb, stats + 2 * b * f_out);
+      if (y_bf16) to_bf16(yb, f_out * D, static_cast<uint16_t*>(y) + b * f_out * D);
     }
   }
   return 0;
 }
 
 // dbase [B, f_out, D], dm [B, n_fm * D] (m's dtype: fp32, or bf16 with m_bf16), dgamma and dbeta
-// [D] (overwritten; the batch's parts' sums added in order) from dy [B, f_out, D].
-int64_t autorec_wukong_tail_backward(const float* dy, const float* base, const void* m, int m_bf16, int64_t B,
+// [D] (overwritten; the batch's parts' sums added in order) from dy [B, f_out, D] (fp32, or bf16
+// with dy_bf16).
+int64_t autorec_wukong_tail_backward(const void* dy, int dy_bf16, const float* base, const void* m, int m_bf16, int64_t B,
                                      int64_t D, int64_t n_fm, int64_t f_out, const float* gamma, const float* stats,
                                      void* dm, float* dbase, float* dgamma, float* dbeta, int threads) {
   const Shape s{f_out, D, 0, 0, n_fm, f_out - n_fm, f_out, 0};
@@ -502,7 +507,7 @@ int64_t autorec_wukong_tail_backward(const float* dy, const float* base, const v
   std::vector<std::vector<float>> sums(parts);  // each part's dgamma and dbeta, added in order
 #pragma omp parallel num_threads(parts)
   {
-    std::vector<float> row(m_bf16 ? w : 0);
+    std::vector<float> row(m_bf16 ? w : 0), grad(dy_bf16 ? f_out * D : 0);
 #pragma omp for schedule(static)
     for (int64_t part = 0; part < parts; ++part) {
       std::vector<float>& norm = sums[part];
@@ -513,9 +518,13 @@ int64_t autorec_wukong_tail_backward(const float* dy, const float* base, const v
           from_bf16(static_cast<const uint16_t*>(m) + b * w, w, row.data());
           mb = row.data();
         }
+        const float* dyb = static_cast<const float*>(dy) + b * f_out * D;
+        if (dy_bf16) {
+          from_bf16(static_cast<const uint16_t*>(dy) + b * f_out * D, f_out * D, grad.data());
+          dyb = grad.data();
+        }
         float* db = dbase + b * f_out * D;
-        sample(dy + b * f_out * D, base + b * f_out * D, mb, gamma, stats + 2 * b * f_out, s, db, norm.data(),
-               norm.data() + D);
+        sample(dyb, base + b * f_out * D, mb, gamma, stats + 2 * b * f_out, s, db, norm.data(), norm.data() + D);
         if (m_bf16)
           to_bf16(db, w, static_cast<uint16_t*>(dm) + b * w);
         else

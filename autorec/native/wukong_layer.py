@@ -124,18 +124,19 @@ class _Head(torch.autograd.Function):
 class _Tail(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, base: torch.Tensor, m: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
-                eps: float) -> torch.Tensor:
+                eps: float, y_dtype: torch.dtype) -> torch.Tensor:
         base = base.detach().contiguous()
         m, low = _low(m.detach().flatten(1))
         gamma, beta = gamma.detach().float().contiguous(), beta.detach().float().contiguous()
         b, f_out, d = base.shape
         n_fm = m.shape[1] // d
-        y, stats = torch.empty_like(base), base.new_empty(b, f_out, 2)
+        y, stats = torch.empty_like(base, dtype=y_dtype), base.new_empty(b, f_out, 2)
         fn = _fn("autorec_wukong_tail_forward", build.WUKONG_TAIL_FORWARD_ARGS)
         if fn is None:
             raise RuntimeError("the native Wukong layer kernel is unavailable (see the log)")
         _check(fn(base.data_ptr(), m.data_ptr(), low, b, d, n_fm, f_out, gamma.data_ptr(), beta.data_ptr(),
-                  eps, y.data_ptr(), stats.data_ptr(), torch.get_num_threads()),
+                  eps, y.data_ptr(), int(y_dtype == torch.bfloat16), stats.data_ptr(),
+                  torch.get_num_threads()),
                f"base {tuple(base.shape)}, MLP output {tuple(m.shape)}")
         ctx.save_for_backward(base, m, gamma, stats)
         return y
@@ -146,14 +147,14 @@ class _Tail(torch.autograd.Function):
         base, m, gamma, stats = ctx.saved_tensors
         b, f_out, d = base.shape
         n_fm = m.shape[1] // d
-        dy = dy.float().contiguous()
+        dy, dy_low = _low(dy)
         dbase, dm = torch.empty_like(base), torch.empty_like(m)
         dgamma, dbeta = torch.empty_like(gamma), torch.empty_like(gamma)
         fn = _fn("autorec_wukong_tail_backward", build.WUKONG_TAIL_BACKWARD_ARGS)
-        _check(fn(dy.data_ptr(), base.data_ptr(), m.data_ptr(), int(m.dtype == torch.bfloat16), b, d, n_fm,
-                  f_out, gamma.data_ptr(), stats.data_ptr(), dm.data_ptr(), dbase.data_ptr(),
+        _check(fn(dy.data_ptr(), dy_low, base.data_ptr(), m.data_ptr(), int(m.dtype == torch.bfloat16), b, d,
+                  n_fm, f_out, gamma.data_ptr(), stats.data_ptr(), dm.data_ptr(), dbase.data_ptr(),
                   dgamma.data_ptr(), dbeta.data_ptr(), torch.get_num_threads()), f"base {tuple(base.shape)}")
-        return dbase, dm, dgamma, dbeta, None
+        return dbase, dm, dgamma, dbeta, None, None
 
 
 def head(x: torch.Tensor, wcat: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float, *, k: int,
@@ -167,8 +168,11 @@ def head(x: torch.Tensor, wcat: torch.Tensor, gamma: torch.Tensor, beta: torch.T
     return _Head.apply(x, wcat, gamma, beta, eps, (k, n_fm, n_lcb), fm_dtype)
 
 
-def tail(base: torch.Tensor, m: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
-         eps: float) -> torch.Tensor:
-    """LN_D(base + [m; 0]) [B, F_out, D] fp32, ``m`` [B, n_fm * D] (fp32 or bf16, any other dtype
-    read as fp32) the FM's MLP output, normalised over D with ``gamma``, ``beta`` and ``eps``."""
-    return _Tail.apply(base, m, gamma, beta, eps)
+def tail(base: torch.Tensor, m: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float,
+         y_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """LN_D(base + [m; 0]) [B, F_out, D] in ``y_dtype`` (fp32, or bf16 for a linear under autocast
+    that would cast it so), ``m`` [B, n_fm * D] (fp32 or bf16, any other dtype read as fp32) the
+    FM's MLP output, normalised over D with ``gamma``, ``beta`` and ``eps``."""
+    if y_dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"wukong layer: output dtype {y_dtype}, expected torch.float32 or torch.bfloat16")
+    return _Tail.apply(base, m, gamma, beta, eps, y_dtype)
