@@ -134,6 +134,6 @@ def test_bad_sizes_are_refused_by_name() -> None:
         native.head(x, torch.randn(3, 3), ones, ones, 1e-5, k=2, n_fm=2, n_lcb=1, fm_dtype=torch.float16)
     with pytest.raises(ValueError, match=r"base \(2, 3, 16\), MLP output \(2, 64\): the sizes do not fit"):
         native.tail(torch.randn(2, 3, 16), torch.randn(2, 64), torch.ones(16), torch.zeros(16), 1e-5)
-    with pytest.raises(ValueError, match=r"output dtype torch\.float16, expected torch\.float32 or torch\.bf"):
+    with pytest.raises(ValueError, match=r"output dtype torch\.float16, expected torch\.float32"):
         native.tail(torch.randn(2, 3, 16), torch.randn(2, 32), torch.ones(16), torch.zeros(16), 1e-5,
                     torch.float16)
