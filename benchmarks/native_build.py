@@ -22,7 +22,7 @@ from pathlib import Path
 from autorec.native import build
 from benchmarks.results_file import RESULTS, merge_results
 
-KERNELS = ("rowwise_adagrad", "pooled_lookup", "pair_dots", "layer_norm")
+KERNELS = ("rowwise_adagrad", "pooled_lookup", "pair_dots", "layer_norm", "wukong_layer")
 
 
 def build_times(name: str, repeats: int) -> tuple[float, float]:
