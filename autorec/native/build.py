@@ -113,6 +113,16 @@ def load(name: str, symbol: str, argtypes: tuple[Any, ...]) -> Any | None:
     return fn
 
 
+def raise_on(code: int, kernel: str, errors: dict[int, str]) -> None:
+    """A kernel's return code as an error: ``ValueError(errors[code])`` for the codes it names
+    (bad sizes or indices, which the kernel checked before writing anything), ``RuntimeError``
+    for any other non-zero code."""
+    if code in errors:
+        raise ValueError(errors[code])
+    if code:
+        raise RuntimeError(f"{kernel}: the kernel returned {code}")
+
+
 class Switch:
     """Whether a kernel's callers may use it: on unless inside :meth:`disabled` (A/B benchmarks
     and tests run torch's path there)."""

@@ -109,9 +109,5 @@ def _check_pairs(first: torch.Tensor, second: torch.Tensor, f: int) -> None:
 
 def _raise_on(code: int, size: str, limit: int, f: int) -> None:
     """The kernel's return code as an error: -1 a size over ``limit``, -2 a pair's index outside [0, f)."""
-    if code == -1:
-        raise ValueError(f"pair dots: {size}, the kernel takes at most {limit}")
-    if code == -2:
-        raise ValueError(f"pairs: a vector index outside [0, {f})")
-    if code:
-        raise RuntimeError(f"pair dots: the kernel returned {code}")
+    build.raise_on(code, "pair dots", {-1: f"pair dots: {size}, the kernel takes at most {limit}",
+                                       -2: f"pairs: a vector index outside [0, {f})"})

@@ -64,12 +64,9 @@ def eligible(x: torch.Tensor, n_fm: int) -> bool:
 
 
 def _check(code: int, what: str) -> None:
-    if code == -1:
-        raise ValueError(f"wukong layer: {what}: D must be a multiple of 16 up to {MAX_DIM}")
-    if code == -3:
-        raise ValueError(f"wukong layer: {what}: the sizes do not fit together")
-    if code:
-        raise RuntimeError(f"wukong layer: {what}: the kernel returned {code}")
+    build.raise_on(code, f"wukong layer: {what}",
+                   {-1: f"wukong layer: {what}: D must be a multiple of 16 up to {MAX_DIM}",
+                    -3: f"wukong layer: {what}: the sizes do not fit together"})
 
 
 def _low(t: torch.Tensor) -> tuple[torch.Tensor, int]:
