@@ -3,6 +3,8 @@ Recommendation"): a factorization machine block beside a linear compress block."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -57,6 +59,35 @@ class FactorizationMachineBlock(nn.Module):
         return self.mlp(fm).view(-1, self.n_fm, self.dim)
 
 
+def plain_maps(*modules: nn.Module | None) -> list[nn.Linear]:
+    """The linears of the :class:`FeatureLinear` among ``modules`` (others, and None, skipped)
+    when there is one and every one is a plain ``nn.Linear`` without bias or hooks (the fp32 and
+    autocast default) and no module-wide hook is registered, else ``[]``: then Wukong's maps over
+    the feature axis can run as one product, or on the kernels of :mod:`autorec.native.wukong_layer`."""
+    maps = [m.linear for m in modules if isinstance(m, FeatureLinear)]
+    if not maps or global_forward_hooks():
+        return []
+    plain = all(type(m) is nn.Linear and m.bias is None and not (m._forward_hooks or m._forward_pre_hooks)
+                for m in maps)
+    return maps if plain else []
+
+
+def native_layer(x: torch.Tensor, proj: torch.Tensor, maps: list[nn.Linear], fm_norm: nn.LayerNorm,
+                 mlp: Callable[[torch.Tensor], torch.Tensor], norm: nn.LayerNorm, n_fm: int, n_lcb: int,
+                 fm_dtype: torch.dtype = torch.float32,
+                 out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A Wukong layer on the kernels of :mod:`autorec.native.wukong_layer` (callers check
+    :func:`~autorec.native.wukong_layer.eligible` and :func:`plain_maps`): the maps X^T [Y | W_L^T |
+    W_R^T], the FM and ``fm_norm`` in one pass, ``mlp`` on the FM's values (``fm_dtype``), then
+    the LCB rows, the residual and ``norm`` over D in another (``out_dtype``).
+
+    Shapes: x [B, F, D], proj [F, k] -> [B, n_fm + n_lcb, D]."""
+    wcat = torch.cat([proj, *(m.weight.t() for m in maps)], dim=1)
+    fm, base = native_wukong.head(x, wcat, fm_norm.weight, fm_norm.bias, fm_norm.eps, k=proj.shape[1],
+                                  n_fm=n_fm, n_lcb=n_lcb, fm_dtype=fm_dtype)
+    return native_wukong.tail(base, mlp(fm), norm.weight, norm.bias, norm.eps, out_dtype)
+
+
 class WukongLayer(InteractionBlock):
     """X_{i+1} = LN(concat(FMB(X_i), LCB(X_i)) + residual(X_i)), as in the Wukong paper.
 
@@ -106,15 +137,8 @@ class WukongLayer(InteractionBlock):
         return self.norm(out + residual)
 
     def _plain_maps(self) -> list[nn.Linear]:
-        """The LCB's and the projecting residual's linears when every one is a plain ``nn.Linear``
-        without bias or hooks (the fp32 and autocast default), else ``[]``: then the three maps
-        over the feature axis can run as one product."""
-        maps = [m.linear for m in (self.lcb, self.residual) if isinstance(m, FeatureLinear)]
-        if not maps or global_forward_hooks():
-            return []
-        plain = all(type(m) is nn.Linear and m.bias is None and not (m._forward_hooks or m._forward_pre_hooks)
-                    for m in maps)
-        return maps if plain else []
+        """:func:`plain_maps` of the LCB and the residual."""
+        return plain_maps(self.lcb, self.residual)
 
     def _fused(self, x: torch.Tensor, maps: list[nn.Linear]) -> torch.Tensor:
         """The layer with Y, W_L and the residual's map in one product X^T [Y, W_L^T, W_R^T]:
@@ -148,15 +172,12 @@ class WukongLayer(InteractionBlock):
         cast them, and so does the last layer's output the over-arch's. Wukong's step on the CPU:
         BENCHMARKS.md, "Wukong's layer in two compiled passes"."""
         fmb = self.fmb
-        wcat = torch.cat([fmb.proj, *(m.weight.t() for m in maps)], dim=1)
         low = autocast_output(x) if type(first_linear(fmb.mlp)) is nn.Linear else None
-        fm, base = native_wukong.head(x, wcat, fmb.norm.weight, fmb.norm.bias, fmb.norm.eps,
-                                      k=fmb.proj.shape[1], n_fm=fmb.n_fm, n_lcb=self.config.n_lcb,
-                                      fm_dtype=torch.bfloat16 if low == torch.bfloat16 else torch.float32)
         # the last layer's output in bf16 where it feeds the over-arch's plain linear (feeds_linear)
         out = autocast_output(x) if self.feeds_linear else None
-        return native_wukong.tail(base, fmb.mlp(fm), self.norm.weight, self.norm.bias, self.norm.eps,
-                                  torch.bfloat16 if out == torch.bfloat16 else torch.float32)
+        return native_layer(x, fmb.proj, maps, fmb.norm, fmb.mlp, self.norm, fmb.n_fm, self.config.n_lcb,
+                            fm_dtype=torch.bfloat16 if low == torch.bfloat16 else torch.float32,
+                            out_dtype=torch.bfloat16 if out == torch.bfloat16 else torch.float32)
 
 
 class WukongRules(SearchRules):

@@ -11,9 +11,9 @@ absent. Input vectors past the previous layer's chosen width arrive as zeros. Ev
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Collection, Mapping, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 import torch
@@ -25,14 +25,16 @@ from autorec.blocks.dhen import _interaction_module
 from autorec.blocks.gram import pair_dots
 from autorec.blocks.layout import FloatLayerNorm
 from autorec.blocks.mlp import FeatureLinear
+from autorec.blocks.wukong import native_layer, plain_maps
+from autorec.native import wukong_layer as native_wukong
 from autorec.precision.layers import PrecisionAware, quant_linear
+from autorec.supernet.masked_mlp import MaskedMLP
 from autorec.supernet.mixed import (
     Choice,
     SupernetError,
     Weights,
     one_hot_index,
     pad_features,
-    times_chosen,
     width_mask,
 )
 
@@ -95,62 +97,6 @@ class SuperBlock(nn.Module):
             return None
 
 
-class MaskedMLP(nn.Module):
-    """An MLP whose hidden sizes are a choice among ``options`` (tuples of sizes, ReLU after each),
-    then a plain linear to ``out_size``, as :func:`autorec.blocks.mlp.mlp_to_rows` builds.
-
-    Options of equal depth share one max-width chain (a width mask per hidden layer); each depth
-    has its own chain, since layers of different depth do not line up.
-
-    Shapes: [B, in_size] -> [B, out_size].
-
-    Example:
-        >>> mlp = MaskedMLP("m", ((64,), (128,), (128, 64)), in_size=10, out_size=4)
-        >>> len(mlp.chains)  # depth 1 (64 and 128 share one 128-wide layer) and depth 2
-        2
-        >>> mlp(torch.randn(3, 10), torch.tensor([0.0, 1.0, 0.0])).shape
-        torch.Size([3, 4])
-    """
-
-    def __init__(self, name: str, options: tuple[tuple[int, ...], ...], in_size: int, out_size: int) -> None:
-        super().__init__()
-        self.name, self.options = name, options
-        depths = sorted({len(o) for o in options})
-        self.groups = {d: [i for i, o in enumerate(options) if len(o) == d] for d in depths}
-        self.widths = {d: [max(options[i][j] for i in self.groups[d]) for j in range(d)] for d in depths}
-        self.chains = nn.ModuleDict()
-        for d in depths:
-            sizes = [in_size, *self.widths[d]]
-            layers = [nn.Linear(a, b) for a, b in itertools.pairwise(sizes)]
-            self.chains[str(d)] = nn.ModuleList([*layers, nn.Linear(sizes[-1], out_size)])
-
-    def forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        j = one_hot_index(weights)
-        if j is not None:  # a single path: the chosen widths' slices of the chain, no mask
-            # (in the layer's precision: under as_precision the Linears are QuantLinears)
-            chain, h = self.chains[str(len(self.options[j]))], x
-            for layer, size in zip(chain, self.options[j], strict=False):
-                h = torch.relu(quant_linear(h, layer.weight[:size, : h.shape[1]], layer.bias[:size],
-                                            getattr(layer, "precision", "fp32")))
-            last = chain[-1]
-            return times_chosen(weights, j, quant_linear(h, last.weight[:, : h.shape[1]], last.bias,
-                                                         getattr(last, "precision", "fp32")))
-        out: torch.Tensor | None = None
-        for d, members in self.groups.items():
-            group = weights[members]
-            total = group.sum()
-            if total.item() == 0.0:
-                continue
-            chain, h = self.chains[str(d)], x
-            for j in range(d):
-                mask = width_mask(group / total, [self.options[i][j] for i in members], self.widths[d][j])
-                h = torch.relu(chain[j](h)) * mask
-            y = total * chain[d](h)
-            out = y if out is None else out + y
-        assert out is not None, f"{self.name}: every MLP option has weight zero"
-        return out
-
-
 class SuperWukong(SuperBlock):
     """Wukong layer at max n_fm, n_lcb, rank and MLP widths (see :class:`autorec.blocks.wukong.WukongLayer`).
 
@@ -181,13 +127,17 @@ class SuperWukong(SuperBlock):
 
     def forward(self, x: torch.Tensor, weights: Weights) -> torch.Tensor:
         proj = self.proj * self.mask(weights, "rank", self.proj.shape[1])
-        fm = torch.bmm(x, torch.einsum("bfd,fk->bdk", x, proj))
-        fm = self.mlp(self.fm_norm(fm.flatten(1)), self.weights(weights, "mlp")).view(-1, self.n_fm, self.dim)
-        parts, masks = [fm], [self.mask(weights, "n_fm", self.n_fm)]
+        masks = [self.mask(weights, "n_fm", self.n_fm)]
         if self.lcb is not None:
-            parts.append(self.lcb(x))
             masks.append(self.mask(weights, "n_lcb", self.n_lcb))
-        out = self.norm(torch.cat(parts, dim=1) + self.residual(x))
+        mlp = partial(self.mlp, weights=self.weights(weights, "mlp"))
+        maps = plain_maps(self.lcb, self.residual)
+        if maps and native_wukong.eligible(x, self.n_fm):  # the layer's kernels, as WukongLayer's
+            out = native_layer(x, proj, maps, self.fm_norm, mlp, self.norm, self.n_fm, self.n_lcb)
+        else:
+            fm = mlp(self.fm_norm(torch.bmm(x, torch.einsum("bfd,fk->bdk", x, proj)).flatten(1)))
+            parts = [fm.view(-1, self.n_fm, self.dim)] + ([] if self.lcb is None else [self.lcb(x)])
+            out = self.norm(torch.cat(parts, dim=1) + self.residual(x))
         return out * torch.cat(masks)[None, :, None]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from tests.doctests import assert_examples_run
 
-MODULES = ["mixed", "ops", "supernet", "cost", "config", "search", "warm"]
+MODULES = ["mixed", "masked_mlp", "ops", "supernet", "cost", "config", "search", "warm"]
 
 
 @pytest.mark.parametrize("name", MODULES)

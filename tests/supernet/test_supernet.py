@@ -1,5 +1,6 @@
 """The supernet's parts: mixed ops, weight-shared masks, gradients, derive(), E[cost]."""
 
+import contextlib
 import random
 
 import pytest
@@ -21,8 +22,9 @@ from autorec.supernet import (
     SupernetError,
     width_mask,
 )
+from autorec.supernet.masked_mlp import MaskedMLP
 from autorec.supernet.mixed import rms_rescale
-from autorec.supernet.ops import MaskedMLP, SuperDot, SuperWukong
+from autorec.supernet.ops import SuperDot, SuperWukong
 from autorec.supernet.warm import warm_start
 
 SPACE = {
@@ -120,6 +122,44 @@ def test_a_smaller_width_is_the_prefix_of_the_same_weights():
         op.proj[:, 2:] = torch.randn(3, 2)
     assert torch.allclose(op(x, small), y)
     assert torch.equal(width_mask(torch.tensor([0.0, 1.0, 0.0]), (1, 2, 3), 4), torch.tensor([1.0, 1, 0, 0]))
+
+
+@pytest.mark.parametrize("n_lcb", [(0,), (2, 3)])
+def test_the_wukong_op_on_the_layer_kernels_gives_torchs_values_and_gradients(n_lcb):
+    """At D 16 the op runs on autorec.native.wukong_layer's kernels: its output and the
+    gradients of x, every weight and the architecture weights (masked rank, n_fm, n_lcb and MLP
+    width) match torch's ops."""
+    from autorec.native import wukong_layer as native
+
+    torch.manual_seed(0)
+    fields = {"n_fm": (2, 4), "n_lcb": n_lcb, "rank": (2, 4), "mlp": ((8,), (16,))}
+    op = SuperWukong("w", fields, num_in=6, dim=16)
+    x = torch.randn(9, 6, 16)
+    runs = []
+    for kernel in (True, False):
+        op.zero_grad()
+        leaf = x.clone().requires_grad_()
+        weights = {f"w.{k}": torch.softmax(torch.arange(len(v), dtype=torch.float32), 0).requires_grad_()
+                   for k, v in fields.items() if len(v) > 1}
+        calls = []
+        head = native.head
+        native.head = lambda *a, _calls=calls, _head=head, **k: _calls.append(1) or _head(*a, **k)
+        try:
+            with (contextlib.nullcontext() if kernel else native.disabled()):
+                y = op(leaf, weights)
+        finally:
+            native.head = head
+        (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+        grads = {n: p.grad for n, p in op.named_parameters() if p.grad is not None}
+        runs.append((calls, y.detach(), leaf.grad, grads, {k: w.grad for k, w in weights.items()}))
+    assert runs[0][0] == [1] and runs[1][0] == []
+    torch.testing.assert_close(runs[0][1], runs[1][1], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(runs[0][2], runs[1][2], rtol=1e-4, atol=1e-5)
+    assert runs[0][3].keys() == runs[1][3].keys()
+    for name in runs[0][3]:
+        torch.testing.assert_close(runs[0][3][name], runs[1][3][name], rtol=1e-4, atol=1e-5, msg=name)
+    for name in runs[0][4]:
+        torch.testing.assert_close(runs[0][4][name], runs[1][4][name], rtol=1e-4, atol=1e-5, msg=name)
 
 
 def test_dot_op_at_one_hot_equals_the_dlrm_block():
