@@ -146,7 +146,7 @@ class WukongLayer(InteractionBlock):
         slower per FLOP than one of 32 on the CPU (BENCHMARKS.md, "Wukong's maps over the
         feature axis in one product"). Under autocast X is cast once, for both products that
         take it, where autocast would cast it for each (the same values)."""
-        if native_wukong.eligible(x, self.fmb.n_fm) and self._affine_norms():
+        if native_wukong.eligible(x, self.fmb.n_fm):
             return self._native(x, maps)
         cast = x
         if torch.is_autocast_enabled(x.device.type):
@@ -161,9 +161,6 @@ class WukongLayer(InteractionBlock):
         return self.norm(out + residual)
 
 
-    def _affine_norms(self) -> bool:
-        return self.fmb.norm.weight is not None and self.norm.weight is not None
-
     def _native(self, x: torch.Tensor, maps: list[nn.Linear]) -> torch.Tensor:
         """The layer on the kernels of :mod:`autorec.native.wukong_layer`: one pass before the FM's
         MLP (the maps, the FM and its norm; the LCB rows and the residual summed) and one after it
@@ -172,12 +169,12 @@ class WukongLayer(InteractionBlock):
         cast them, and so does the last layer's output the over-arch's. Wukong's step on the CPU:
         BENCHMARKS.md, "Wukong's layer in two compiled passes"."""
         fmb = self.fmb
-        low = autocast_output(x) if type(first_linear(fmb.mlp)) is nn.Linear else None
-        # the last layer's output in bf16 where it feeds the over-arch's plain linear (feeds_linear)
-        out = autocast_output(x) if self.feeds_linear else None
+        low = torch.bfloat16 if autocast_output(x) == torch.bfloat16 else torch.float32
+        # the FM's values in bf16 where a plain linear takes them, and the last layer's output
+        # where it feeds the over-arch's plain linear (feeds_linear)
         return native_layer(x, fmb.proj, maps, fmb.norm, fmb.mlp, self.norm, fmb.n_fm, self.config.n_lcb,
-                            fm_dtype=torch.bfloat16 if low == torch.bfloat16 else torch.float32,
-                            out_dtype=torch.bfloat16 if out == torch.bfloat16 else torch.float32)
+                            fm_dtype=low if type(first_linear(fmb.mlp)) is nn.Linear else torch.float32,
+                            out_dtype=low if self.feeds_linear else torch.float32)
 
 
 class WukongRules(SearchRules):

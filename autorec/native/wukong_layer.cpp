@@ -4,7 +4,7 @@
 // over the feature axis, [F, D] x [D, k] for the FM) around a LayerNorm of F * k values, and
 // after the MLP a concatenation, a residual and a LayerNorm over D. torch runs each as its own
 // pass over the batch (transposes, casts, cat, add, split and their backward): about 29 ms of
-// a 43 ms Wukong step under bf16 autocast, for some 1.3 GFLOP (BENCHMARKS.md). Here each
+// a 43 ms Wukong step under bf16 autocast (BENCHMARKS.md, step_profile's pieces). Here each
 // sample's vectors stay in L1 between the steps, and only the MLP's products go through torch.
 //
 // Layout (all row-major, fp32 unless said): x [B, F, D] with D a multiple of 16 up to 64 (DC =
@@ -364,9 +364,10 @@ int64_t check(const Shape& s) {
   return 0;
 }
 
-// 0 for the tail's sizes (the same rules), else -1 or -3.
+// 0 for the tail's sizes (check's rules for D, n_fm and f_out), else -1 or -3.
 int64_t check_tail(int64_t D, int64_t n_fm, int64_t f_out) {
-  return check(Shape{f_out, D, 1 + f_out - n_fm, 1, n_fm, f_out - n_fm, f_out, 0});
+  if (D < 16 || D > kMaxD || D % 16 != 0) return -1;
+  return n_fm < 1 || f_out < n_fm ? -3 : 0;
 }
 
 int team(int threads) { return threads < 1 ? 1 : threads; }
