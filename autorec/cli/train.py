@@ -25,7 +25,8 @@ from autorec.config.train import RAY_PLACEMENTS, TrainSettings
 TRAIN_FIELDS = ("epochs", "batch_size", "dense_lr", "embedding_lr", "dense_optimizer", "lr_schedule",
                 "warmup_steps", "dense_weight_decay", "embedding_weight_decay", "patience",
                 "monitor", "max_steps_per_epoch", "checkpoint_dir", "num_workers",
-                "prefetch", "compile", "autocast", "fp32_matmul", "keep_freed_memory")
+                "prefetch", "compile", "autocast", "fp32_matmul", "keep_freed_memory",
+                "huge_pages")
 DISTRIBUTED_FIELDS = ("plan", "dense_parallel", "checkpoint_every", "pipeline")
 FLAGS = {"dense_lr": "--lr", "dense_optimizer": "--optimizer"}
 

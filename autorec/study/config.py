@@ -142,6 +142,8 @@ class TrialTraining(_Section):
         None, description="ieee, bf16 (CPU) or tf32 (CUDA): fp32 products at that precision, tensors fp32")
     keep_freed_memory: bool | None = Field(
         None, description="glibc keeps freed buffers of up to 32 MiB for reuse (default true)")
+    huge_pages: bool | None = Field(
+        None, description="the CPU embedding tables on 2 MiB transparent huge pages (default true)")
 
     def overrides(self) -> dict[str, Any]:
         """The settings given, as the trainer's TrainConfig keyword arguments."""

@@ -38,6 +38,7 @@ from torchrec.modules.embedding_configs import DataType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection
 
 from autorec.train.cpu_lookup import use_own_update
+from autorec.train.huge_pages import back_tables
 
 DENSE_PARALLEL = ("ddp", "fsdp")
 # The kernels that train a table inside fbgemm's TBE: row-wise Adagrad state kept in fp32 and
@@ -188,7 +189,7 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
           dense_parallel: str = "ddp", wrapper: DataParallelWrapper | None = None,
           keep_types: dict[str, str] | None = None,
           check: Callable[[ShardingPlan], None] | None = None,
-          fuse_alone: bool = True) -> DistributedModelParallel:
+          fuse_alone: bool = True, huge_pages: bool = True) -> DistributedModelParallel:
     """Wrap ``model`` (embeddings possibly on meta) in DistributedModelParallel.
 
     Args:
@@ -205,6 +206,8 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
         check: called with the plan before any table is allocated; raises to refuse it.
         fuse_alone: in a one-process group (and without ``plan``), every table table_wise on a
             fused kernel (:func:`planner_constraints`); False leaves the choice to the planner.
+        huge_pages: on the CPU, the fused tables and their state on 2 MiB transparent huge pages
+            (:func:`autorec.train.huge_pages.back_tables`).
 
     On the CPU, the fused tables' row-wise Adagrad runs in autorec's own update
     (:func:`autorec.train.cpu_lookup.use_own_update`): the same update as fbgemm's fused
@@ -234,6 +237,8 @@ def shard(model: nn.Module, device: torch.device, plan: ShardingPlan | None = No
                                        data_parallel_wrapper=wrapper)
     if device.type == "cpu":
         use_own_update(sharded)  # fbgemm's CPU fused backward, same update, faster
+        if huge_pages:
+            back_tables(sharded)  # fewer TLB misses on the rows' random reads and writes
     return sharded
 
 

@@ -123,6 +123,7 @@ class TrainConfig:
     autocast: str = "off"  # "bf16": the forward under bf16 autocast (autorec.train.autocast)
     fp32_matmul: str = "ieee"  # "bf16" / "tf32": fp32 products at that precision (autorec.train.autocast)
     keep_freed_memory: bool = True  # glibc keeps freed buffers up to 32 MiB warm (autorec.train.memory)
+    huge_pages: bool = True  # CPU tables on 2 MiB transparent huge pages (autorec.train.huge_pages)
     progress: bool = True
     plan: str | None = None
     dense_parallel: str = "ddp"

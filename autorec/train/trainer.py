@@ -136,7 +136,8 @@ class Trainer:
                                                                                self.config.resume),
                            check=lambda p: emb_optim.check_embedding_weight_decay(
                                fused["weight_decay"], p, self.device),
-                           fuse_alone=emb_optim.fusable_alone(fused["weight_decay"], self.device))
+                           fuse_alone=emb_optim.fusable_alone(fused["weight_decay"], self.device),
+                           huge_pages=self.config.huge_pages)
         init_embeddings(self.model, self.config.seed)  # the same start at any world size and plan
         if self.config.compile:
             compile_dense(self.model.module)
