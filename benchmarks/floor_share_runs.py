@@ -8,18 +8,25 @@ rotating from round to round so that a load that comes and goes weighs on each a
 every run's step time and floor share (each run measures its own rates, as ``step_profile``
 does). The figures are the median, least and greatest over the runs.
 
+With ``--against DIR`` (a checkout of an earlier commit, say ``git worktree add DIR <commit>``),
+every round also runs each preset from DIR's code, the two trees' runs alternating, so that the
+earlier commit is measured in the same hour on the same machine: a slow or fast spell of the VM
+then moves both alike.
+
     OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.floor_share_runs [--presets dlrm,wukong] [--runs 5] \
-        [--autocast bf16] [--dim 64] [--fp32-matmul bf16]
+        [--autocast bf16] [--dim 64] [--fp32-matmul bf16] [--against ../base]
 
 Flat keys ``<key>_floor_share_runs_{median,min,max}``, ``<key>_step_ms_runs_{median,min,max}``
 and ``<key>_floor_share_runs`` (the count), where ``<key>`` is ``step_profile``'s figure key
-(``<preset>[_dim<D>][_bf16][_bf16mm]``), merged into ``benchmarks/results/throughput.json``.
+(``<preset>[_dim<D>][_bf16][_bf16mm]``), and with ``--against``, the same keys of DIR's runs
+ending in ``_at_<its commit>``, merged into ``benchmarks/results/throughput.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -33,14 +40,15 @@ from benchmarks.step_profile import figure_key
 
 
 def one_run(preset: str, autocast: str, out: Path, extra: tuple[str, ...] = (),
-            dim: int | None = None, fp32_matmul: str = "ieee") -> dict[str, float]:
+            dim: int | None = None, fp32_matmul: str = "ieee", tree: Path | None = None) -> dict[str, float]:
     """``preset``'s step time, floor share, page faults and kernel ms per step from one
     ``step_profile`` process (``extra``: more of its flags; ``dim``, ``fp32_matmul``: its
-    ``--dim``, ``--fp32-matmul``)."""
+    ``--dim``, ``--fp32-matmul``; ``tree``: a checkout whose code it runs, else this one's)."""
     command = [sys.executable, "-m", "benchmarks.step_profile", "--presets", preset, "--autocast", autocast,
                "--fp32-matmul", fp32_matmul, "--json", str(out),
                *([] if dim is None else ["--dim", str(dim)]), *extra]
-    done = subprocess.run(command, capture_output=True, text=True)
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tree, env=env)
     if done.returncode != 0:
         raise SystemExit(f"floor_share_runs: {' '.join(command)} failed ({done.returncode}):\n"
                          f"{done.stderr[-2000:]}")
@@ -50,14 +58,25 @@ def one_run(preset: str, autocast: str, out: Path, extra: tuple[str, ...] = (),
             for figure in ("step_ms", "floor_share", "faults_per_step", "sys_ms_per_step")}
 
 
-def summary(key: str, runs: list[dict[str, float]]) -> dict[str, Any]:
-    """Median, least and greatest of each figure over ``runs``, keyed ``<key>_<figure>_runs_*``."""
-    out: dict[str, Any] = {f"{key}_floor_share_runs": len(runs)}
+def summary(key: str, runs: list[dict[str, float]], suffix: str = "") -> dict[str, Any]:
+    """Median, least and greatest of each figure over ``runs``, keyed ``<key>_<figure>_runs_*``
+    (each key followed by ``suffix``)."""
+    out: dict[str, Any] = {f"{key}_floor_share_runs{suffix}": len(runs)}
     for figure in ("step_ms", "floor_share"):
         values = [r[figure] for r in runs]
-        out |= {f"{key}_{figure}_runs_median": statistics.median(values),
-                f"{key}_{figure}_runs_min": min(values), f"{key}_{figure}_runs_max": max(values)}
+        out |= {f"{key}_{figure}_runs_median{suffix}": statistics.median(values),
+                f"{key}_{figure}_runs_min{suffix}": min(values),
+                f"{key}_{figure}_runs_max{suffix}": max(values)}
     return out
+
+
+def tree_commit(tree: Path) -> str:
+    """The short commit checked out at ``tree``; SystemExit where it is no git checkout."""
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True)
+    if done.returncode != 0 or not (tree / "benchmarks" / "step_profile.py").exists():
+        raise SystemExit(f"--against {tree}: expected a checkout of autorec "
+                         f"(git worktree add {tree} <commit>)")
+    return done.stdout.strip()
 
 
 def runs_args(doc: str | None, argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
@@ -70,6 +89,8 @@ def runs_args(doc: str | None, argv: list[str] | None = None) -> tuple[argparse.
     parser.add_argument("--fp32-matmul", choices=("ieee", "bf16", "tf32"), default="ieee")
     parser.add_argument("--dim", type=int, default=None, help="step_profile's --dim (default: the presets')")
     parser.add_argument("--json", default=str(RESULTS / "throughput.json"))
+    parser.add_argument("--against", type=Path, default=None,
+                        help="a checkout of an earlier commit, run in alternation with this one")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs: expected at least 1, got {args.runs}")
@@ -82,18 +103,23 @@ def runs_args(doc: str | None, argv: list[str] | None = None) -> tuple[argparse.
 
 def main() -> None:
     args, presets = runs_args(__doc__)
-    runs: dict[str, list[dict[str, float]]] = {p: [] for p in presets}
+    trees: dict[str, Path | None] = {"": None}  # key suffix -> the checkout whose code runs
+    if args.against is not None:
+        trees[f"_at_{tree_commit(args.against)}"] = args.against.resolve()
+    arms = [(preset, suffix) for preset in presets for suffix in trees]
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.runs):
-            for preset in presets[r % len(presets):] + presets[:r % len(presets)]:
-                got = one_run(preset, args.autocast, Path(tmp) / f"{preset}_{r}.json", dim=args.dim,
-                              fp32_matmul=args.fp32_matmul)
-                runs[preset].append(got)
-                print(f"run {r}: {preset} {got['step_ms']:.1f} ms/step, floor share {got['floor_share']:.2f}",
-                      flush=True)
+            for preset, suffix in arms[r % len(arms):] + arms[:r % len(arms)]:
+                got = one_run(preset, args.autocast, Path(tmp) / f"{preset}{suffix}_{r}.json", dim=args.dim,
+                              fp32_matmul=args.fp32_matmul, tree=trees[suffix])
+                runs[(preset, suffix)].append(got)
+                print(f"run {r}: {preset}{suffix} {got['step_ms']:.1f} ms/step, floor share "
+                      f"{got['floor_share']:.2f}", flush=True)
     figures: dict[str, Any] = {}
-    for preset in presets:
-        figures |= summary(figure_key(preset, args.autocast, args.dim, args.fp32_matmul), runs[preset])
+    for preset, suffix in arms:
+        key = figure_key(preset, args.autocast, args.dim, args.fp32_matmul)
+        figures |= summary(key, runs[(preset, suffix)], suffix)
     for name, value in figures.items():
         print(f"{name:44s} {value:.3f}" if isinstance(value, float) else f"{name:44s} {value}")
     merge_results(Path(args.json), figures,

@@ -58,3 +58,20 @@ def test_a_run_at_another_width_passes_it_on_and_reads_its_keys(tmp_path) -> Non
         floor_share_runs.one_run("dlrm", "nosuch", tmp_path / "out.json", dim=64)
     args, _ = floor_share_runs.runs_args(None, ["--dim", "64"])
     assert args.dim == 64 and floor_share_runs.runs_args(None, [])[0].dim is None
+
+
+def test_an_earlier_commits_runs_carry_its_name() -> None:
+    runs = [{"step_ms": 30.0, "floor_share": 0.5}]
+    got = floor_share_runs.summary("dlrm_bf16", runs, "_at_abc1234")
+    assert got["dlrm_bf16_floor_share_runs_at_abc1234"] == 1
+    assert got["dlrm_bf16_floor_share_runs_median_at_abc1234"] == 0.5
+    assert got["dlrm_bf16_step_ms_runs_max_at_abc1234"] == 30.0
+
+
+def test_a_run_against_another_tree_runs_that_trees_code(tmp_path) -> None:
+    """The process runs from ``tree`` with only that tree on its path: an empty folder has no
+    ``benchmarks`` package, and the failure says so; a folder that is no checkout is refused."""
+    with pytest.raises(SystemExit, match="No module named 'benchmarks'"):
+        floor_share_runs.one_run("dlrm", "off", tmp_path / "out.json", tree=tmp_path)
+    with pytest.raises(SystemExit, match=f"--against {tmp_path}: expected a checkout of autorec"):
+        floor_share_runs.tree_commit(tmp_path)
