@@ -15,7 +15,8 @@ alternating rounds (``benchmarks/step_ab.py``). Both train the same, bit for bit
 
 Flat keys ``huge_pages_alone_{lookup,update}_{huge,small}_ms`` (medians),
 ``huge_pages_alone_{lookup,update}_speedup`` (small pages' time over huge pages'),
-``huge_pages_alone_collapse_s`` (the seconds ``back_tables`` took on the first Trainer's tables),
+``huge_pages_alone_collapse_s`` (the seconds ``back_tables`` took on the first Trainer's tables)
+and ``huge_pages_alone_collapse_again_s`` (on the second's, once the first's are freed),
 ``huge_pages_<preset>[_bf16]_{new,before}_step_ms`` and ``huge_pages_<preset>[_bf16]_speedup``
 (before over new, paired by round; with ``_min``, ``_max``), merged into
 ``benchmarks/results/throughput.json``.
@@ -24,6 +25,7 @@ Flat keys ``huge_pages_alone_{lookup,update}_{huge,small}_ms`` (medians),
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 import statistics
 import time
@@ -89,6 +91,12 @@ def alone(repeats: int, autocast: str) -> dict[str, float]:
                                                        / figures[f"huge_pages_alone_{part}_huge_ms"])
     figures["huge_pages_alone_collapse_s"] = collapse_s
     figures["huge_pages_alone_collapsed_mb"] = collapsed / 2**20
+    # the same again once the first tables' huge pages are freed, as for a study's next trial
+    del runs["huge"], tables["huge"]
+    gc.collect()
+    start = time.perf_counter()
+    huge_pages.back_tables(runs["small"].model)
+    figures["huge_pages_alone_collapse_again_s"] = time.perf_counter() - start
     return figures
 
 
