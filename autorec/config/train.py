@@ -69,8 +69,8 @@ class TrainSettings(BaseModel):
         "temporaries are not faulted in afresh every step (process-wide; glibc on Linux only)"))
     huge_pages: bool = Field(True, description=(
         "put the CPU embedding tables and their optimizer state on 2 MiB transparent huge pages "
-        "(Linux 6.1+): fewer TLB misses on the rows' random reads and writes, for up to about 1 s "
-        "at the start where the kernel must compact memory"))
+        "(Linux 6.1+): fewer TLB misses on the rows' random reads and writes, for 1-1.5 s at the "
+        "start where the kernel must compact memory"))
     progress: bool = Field(True, description="draw a progress bar")
     plan: str | None = Field(None, description="sharding plan JSON: table -> sharding type and ranks")
     dense_parallel: DenseParallel = Field("ddp", description="dense parts under DDP or FSDP2 (fully_shard)")

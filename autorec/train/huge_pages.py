@@ -5,13 +5,13 @@ at the scale workload's 26 tables, and the row-wise Adagrad update writes it and
 back. On 4 KiB pages nearly every such row is also a TLB miss and a walk of the page tables;
 on 2 MiB pages the same tables need 180 TLB entries instead of 91,000. Measured on the Intel
 Xeon (``python -m benchmarks.huge_pages``, BENCHMARKS.md "The tables on huge pages"): the
-lookup alone about 1.3x faster, the update about 1.1x, a DLRM or Wukong step a few percent.
+lookup alone 1.4x faster, the update 1.1-1.2x, a DLRM or Wukong step 1.02-1.07x.
 
 :func:`back_with_huge_pages` asks Linux for it on the 2 MiB-aligned part of a tensor's memory:
 ``madvise(MADV_HUGEPAGE)`` marks the range, and ``madvise(MADV_COLLAPSE)`` (Linux 6.1 and later)
 moves its pages onto huge pages now, in place: the same addresses (every view of the tables
-stays valid) and the same values. Where the kernel has free huge pages this takes about 0.1 s
-for the scale workload's tables; where it must first compact memory, about 1 s. Where Linux
+stays valid) and the same values. Where the kernel has free huge pages this takes about 0.2 s
+for the scale workload's tables; where it must first compact memory, 1-1.5 s. Where Linux
 refuses (transparent huge pages set to ``never``, an older kernel, no huge page to be had) the
 tables stay as they are and training goes on; the reason is logged. Written with ctypes on
 libc's ``madvise``: neither torch nor fbgemm offers it for a tensor already allocated (torch's
