@@ -136,6 +136,12 @@ def back_with_huge_pages(tensor: torch.Tensor) -> int:
     low, size = aligned_span(tensor)
     if size == 0 or unsupported() is not None:
         return 0
+    return _collapse(low, size)
+
+
+def _collapse(low: int, size: int) -> int:
+    """``size`` bytes from ``low`` (whole 2 MiB pages) collapsed onto huge pages: ``size``, or 0
+    where Linux refused (logged)."""
     madvise = _madvise()
     for advice, name in ((MADV_HUGEPAGE, "MADV_HUGEPAGE"), (MADV_COLLAPSE, "MADV_COLLAPSE")):
         if madvise(low, size, advice) != 0:
@@ -157,8 +163,9 @@ def back_tables(model: nn.Module) -> int:
     for tbe in fused_tables(model):
         for name in ("weights_host", "momentum1_host"):
             tensor = getattr(tbe, name, None)
-            if isinstance(tensor, torch.Tensor) and tensor.numel() and tensor.is_contiguous():
-                total += back_with_huge_pages(tensor)
+            if isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu" and tensor.is_contiguous():
+                low, size = aligned_span(tensor)  # the support checked once above, not per tensor
+                total += _collapse(low, size) if size else 0
     if total:
         log.info("huge pages: %d MiB of embedding tables in %.2f s", total >> 20, time.perf_counter() - start)
     return total
