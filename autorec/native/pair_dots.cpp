@@ -7,11 +7,18 @@
 // each sample's vectors, products and fold stay in L1 and registers.
 //
 // Layout: x [B, F, D] contiguous; the output row is [x[:, :n] flattened, the P dots, pad zeros];
-// pair p is (first[p], second[p]). The per-sample loops are compiled for AVX-512, AVX2 and plain
-// x86-64 at once and the CPU's best is picked on the first call.
+// pair p is (first[p], second[p]). The loops are compiled for AVX-512, AVX2 and plain x86-64 at
+// once and the CPU's best is picked on the first call.
+//
+// Two ways through a batch. Pairs in torchrec's triu order with D a multiple of 16 (DLRM's case)
+// go 16 samples at a time, each vector lane a sample ("across samples", below): every dot is 16
+// FMAs of whole vectors, with no horizontal sums and no pair left idle, and the samples' rows go
+// in and out by 16 x 16 transposes in registers. Other pairs or widths go one sample at a time,
+// its Gram rows and fold in L1 (the kernels after those).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "simd.h"
@@ -101,6 +108,165 @@ AUTOREC_INLINE void fold_triu(const float* g, const float* xp, int64_t F, int o,
   }
 }
 
+// ---- Across samples: 16 samples at a time, lane s of every v16 being sample s of the block.
+
+// One butterfly stage of a 16 x 16 transpose: rows a and a + H (a & H == 0) swap their H-wide
+// blocks of lanes; the four stages H = 8, 4, 2, 1 transpose r[0..16) in place.
+constexpr int swap_lo(int h, int c) { return (c & h) ? 16 + c - h : c; }
+constexpr int swap_hi(int h, int c) { return (c & h) ? 16 + c : c + h; }
+#define AUTOREC_LANES(F, h) F(h, 0), F(h, 1), F(h, 2), F(h, 3), F(h, 4), F(h, 5), F(h, 6), F(h, 7), \
+    F(h, 8), F(h, 9), F(h, 10), F(h, 11), F(h, 12), F(h, 13), F(h, 14), F(h, 15)
+template <int H>
+AUTOREC_INLINE void butterfly(v16* r) {
+  for (int a = 0; a < 16; ++a)
+    if ((a & H) == 0) {
+      const v16 lo = r[a], hi = r[a + H];
+      r[a] = __builtin_shufflevector(lo, hi, AUTOREC_LANES(swap_lo, H));
+      r[a + H] = __builtin_shufflevector(lo, hi, AUTOREC_LANES(swap_hi, H));
+    }
+}
+AUTOREC_INLINE void transpose16(v16* r) {
+  butterfly<8>(r);
+  butterfly<4>(r);
+  butterfly<2>(r);
+  butterfly<1>(r);
+}
+
+// 16 values of a row, fp32 or bf16 (widened), the first m (<= 16) of them, zeros past m.
+AUTOREC_INLINE v16 load_row(const void* src, int bf16, int64_t at, int m) {
+  v16 v = {};
+  if (bf16) {
+    v16h half = {};
+    if (m == 16)  // a constant size: one load, where the partial copy goes by bytes through memory
+      std::memcpy(&half, static_cast<const uint16_t*>(src) + at, sizeof half);
+    else
+      std::memcpy(&half, static_cast<const uint16_t*>(src) + at, sizeof(uint16_t) * m);
+    const v16u bits = __builtin_convertvector(half, v16u) << 16;
+    std::memcpy(&v, &bits, sizeof v);
+  } else if (m == 16) {
+    std::memcpy(&v, static_cast<const float*>(src) + at, sizeof v);
+  } else {
+    std::memcpy(&v, static_cast<const float*>(src) + at, sizeof(float) * m);
+  }
+  return v;
+}
+
+// The first m (<= 16) values of v to a row, fp32 or bf16 (rounded as bf16_from_floats rounds).
+AUTOREC_INLINE void store_row(void* dst, int bf16, int64_t at, int m, v16 v) {
+  if (!bf16) {
+    if (m == 16)
+      std::memcpy(static_cast<float*>(dst) + at, &v, sizeof v);
+    else
+      std::memcpy(static_cast<float*>(dst) + at, &v, sizeof(float) * m);
+    return;
+  }
+  v16u bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  const v16u nan = (v16u)((bits & 0x7FFFFFFFu) > 0x7F800000u);
+  const v16u rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  const v16h half = __builtin_convertvector((nan & 0x7FC0u) | (~nan & rounded), v16h);
+  if (m == 16)
+    std::memcpy(static_cast<uint16_t*>(dst) + at, &half, sizeof half);
+  else
+    std::memcpy(static_cast<uint16_t*>(dst) + at, &half, sizeof(uint16_t) * m);
+}
+
+// xs[f * D + d] = x[b0 + s, f, d] in lane s, for the block's `count` samples (zeros past them).
+template <int DC>
+AUTOREC_INLINE void gather_block(const float* x, int64_t b0, int count, int64_t F, v16* xs) {
+  constexpr int64_t D = DC * 16;
+  for (int64_t f = 0; f < F; ++f)
+    for (int c = 0; c < DC; ++c) {
+      v16 r[16];
+      for (int s = 0; s < 16; ++s) {
+        const float* row = x + ((b0 + s) * F + f) * D + c * 16;
+        __builtin_prefetch(row + 16 * F * D);  // the next block's (past the batch: a no-op)
+        r[s] = s < count ? load16(row) : v16{};
+      }
+      transpose16(r);
+      for (int t = 0; t < 16; ++t) xs[f * D + c * 16 + t] = r[t];
+    }
+}
+
+// The block's dots in torchrec's triu order (row i: (i, i + o), ..., (i, F - 1)) into ys[p],
+// eight of a row at a time from xs (rows past F read as zeros: xs holds 8 more).
+template <int DC>
+AUTOREC_INLINE void dots_block(const v16* xs, int64_t F, int o, v16* ys) {
+  constexpr int64_t D = DC * 16;
+  int64_t p = 0;
+  for (int64_t i = 0; i < F; ++i)
+    for (int64_t j0 = i + o; j0 < F; j0 += 8) {
+      v16 acc[8] = {};
+      for (int64_t d = 0; d < D; ++d) {
+        const v16 xi = xs[i * D + d];
+        for (int t = 0; t < 8; ++t) acc[t] += xi * xs[(j0 + t) * D + d];
+      }
+      for (int t = 0; t < 8 && j0 + t < F; ++t) ys[p++] = acc[t];
+    }
+}
+
+// Forward for the block: the passthrough rows, then the dots' columns 16 at a time transposed
+// back to the samples' rows (the last chunk partial where P + pad is not a multiple of 16).
+template <int DC>
+AUTOREC_INLINE void forward_block(const float* x, int64_t b0, int count, int64_t F, int o, int64_t P,
+                                  int64_t n, int64_t pad, void* out, int bf16, v16* xs, v16* ys) {
+  constexpr int64_t D = DC * 16;
+  const int64_t width = n * D + P + pad;
+  gather_block<DC>(x, b0, count, F, xs);
+  dots_block<DC>(xs, F, o, ys);
+  for (int64_t p = P; p < P + pad; ++p) ys[p] = v16{};
+  for (int s = 0; s < count; ++s)
+    for (int64_t k = 0; k < n * DC; ++k)
+      store_row(out, bf16, (b0 + s) * width + k * 16, 16, load16(x + (b0 + s) * F * D + k * 16));
+  for (int64_t c0 = 0; c0 < P + pad; c0 += 16) {
+    v16 r[16];
+    for (int t = 0; t < 16; ++t) r[t] = ys[c0 + t];
+    transpose16(r);
+    const int m = static_cast<int>(std::min<int64_t>(16, P + pad - c0));
+    for (int s = 0; s < count; ++s) store_row(out, bf16, (b0 + s) * width + n * D + c0, m, r[s]);
+  }
+}
+
+// Backward for the block: gs[p] the dots' gradients across samples, then each row's dx_i =
+// sum_j g_ij x_j over all j (pair[i * F + j] the pair of (i, j) or -1; a diagonal pair twice:
+// d<x, x>/dx = 2x), transposed back to the samples' rows, plus the passthrough's gradient.
+template <int DC>
+AUTOREC_INLINE void backward_block(const void* grad, int bf16, int64_t stride, const float* x, int64_t b0,
+                                   int count, int64_t F, const int32_t* pair, int64_t P, int64_t n,
+                                   float* dx, v16* xs, v16* gs) {
+  constexpr int64_t D = DC * 16;
+  gather_block<DC>(x, b0, count, F, xs);
+  for (int64_t c0 = 0; c0 < P; c0 += 16) {
+    const int m = static_cast<int>(std::min<int64_t>(16, P - c0));
+    v16 r[16];
+    for (int s = 0; s < 16; ++s) {
+      const int64_t at = (b0 + s) * stride + n * D + c0;
+      __builtin_prefetch(static_cast<const char*>(grad) + (at + 16 * stride) * (bf16 ? 2 : 4));  // the next block's
+      r[s] = s < count ? load_row(grad, bf16, at, m) : v16{};
+    }
+    transpose16(r);
+    for (int t = 0; t < 16; ++t) gs[c0 + t] = r[t];
+  }
+  for (int64_t i = 0; i < F; ++i)
+    for (int c = 0; c < DC; ++c) {
+      v16 acc[16] = {};
+      for (int64_t j = 0; j < F; ++j) {
+        const int32_t p = pair[i * F + j];
+        if (p < 0) continue;
+        const v16 g = i == j ? gs[p] + gs[p] : gs[p];
+        for (int t = 0; t < 16; ++t) acc[t] += g * xs[j * D + c * 16 + t];
+      }
+      transpose16(acc);
+      for (int s = 0; s < count; ++s) {
+        v16 row = acc[s];
+        if (i < n) row += load_row(grad, bf16, (b0 + s) * stride + i * D + c * 16, 16);
+        store16(dx + ((b0 + s) * F + i) * D + c * 16, row);
+      }
+    }
+}
+
+// ---- One sample at a time.
+
 // One sample's products (F <= 64: NC = ceil(F / 16) chunks) and one sample's dx += sym x
 // (D <= 64: DC = ceil(D / 16)), for each target of simd.h.
 #define GRAM(NC) gram_rows<NC>(x, F, D, xt, gram)
@@ -117,6 +283,30 @@ AUTOREC_INLINE void fold_triu(const float* g, const float* xp, int64_t F, int o,
     AUTOREC_BY_CHUNKS(D, FOLD_TRIU)                                                                 \
   }
 AUTOREC_FOR_EACH_TARGET(SAMPLE_KERNELS)
+
+// A block of 16 samples across samples (D a multiple of 16, at most 64), for each target.
+#define FORWARD_BLOCK(DC) forward_block<DC>(x, b0, count, F, o, P, n, pad, out, bf16, xs, ys)
+#define BACKWARD_BLOCK(DC) backward_block<DC>(grad, bf16, stride, x, b0, count, F, pair, P, n, dx, xs, gs)
+#define BLOCK_KERNELS(SUFFIX, TARGET)                                                                      \
+  TARGET void forward_block_##SUFFIX(const float* x, int64_t b0, int count, int64_t F, int64_t D, int o,   \
+                                     int64_t P, int64_t n, int64_t pad, void* out, int bf16, v16* xs,      \
+                                     v16* ys) {                                                            \
+    AUTOREC_BY_CHUNKS(D, FORWARD_BLOCK)                                                                    \
+  }                                                                                                        \
+  TARGET void backward_block_##SUFFIX(const void* grad, int bf16, int64_t stride, const float* x,         \
+                                      int64_t b0, int count, int64_t F, int64_t D, const int32_t* pair,    \
+                                      int64_t P, int64_t n, float* dx, v16* xs, v16* gs) {                 \
+    AUTOREC_BY_CHUNKS(D, BACKWARD_BLOCK)                                                                   \
+  }
+AUTOREC_FOR_EACH_TARGET(BLOCK_KERNELS)
+
+using ForwardBlock = void (*)(const float*, int64_t, int, int64_t, int64_t, int, int64_t, int64_t, int64_t,
+                              void*, int, v16*, v16*);
+using BackwardBlock = void (*)(const void*, int, int64_t, const float*, int64_t, int, int64_t, int64_t,
+                               const int32_t*, int64_t, int64_t, float*, v16*, v16*);
+
+// Whether a batch goes across samples: pairs in torchrec's order, D a multiple of 16.
+bool across_samples(int o, int64_t D) { return o >= 0 && D % 16 == 0; }
 
 using GramSample = void (*)(const float*, int64_t, int64_t, float*, float*);
 using FoldSample = void (*)(const float*, const float*, int64_t, int64_t, float*);
@@ -160,6 +350,19 @@ int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t 
   static const GramSample gram_sample = AUTOREC_PICK(gram_sample);
   static const auto to_bf16 = AUTOREC_PICK(bf16_from_floats);
   const int o = triu_offset(first, second, P, F);
+  if (across_samples(o, D)) {
+    static const ForwardBlock forward_block = AUTOREC_PICK(forward_block);
+#pragma omp parallel num_threads(threads < 1 ? 1 : threads)
+    {
+      // xs' 8 rows past F stay zero (not std::vector<v16>: a template argument drops v16's alignment)
+      const std::unique_ptr<v16[]> xs(new v16[(F + 8) * D]()), ys(new v16[P + pad + 16]);
+#pragma omp for schedule(static)
+      for (int64_t b0 = 0; b0 < B; b0 += 16)
+        forward_block(x, b0, static_cast<int>(std::min<int64_t>(16, B - b0)), F, D, o, P, n, pad, out,
+                      out_bf16, xs.get(), ys.get());
+    }
+    return 0;
+  }
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
     // xt's columns past F stay zero; a bf16 row is built in `built` first
@@ -202,6 +405,21 @@ int64_t autorec_pair_dots_backward(const void* grad, int grad_bf16, int64_t grad
   static const FoldTriu fold_triu = AUTOREC_PICK(fold_triu);
   static const auto from_bf16 = AUTOREC_PICK(floats_from_bf16);
   const int o = triu_offset(first, second, P, F);
+  if (across_samples(o, D)) {
+    static const BackwardBlock backward_block = AUTOREC_PICK(backward_block);
+    std::vector<int32_t> pair(F * F, -1);  // (i, j) -> its pair, both ways
+    for (int64_t i = 0, p = 0; i < F; ++i)
+      for (int64_t j = i + o; j < F; ++j, ++p) pair[i * F + j] = pair[j * F + i] = static_cast<int32_t>(p);
+#pragma omp parallel num_threads(threads < 1 ? 1 : threads)
+    {
+      const std::unique_ptr<v16[]> xs(new v16[(F + 8) * D]()), gs(new v16[P + 16]);
+#pragma omp for schedule(static)
+      for (int64_t b0 = 0; b0 < B; b0 += 16)
+        backward_block(grad, grad_bf16, grad_stride, x, b0, static_cast<int>(std::min<int64_t>(16, B - b0)), F,
+                       D, pair.data(), P, n, dx, xs.get(), gs.get());
+    }
+    return 0;
+  }
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
     // xp's columns past D stay zero; acc is fold_triu's dx

@@ -3,8 +3,11 @@
 :func:`autorec.blocks.gram.pair_dots` builds the dots of a [B, F, D] batch as batched matrix
 products, a gather of the pairs and, in the backward, a zero-filled fold with two scatters. On
 the CPU at DLRM's sizes (F = 27, D = 16) those products run far below the machine's rate and
-the gather and fold pass over memory. Here every sample's vectors, its lower-triangle products
-and its fold stay in L1, and the samples are split over torch's OpenMP team. Written by hand
+the gather and fold pass over memory. Here, with the pairs in torchrec's order and D a multiple
+of 16 (DLRM's case), 16 samples go at a time, one per vector lane, so that each dot is 16 whole
+FMAs with no horizontal sum, the rows going in and out by transposes in registers; other pairs
+and widths go one sample at a time, its products and fold in L1. The samples are split over
+torch's OpenMP team. Written by hand
 because no library has a CPU kernel for the dots of many tiny per-sample Gram matrices; built and
 loaded by :mod:`autorec.native.build` (None where it cannot be, and gram keeps torch's ops).
 

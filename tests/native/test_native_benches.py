@@ -70,3 +70,23 @@ def test_the_part_alone_is_timed_each_way(case: Case) -> None:
     assert set(got) == {f"{case.prefix}_alone_{way}_{part}_ms" for way in ("native", "torch")
                         for part in ("fwd", "bwd")} | {f"{case.prefix}_alone_speedup"}
     assert all(value > 0 for value in got.values())
+
+
+def test_dots_across_samples_times_this_kernel_against_a_commits(tmp_path: Any, monkeypatch: Any) -> None:
+    """``benchmarks/dots_across_samples``: a commit's ``pair_dots.cpp`` is built apart from this
+    tree's and both are timed on the same batch (the run itself checks they agree); HEAD's
+    kernel stands in for the earlier one, so the test needs no particular history."""
+    from benchmarks import dots_across_samples as bench
+
+    monkeypatch.setattr(bench, "SHAPES", (37, 27, 16))
+    earlier = bench.earlier_library("HEAD", tmp_path)
+    assert earlier.parent.parent == tmp_path / "built"
+    ways = {"new": bench.kernels(bench.build.compile_kernel(bench.build.HERE / "pair_dots.cpp")),
+            "before": bench.kernels(earlier)}
+    times = bench.timed(ways, repeats=2)
+    assert {way: {k: len(v) for k, v in pieces.items()} for way, pieces in times.items()} == {
+        "new": {"fwd": 2, "bwd": 2}, "before": {"fwd": 2, "bwd": 2}}
+    assert all(t > 0 for pieces in times.values() for seconds in pieces.values() for t in seconds)
+    refused = r"--against 'not-a-commit': git has no autorec/native/pair_dots\.cpp"
+    with pytest.raises(ValueError, match=refused):
+        bench.earlier_library("not-a-commit", tmp_path / "other")
