@@ -102,7 +102,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", default="52f5bce", help="the earlier commit whose kernel is timed")
     parser.add_argument("--repeats", type=int, default=40)
-    parser.add_argument("--json", type=Path, default=RESULTS)
+    parser.add_argument("--json", type=Path, default=RESULTS / "throughput.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
         ways = {"new": kernels(build.compile_kernel(build.HERE / "pair_dots.cpp")),
