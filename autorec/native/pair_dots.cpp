@@ -132,43 +132,36 @@ AUTOREC_INLINE void transpose16(v16* r) {
   butterfly<1>(r);
 }
 
+// Copies the first m (<= 16) elements of `from` to `to`: a constant 16 is one vector move, where
+// a partial copy goes by bytes through memory.
+template <typename T>
+AUTOREC_INLINE void copy_some(T* to, const T* from, int m) {
+  if (m == 16)
+    std::memcpy(to, from, sizeof(T) * 16);
+  else
+    std::memcpy(to, from, sizeof(T) * m);
+}
+
 // 16 values of a row, fp32 or bf16 (widened), the first m (<= 16) of them, zeros past m.
 AUTOREC_INLINE v16 load_row(const void* src, int bf16, int64_t at, int m) {
-  v16 v = {};
   if (bf16) {
     v16h half = {};
-    if (m == 16)  // a constant size: one load, where the partial copy goes by bytes through memory
-      std::memcpy(&half, static_cast<const uint16_t*>(src) + at, sizeof half);
-    else
-      std::memcpy(&half, static_cast<const uint16_t*>(src) + at, sizeof(uint16_t) * m);
-    const v16u bits = __builtin_convertvector(half, v16u) << 16;
-    std::memcpy(&v, &bits, sizeof v);
-  } else if (m == 16) {
-    std::memcpy(&v, static_cast<const float*>(src) + at, sizeof v);
-  } else {
-    std::memcpy(&v, static_cast<const float*>(src) + at, sizeof(float) * m);
+    copy_some(reinterpret_cast<uint16_t*>(&half), static_cast<const uint16_t*>(src) + at, m);
+    return widen_bf16(half);
   }
+  v16 v = {};
+  copy_some(reinterpret_cast<float*>(&v), static_cast<const float*>(src) + at, m);
   return v;
 }
 
 // The first m (<= 16) values of v to a row, fp32 or bf16 (rounded as bf16_from_floats rounds).
 AUTOREC_INLINE void store_row(void* dst, int bf16, int64_t at, int m, v16 v) {
-  if (!bf16) {
-    if (m == 16)
-      std::memcpy(static_cast<float*>(dst) + at, &v, sizeof v);
-    else
-      std::memcpy(static_cast<float*>(dst) + at, &v, sizeof(float) * m);
-    return;
+  if (bf16) {
+    const v16h half = round_bf16(v);
+    copy_some(static_cast<uint16_t*>(dst) + at, reinterpret_cast<const uint16_t*>(&half), m);
+  } else {
+    copy_some(static_cast<float*>(dst) + at, reinterpret_cast<const float*>(&v), m);
   }
-  v16u bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  const v16u nan = (v16u)((bits & 0x7FFFFFFFu) > 0x7F800000u);
-  const v16u rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-  const v16h half = __builtin_convertvector((nan & 0x7FC0u) | (~nan & rounded), v16h);
-  if (m == 16)
-    std::memcpy(static_cast<uint16_t*>(dst) + at, &half, sizeof half);
-  else
-    std::memcpy(static_cast<uint16_t*>(dst) + at, &half, sizeof(uint16_t) * m);
 }
 
 // xs[f * D + d] = x[b0 + s, f, d] in lane s, for the block's `count` samples (zeros past them).

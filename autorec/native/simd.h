@@ -72,15 +72,27 @@ AUTOREC_INLINE float float_of(uint16_t value) {
   return out;
 }
 
+// 16 values: fp32 rounded to bf16 as bf16_of rounds, and bf16 widened to fp32 exactly.
+AUTOREC_INLINE v16h round_bf16(v16 v) {
+  v16u bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  const v16u nan = (v16u)((bits & 0x7FFFFFFFu) > 0x7F800000u);
+  const v16u rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  return __builtin_convertvector((nan & 0x7FC0u) | (~nan & rounded), v16h);
+}
+
+AUTOREC_INLINE v16 widen_bf16(v16h half) {
+  const v16u bits = __builtin_convertvector(half, v16u) << 16;
+  v16 v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
 #define AUTOREC_BF16_ROWS(SUFFIX, TARGET)                                                  \
   TARGET inline void bf16_from_floats_##SUFFIX(const float* src, int64_t n, uint16_t* dst) { \
     int64_t i = 0;                                                                         \
     for (; i + 16 <= n; i += 16) {                                                         \
-      v16u bits;                                                                           \
-      std::memcpy(&bits, src + i, sizeof bits);                                            \
-      const v16u nan = (v16u)((bits & 0x7FFFFFFFu) > 0x7F800000u);                           \
-      const v16u rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;                   \
-      const v16h out = __builtin_convertvector((nan & 0x7FC0u) | (~nan & rounded), v16h);  \
+      const v16h out = round_bf16(load16(src + i));                                        \
       std::memcpy(dst + i, &out, sizeof out);                                              \
     }                                                                                      \
     for (; i < n; ++i) dst[i] = bf16_of(src[i]);                                           \
@@ -90,8 +102,7 @@ AUTOREC_INLINE float float_of(uint16_t value) {
     for (; i + 16 <= n; i += 16) {                                                         \
       v16h half;                                                                           \
       std::memcpy(&half, src + i, sizeof half);                                            \
-      const v16u bits = __builtin_convertvector(half, v16u) << 16;                         \
-      std::memcpy(dst + i, &bits, sizeof bits);                                            \
+      store16(dst + i, widen_bf16(half));                                                  \
     }                                                                                      \
     for (; i < n; ++i) dst[i] = float_of(src[i]);                                          \
   }
