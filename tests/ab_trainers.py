@@ -11,13 +11,13 @@ from autorec.presets import preset
 from autorec.train.trainer import TrainConfig, Trainer
 
 
-def new_and_before(before: type[Trainer], name: str, steps: int = 3, new: type[Trainer] = Trainer,
-                   autocast: str = "off") -> tuple[Trainer, Trainer, list[Any]]:
+def new_and_before(before: type[Trainer], name: str, steps: int = 3,
+                   new: type[Trainer] = Trainer) -> tuple[Trainer, Trainer, list[Any]]:
     """A ``new`` Trainer (the default one unless given) of preset ``name`` and a ``before`` one,
-    from the same seed on the tiny synthetic data, both training under ``autocast``, and
-    ``steps`` batches of its loader to step both on."""
+    from the same seed on the tiny synthetic data, and ``steps`` batches of its loader to step
+    both on."""
     data = load_dataset("synthetic", preset="tiny", num_samples=600)
-    config = TrainConfig(batch_size=64, progress=False, keep_freed_memory=False, autocast=autocast)
+    config = TrainConfig(batch_size=64, progress=False, keep_freed_memory=False)
     torch.manual_seed(0)
     fresh = new(preset(name, data.schema), data, config)
     torch.manual_seed(0)

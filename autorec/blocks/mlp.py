@@ -7,9 +7,8 @@ from torch import nn
 from torchrec.modules.mlp import MLP
 
 from autorec.arch import MLPConfig
-from autorec.blocks.base import InteractionBlock, global_forward_hooks
+from autorec.blocks.base import InteractionBlock
 from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, register_kind
-from autorec.native import relu_linear
 
 
 class FeatureLinear(nn.Module):
@@ -43,30 +42,6 @@ class FeatureLinear(nn.Module):
         return self.linear(xt).transpose(1, 2)
 
 
-class ReluMLP(MLP):
-    """torchrec's ``MLP`` (linear then ReLU, every layer), whose layers run on
-    :mod:`autorec.native.relu_linear` where it applies (the CPU under bf16 autocast, plain
-    linears, no hooks, module-wide or on them): the same values, the ReLU's backward and the
-    bias's gradient in one pass. The same modules and parameters as torchrec's
-    (``_mlp.<i>._linear``), so checkpoints and every tool that walks them see no difference.
-
-    Shapes: [B, in_size] -> [B, layer_sizes[-1]].
-
-    Example:
-        >>> mlp = ReluMLP(8, [32, 16])
-        >>> mlp(torch.randn(4, 8)).shape
-        torch.Size([4, 16])
-    """
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        layers = list(self._mlp)
-        if global_forward_hooks() or not relu_linear.fusable(layers, input):
-            return super().forward(input)
-        for layer in layers:
-            input = relu_linear.relu_linear(input, layer._linear)
-        return input
-
-
 def mlp_to_rows(in_size: int, hidden: tuple[int, ...], num_out: int, dim: int) -> nn.Sequential:
     """torchrec ``MLP(hidden)`` (ReLU after every layer), then a plain linear to ``num_out * dim``.
 
@@ -74,7 +49,7 @@ def mlp_to_rows(in_size: int, hidden: tuple[int, ...], num_out: int, dim: int) -
     """
     layers: list[nn.Module] = []
     if hidden:
-        layers.append(ReluMLP(in_size, list(hidden)))
+        layers.append(MLP(in_size, list(hidden)))
         in_size = hidden[-1]
     layers.append(nn.Linear(in_size, num_out * dim))
     return nn.Sequential(*layers)

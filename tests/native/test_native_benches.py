@@ -13,11 +13,9 @@ import torch
 
 from autorec.native import layer_norm as native_norm
 from autorec.native import pair_dots as native_dots
-from autorec.native import relu_linear as native_relu
 from autorec.train.trainer import Trainer
 from benchmarks import native_dots as dots_bench
 from benchmarks import native_layer_norm as norm_bench
-from benchmarks import relu_layers as relu_bench
 from benchmarks.dot_blocks import TorchDots
 from tests.ab_trainers import new_and_before
 
@@ -33,7 +31,6 @@ class Case:
     calls_per_step: int  # at least
     atol: float
     new: type = Trainer  # the default arm
-    autocast: str = "off"  # both arms' training
 
     def __str__(self) -> str:
         return self.prefix
@@ -44,9 +41,6 @@ CASES = (
     # Wukong normalises each layer's output over D and the FM's where it is <= 64 wide
     Case("native_layer_norm", native_norm, "layer_norm", norm_bench, norm_bench.TorchNorm, "wukong", 2, 1e-5,
          norm_bench.KernelNorm),
-    # the dense arch's two layers and the over-arch's two
-    Case("relu_layers", native_relu, "relu_linear", relu_bench, relu_bench.TorchReluLayers, "dlrm", 4, 1e-5,
-         autocast="bf16"),
 )
 
 
@@ -60,7 +54,7 @@ def test_the_arms_take_their_paths_and_train_alike(case: Case, monkeypatch: pyte
         return kept(*args, **kwargs)
 
     monkeypatch.setattr(case.kernel, case.entry, spy)
-    new, before, batches = new_and_before(case.before, case.preset, new=case.new, autocast=case.autocast)
+    new, before, batches = new_and_before(case.before, case.preset, new=case.new)
     for batch in batches:
         assert new.train_step(batch)[0] == pytest.approx(before.train_step(batch)[0], rel=1e-5)
     # the default arm's steps only, the same number of calls in each
@@ -72,10 +66,9 @@ def test_the_arms_take_their_paths_and_train_alike(case: Case, monkeypatch: pyte
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_the_part_alone_is_timed_each_way(case: Case) -> None:
-    got = case.bench.alone(1, case.autocast)
-    prefix = case.prefix + ("_bf16" if case.autocast == "bf16" else "")
-    assert set(got) == {f"{prefix}_alone_{way}_{part}_ms" for way in ("native", "torch")
-                        for part in ("fwd", "bwd")} | {f"{prefix}_alone_speedup"}
+    got = case.bench.alone(1, "off")
+    assert set(got) == {f"{case.prefix}_alone_{way}_{part}_ms" for way in ("native", "torch")
+                        for part in ("fwd", "bwd")} | {f"{case.prefix}_alone_speedup"}
     assert all(value > 0 for value in got.values())
 
 
