@@ -11,7 +11,7 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor, KeyedTensor
 
 from autorec.arch import ArchSpec
 from autorec.blocks import build_block
-from autorec.blocks.base import first_linear
+from autorec.blocks.base import first_linear, global_forward_hooks
 from autorec.blocks.towers import Towers
 from autorec.precision.layers import quantise_model
 
@@ -127,22 +127,38 @@ class RecModel(nn.Module):
     def embed(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """X0 [B, F0, D]: the dense vector (if any) then one pooled embedding per feature, or
         with towers the towers' outputs [B, K * n_out, D]."""
+        parts = self.embed_parts(dense, sparse)
+        return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+
+    def embed_parts(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> list[torch.Tensor]:
+        """:meth:`embed`'s X0 in the parts it is made of: [the dense vector [B, 1, D],] the
+        pooled embeddings (or the towers' outputs) [B, F0 - 1, D]."""
         if self.folded:
             sparse = fold_ids(sparse, self.folded)
         x = _place_features(self.sparse_arch(sparse), self.spec.feature_names, self.spec.dim,
                             self.projections)
         if self.towers is not None:
             x = self.towers(x)
-        if self.dense_arch is not None:
-            x = torch.cat([self.dense_arch(dense).unsqueeze(1), x], dim=1)
-        return x
+        return [x] if self.dense_arch is None else [self.dense_arch(dense).unsqueeze(1), x]
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
         """Logits [B] of X0 [B, F0, D] (:meth:`embed`'s): the interaction layers and the over-arch."""
         return self.over_arch(self.layers(x).flatten(1)).squeeze(-1)
 
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
-        return self.head(self.embed(dense, sparse))
+        """Logits [B]. Where the first block reads its input in parts (``takes_parts``, DLRM's
+        dots) and no hook on it or module-wide would see the difference, :meth:`embed_parts`'
+        list goes to ``layers`` as it is (a hook on ``layers`` gets the list), skipping a
+        concatenation of the whole batch's vectors; else :meth:`head` of :meth:`embed`."""
+        parts = self.embed_parts(dense, sparse)
+        if len(parts) > 1 and self._reads_parts():
+            return self.over_arch(self.layers(parts).flatten(1)).squeeze(-1)
+        return self.head(torch.cat(parts, dim=1) if len(parts) > 1 else parts[0])
+
+    def _reads_parts(self) -> bool:
+        first = self.layers[0] if len(self.layers) else None
+        return (getattr(first, "takes_parts", False) and not global_forward_hooks()
+                and not (first._forward_hooks or first._forward_pre_hooks))
 
 
 def build_model(spec: ArchSpec, device: torch.device | None = None) -> RecModel:

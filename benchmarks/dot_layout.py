@@ -30,8 +30,11 @@ from autorec.train.trainer import Trainer
 from benchmarks.step_ab import before_after_main
 
 
-def plain_forward(self: DotInteraction, x: torch.Tensor) -> torch.Tensor:
-    """DotInteraction's forward before the layout went into ``pair_dots``."""
+def plain_forward(self: DotInteraction, x: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
+    """DotInteraction's forward before the layout went into ``pair_dots`` (its input whole, as
+    the model gave it then)."""
+    if not isinstance(x, torch.Tensor):
+        x = torch.cat(list(x), dim=1)
     passthrough = x[:, : self.n_passthrough].flatten(1)
     out = F.pad(torch.cat((passthrough, self.dots(x)), dim=1), (0, self.pad))
     return out.view(-1, self.num_out, self.dim)

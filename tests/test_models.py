@@ -108,3 +108,40 @@ def test_under_autocast_the_last_block_reaches_the_over_arch_in_bf16_with_the_sa
     assert [block.feeds_linear for block in two.layers] == [False, True]
     quantised = build_model(dataclasses.replace(spec, over_arch_precision="fp8_e4m3"))
     assert not quantised.layers[-1].feeds_linear
+
+
+@pytest.mark.parametrize("dim", [16, 8])
+@pytest.mark.parametrize("low", [False, True], ids=["fp32", "bf16-autocast"])
+def test_dlrm_reads_its_dots_input_in_parts_with_the_same_training(dim, low, monkeypatch):
+    """DLRM's dots read the dense vector and the pooled embeddings where they lie (no
+    concatenation): the logits and every gradient are those of the concatenated input bit for
+    bit; a hook on the block gets the concatenated tensor, and D 8 (no kernel for parts) takes
+    the concatenation inside the block."""
+    from autorec.blocks import dlrm as dlrm_block
+    from autorec.native import pair_dots as native_dots
+
+    calls = []
+    real = native_dots.forward_parts
+    monkeypatch.setattr(native_dots, "forward_parts", lambda *a, **k: calls.append(1) or real(*a, **k))
+    torch.manual_seed(0)
+    schema = Schema(dense=("d0", "d1", "d2"), sparse=tuple(SparseFeature(f"s{i}", 10 + i) for i in range(5)))
+    model = build_model(preset("dlrm", schema, dim=dim))
+    sparse = KeyedJaggedTensor.from_lengths_sync([f"s{i}" for i in range(5)], torch.arange(5 * 37) % 10,
+                                                 torch.ones(5 * 37, dtype=torch.long))
+    dense = torch.randn(37, 3)
+    results, seen = [], []
+    for hooked in (False, True):
+        hook = model.layers[0].register_forward_pre_hook
+        handle = hook(lambda m, args: seen.append(args[0])) if hooked else None
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+            logits = model(dense, sparse)
+        logits.float().sum().backward()
+        results.append((logits.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]))
+        if handle is not None:
+            handle.remove()
+            assert isinstance(seen[0], torch.Tensor) and seen[0].shape == (37, 6, dim)
+    assert calls == ([1] if dim == 16 else [])  # the parts path ran once, in the unhooked pass
+    assert torch.equal(results[0][0], results[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[1][1], strict=True))
+    assert dlrm_block.DotInteraction.takes_parts

@@ -24,6 +24,10 @@ class InteractionBlock(nn.Module):
     # under autocast the block may then give its output in autocast's dtype, which that linear
     # casts its input to anyway (see :func:`autocast_output`).
     feeds_linear: bool = False
+    # A block that reads the model's input vectors in the parts they come in (a list: the dense
+    # vector [B, 1, D], then the pooled embeddings [B, F - 1, D]) with no concatenation; its
+    # forward then takes such a list as well as one [B, F, D] tensor (see RecModel.forward).
+    takes_parts: ClassVar[bool] = False
 
     def __init__(self, config: BlockConfig, num_in: int, dim: int) -> None:
         super().__init__()

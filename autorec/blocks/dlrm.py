@@ -10,7 +10,7 @@ from torch import nn
 
 from autorec.arch import DotConfig, num_dots
 from autorec.blocks.base import InteractionBlock, autocast_output
-from autorec.blocks.gram import pair_dots
+from autorec.blocks.gram import pair_dots, pair_dots_parts
 from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, Values, register_kind
 
 
@@ -36,12 +36,16 @@ class PairwiseDots(nn.Module):
         # Not persistent: derived from the config, so checkpoints stay free of it (as in torchrec).
         self.register_buffer("triu", torch.triu_indices(num_in, num_in, offset=offset), persistent=False)
 
-    def forward(self, x: torch.Tensor, passthrough: int = 0, pad: int = 0,
+    def forward(self, x: torch.Tensor | list[torch.Tensor], passthrough: int = 0, pad: int = 0,
                 dtype: torch.dtype | None = None) -> torch.Tensor:
-        """[B, F, D] -> [B, passthrough * D + dots + pad]: the first ``passthrough`` vectors
-        flattened, the dots, ``pad`` zeros, in ``dtype`` (default x's; see
-        :func:`~autorec.blocks.gram.pair_dots`)."""
-        return pair_dots(x, self.triu[0], self.triu[1], passthrough, pad, dtype)
+        """[B, F, D] (or its two parts [B, F0, D] and [B, F - F0, D], read where they lie:
+        :func:`~autorec.blocks.gram.pair_dots_parts`) -> [B, passthrough * D + dots + pad]: the
+        first ``passthrough`` vectors flattened, the dots, ``pad`` zeros, in ``dtype`` (default
+        x's; see :func:`~autorec.blocks.gram.pair_dots`)."""
+        if isinstance(x, torch.Tensor):
+            return pair_dots(x, self.triu[0], self.triu[1], passthrough, pad, dtype)
+        x0, x1 = x
+        return pair_dots_parts(x0, x1, self.triu[0], self.triu[1], passthrough, pad, dtype)
 
 
 class DotInteraction(InteractionBlock):
@@ -70,6 +74,7 @@ class DotInteraction(InteractionBlock):
     """
 
     config_type = DotConfig
+    takes_parts = True  # DLRM's dense vector and pooled embeddings, read with no concatenation
 
     def __init__(self, config: DotConfig, num_in: int, dim: int) -> None:
         super().__init__(config, num_in, dim)
@@ -78,10 +83,11 @@ class DotInteraction(InteractionBlock):
         values = config.n_passthrough * dim + num_dots(num_in, config.self_interaction)
         self.pad = self.num_out * dim - values
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
+        """[B, F, D], or its parts (``takes_parts``) -> [B, num_out, D]."""
         # Feeding the over-arch's plain linear under autocast, the output is given in autocast's
         # dtype, which that linear would cast it to: the kernel writes it so, a pass fewer each way.
-        low = autocast_output(x) if self.feeds_linear else None
+        low = autocast_output(x if isinstance(x, torch.Tensor) else x[-1]) if self.feeds_linear else None
         return self.dots(x, self.n_passthrough, self.pad, low).view(-1, self.num_out, self.dim)
 
 

@@ -93,6 +93,26 @@ class _PairDots(torch.autograd.Function):
         return dx, None, None, None, None, None, None
 
 
+class _PairDotsParts(torch.autograd.Function):
+    """The native kernel's dots of ``cat([x0, x1], 1)`` read from the two parts, its backward
+    giving each part's gradient (see :func:`pair_dots_parts`)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x0: torch.Tensor, x1: torch.Tensor,
+                first: torch.Tensor, second: torch.Tensor, passthrough: int, pad: int,
+                dtype: torch.dtype) -> torch.Tensor:
+        ctx.save_for_backward(x0, x1, first, second)
+        ctx.passthrough = passthrough  # type: ignore[attr-defined]
+        return native_dots.forward_parts(x0, x1, first, second, passthrough, pad, dtype)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
+                 grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x0, x1, first, second = ctx.saved_tensors  # type: ignore[attr-defined]
+        dx0, dx1 = native_dots.backward_parts(grad, x0, x1, first, second, ctx.passthrough)  # type: ignore[attr-defined]
+        return dx0, dx1, None, None, None, None, None
+
+
 def _pairs(flat: torch.Tensor, f: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(first, second) of the flattened pair indices ``flat`` = first * F + second."""
     return flat.div(f, rounding_mode="floor"), flat.remainder(f)
@@ -177,6 +197,34 @@ def _dots(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor, passthroug
     if torch.compiler.is_compiling():  # (train.compile) a graph break: the backward below, eager
         return _eager_pair_dots(x, flat, second * f + first, passthrough, pad, native, dtype)
     return _PairDots.apply(x, flat, second * f + first, passthrough, pad, native, dtype)
+
+
+def pair_dots_parts(x0: torch.Tensor, x1: torch.Tensor, first: torch.Tensor, second: torch.Tensor,
+                    passthrough: int = 0, pad: int = 0, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """:func:`pair_dots` of ``cat([x0, x1], 1)`` (both in their promoted dtype), read from the two
+    parts where the native kernel can (:func:`autorec.native.pair_dots.parts_eligible`, eager, the
+    pairs in torchrec's order, as :class:`~autorec.blocks.dlrm.PairwiseDots` gives them): DLRM's
+    dense vector and pooled embeddings then skip their concatenation, a pass over the batch's
+    vectors each way. Elsewhere it concatenates and calls :func:`pair_dots`. The same values bit
+    for bit either way.
+
+    Shapes: x0 [B, F0, D], x1 [B, F1, D], first and second [P] -> [B, passthrough * D + P + pad].
+
+    Example:
+        >>> x = torch.arange(16.0).view(1, 4, 4)
+        >>> first, second = torch.triu_indices(4, 4, offset=1)
+        >>> torch.equal(pair_dots_parts(x[:, :1], x[:, 1:], first, second), pair_dots(x, first, second))
+        True
+    """
+    common = torch.promote_types(x0.dtype, x1.dtype)
+    x0, x1 = x0.to(common), x1.to(common)
+    dtype = common if dtype is None else dtype
+    if (dtype in (torch.float32, torch.bfloat16) and native_dots.parts_eligible(x0, x1)
+            and not torch.compiler.is_compiling() and not torch.compiler.is_exporting()):
+        if torch.is_grad_enabled() and (x0.requires_grad or x1.requires_grad):
+            return _PairDotsParts.apply(x0, x1, first, second, passthrough, pad, dtype)
+        return native_dots.forward_parts(x0, x1, first, second, passthrough, pad, dtype)
+    return pair_dots(torch.cat([x0, x1], 1), first, second, passthrough, pad, dtype)
 
 
 @torch.compiler.disable

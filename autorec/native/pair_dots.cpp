@@ -164,16 +164,33 @@ AUTOREC_INLINE void store_row(void* dst, int bf16, int64_t at, int m, v16 v) {
   }
 }
 
+// A batch's vectors in two parts (one where n0 = F): sample b's vector f (D floats) at
+// p0 + b * s0 + f * D for f < n0, else at p1 + b * s1 + (f - n0) * D; strides in floats. DLRM's
+// dense vector and its pooled embeddings are read where they lie, with no concatenation.
+template <typename T>
+struct Parts {
+  T* p0;
+  int64_t s0, n0;
+  T* p1;
+  int64_t s1;
+  AUTOREC_INLINE T* row(int64_t b, int64_t f, int64_t D) const {
+    return f < n0 ? p0 + b * s0 + f * D : p1 + b * s1 + (f - n0) * D;
+  }
+  AUTOREC_INLINE int64_t stride(int64_t f) const { return f < n0 ? s0 : s1; }
+};
+using In = Parts<const float>;
+using Out = Parts<float>;
+
 // xs[f * D + d] = x[b0 + s, f, d] in lane s, for the block's `count` samples (zeros past them).
 template <int DC>
-AUTOREC_INLINE void gather_block(const float* x, int64_t b0, int count, int64_t F, v16* xs) {
+AUTOREC_INLINE void gather_block(const In& x, int64_t b0, int count, int64_t F, v16* xs) {
   constexpr int64_t D = DC * 16;
   for (int64_t f = 0; f < F; ++f)
     for (int c = 0; c < DC; ++c) {
       v16 r[16];
       for (int s = 0; s < 16; ++s) {
-        const float* row = x + ((b0 + s) * F + f) * D + c * 16;
-        __builtin_prefetch(row + 16 * F * D);  // the next block's (past the batch: a no-op)
+        const float* row = x.row(b0 + s, f, D) + c * 16;
+        __builtin_prefetch(row + 16 * x.stride(f));  // the next block's (past the batch: a no-op)
         r[s] = s < count ? load16(row) : v16{};
       }
       transpose16(r);
@@ -201,7 +218,7 @@ AUTOREC_INLINE void dots_block(const v16* xs, int64_t F, int o, v16* ys) {
 // Forward for the block: the passthrough rows, then the dots' columns 16 at a time transposed
 // back to the samples' rows (the last chunk partial where P + pad is not a multiple of 16).
 template <int DC>
-AUTOREC_INLINE void forward_block(const float* x, int64_t b0, int count, int64_t F, int o, int64_t P,
+AUTOREC_INLINE void forward_block(const In& x, int64_t b0, int count, int64_t F, int o, int64_t P,
                                   int64_t n, int64_t pad, void* out, int bf16, v16* xs, v16* ys) {
   constexpr int64_t D = DC * 16;
   const int64_t width = n * D + P + pad;
@@ -210,7 +227,7 @@ AUTOREC_INLINE void forward_block(const float* x, int64_t b0, int count, int64_t
   for (int64_t p = P; p < P + pad; ++p) ys[p] = v16{};
   for (int s = 0; s < count; ++s)
     for (int64_t k = 0; k < n * DC; ++k)
-      store_row(out, bf16, (b0 + s) * width + k * 16, 16, load16(x + (b0 + s) * F * D + k * 16));
+      store_row(out, bf16, (b0 + s) * width + k * 16, 16, load16(x.row(b0 + s, k / DC, D) + k % DC * 16));
   for (int64_t c0 = 0; c0 < P + pad; c0 += 16) {
     v16 r[16];
     for (int t = 0; t < 16; ++t) r[t] = ys[c0 + t];
@@ -224,9 +241,9 @@ AUTOREC_INLINE void forward_block(const float* x, int64_t b0, int count, int64_t
 // sum_j g_ij x_j over all j (pair[i * F + j] the pair of (i, j) or -1; a diagonal pair twice:
 // d<x, x>/dx = 2x), transposed back to the samples' rows, plus the passthrough's gradient.
 template <int DC>
-AUTOREC_INLINE void backward_block(const void* grad, int bf16, int64_t stride, const float* x, int64_t b0,
+AUTOREC_INLINE void backward_block(const void* grad, int bf16, int64_t stride, const In& x, int64_t b0,
                                    int count, int64_t F, const int32_t* pair, int64_t P, int64_t n,
-                                   float* dx, v16* xs, v16* gs) {
+                                   const Out& dx, v16* xs, v16* gs) {
   constexpr int64_t D = DC * 16;
   gather_block<DC>(x, b0, count, F, xs);
   for (int64_t c0 = 0; c0 < P; c0 += 16) {
@@ -253,7 +270,7 @@ AUTOREC_INLINE void backward_block(const void* grad, int bf16, int64_t stride, c
       for (int s = 0; s < count; ++s) {
         v16 row = acc[s];
         if (i < n) row += load_row(grad, bf16, (b0 + s) * stride + i * D + c * 16, 16);
-        store16(dx + ((b0 + s) * F + i) * D + c * 16, row);
+        store16(dx.row(b0 + s, i, D) + c * 16, row);
       }
     }
 }
@@ -281,22 +298,56 @@ AUTOREC_FOR_EACH_TARGET(SAMPLE_KERNELS)
 #define FORWARD_BLOCK(DC) forward_block<DC>(x, b0, count, F, o, P, n, pad, out, bf16, xs, ys)
 #define BACKWARD_BLOCK(DC) backward_block<DC>(grad, bf16, stride, x, b0, count, F, pair, P, n, dx, xs, gs)
 #define BLOCK_KERNELS(SUFFIX, TARGET)                                                                      \
-  TARGET void forward_block_##SUFFIX(const float* x, int64_t b0, int count, int64_t F, int64_t D, int o,   \
+  TARGET void forward_block_##SUFFIX(const In& x, int64_t b0, int count, int64_t F, int64_t D, int o,     \
                                      int64_t P, int64_t n, int64_t pad, void* out, int bf16, v16* xs,      \
                                      v16* ys) {                                                            \
     AUTOREC_BY_CHUNKS(D, FORWARD_BLOCK)                                                                    \
   }                                                                                                        \
-  TARGET void backward_block_##SUFFIX(const void* grad, int bf16, int64_t stride, const float* x,         \
+  TARGET void backward_block_##SUFFIX(const void* grad, int bf16, int64_t stride, const In& x,           \
                                       int64_t b0, int count, int64_t F, int64_t D, const int32_t* pair,    \
-                                      int64_t P, int64_t n, float* dx, v16* xs, v16* gs) {                 \
+                                      int64_t P, int64_t n, const Out& dx, v16* xs, v16* gs) {             \
     AUTOREC_BY_CHUNKS(D, BACKWARD_BLOCK)                                                                   \
   }
 AUTOREC_FOR_EACH_TARGET(BLOCK_KERNELS)
 
-using ForwardBlock = void (*)(const float*, int64_t, int, int64_t, int64_t, int, int64_t, int64_t, int64_t,
-                              void*, int, v16*, v16*);
-using BackwardBlock = void (*)(const void*, int, int64_t, const float*, int64_t, int, int64_t, int64_t,
-                               const int32_t*, int64_t, int64_t, float*, v16*, v16*);
+using ForwardBlock = void (*)(const In&, int64_t, int, int64_t, int64_t, int, int64_t, int64_t, int64_t, void*,
+                              int, v16*, v16*);
+using BackwardBlock = void (*)(const void*, int, int64_t, const In&, int64_t, int, int64_t, int64_t,
+                               const int32_t*, int64_t, int64_t, const Out&, v16*, v16*);
+
+// The batch across samples (callers check across_samples): see autorec_pair_dots_forward.
+int64_t forward_across(const In& x, int64_t B, int64_t F, int64_t D, int o, int64_t P, int64_t n, int64_t pad,
+                       void* out, int out_bf16, int threads) {
+  static const ForwardBlock forward_block = AUTOREC_PICK(forward_block);
+#pragma omp parallel num_threads(threads < 1 ? 1 : threads)
+  {
+    // xs' 8 rows past F stay zero (not std::vector<v16>: a template argument drops v16's alignment)
+    const std::unique_ptr<v16[]> xs(new v16[(F + 8) * D]()), ys(new v16[P + pad + 16]);
+#pragma omp for schedule(static)
+    for (int64_t b0 = 0; b0 < B; b0 += 16)
+      forward_block(x, b0, static_cast<int>(std::min<int64_t>(16, B - b0)), F, D, o, P, n, pad, out, out_bf16,
+                    xs.get(), ys.get());
+  }
+  return 0;
+}
+
+// The batch's backward across samples: see autorec_pair_dots_backward.
+int64_t backward_across(const void* grad, int grad_bf16, int64_t grad_stride, const In& x, int64_t B, int64_t F,
+                        int64_t D, int o, int64_t P, int64_t n, const Out& dx, int threads) {
+  static const BackwardBlock backward_block = AUTOREC_PICK(backward_block);
+  std::vector<int32_t> pair(F * F, -1);  // (i, j) -> its pair, both ways
+  for (int64_t i = 0, p = 0; i < F; ++i)
+    for (int64_t j = i + o; j < F; ++j, ++p) pair[i * F + j] = pair[j * F + i] = static_cast<int32_t>(p);
+#pragma omp parallel num_threads(threads < 1 ? 1 : threads)
+  {
+    const std::unique_ptr<v16[]> xs(new v16[(F + 8) * D]()), gs(new v16[P + 16]);
+#pragma omp for schedule(static)
+    for (int64_t b0 = 0; b0 < B; b0 += 16)
+      backward_block(grad, grad_bf16, grad_stride, x, b0, static_cast<int>(std::min<int64_t>(16, B - b0)), F, D,
+                     pair.data(), P, n, dx, xs.get(), gs.get());
+  }
+  return 0;
+}
 
 // Whether a batch goes across samples: pairs in torchrec's order, D a multiple of 16.
 bool across_samples(int o, int64_t D) { return o >= 0 && D % 16 == 0; }
@@ -343,19 +394,7 @@ int64_t autorec_pair_dots_forward(const float* x, int64_t B, int64_t F, int64_t 
   static const GramSample gram_sample = AUTOREC_PICK(gram_sample);
   static const auto to_bf16 = AUTOREC_PICK(bf16_from_floats);
   const int o = triu_offset(first, second, P, F);
-  if (across_samples(o, D)) {
-    static const ForwardBlock forward_block = AUTOREC_PICK(forward_block);
-#pragma omp parallel num_threads(threads < 1 ? 1 : threads)
-    {
-      // xs' 8 rows past F stay zero (not std::vector<v16>: a template argument drops v16's alignment)
-      const std::unique_ptr<v16[]> xs(new v16[(F + 8) * D]()), ys(new v16[P + pad + 16]);
-#pragma omp for schedule(static)
-      for (int64_t b0 = 0; b0 < B; b0 += 16)
-        forward_block(x, b0, static_cast<int>(std::min<int64_t>(16, B - b0)), F, D, o, P, n, pad, out,
-                      out_bf16, xs.get(), ys.get());
-    }
-    return 0;
-  }
+  if (across_samples(o, D)) return forward_across(In{x, F * D, F, x, 0}, B, F, D, o, P, n, pad, out, out_bf16, threads);
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
     // xt's columns past F stay zero; a bf16 row is built in `built` first
@@ -398,21 +437,9 @@ int64_t autorec_pair_dots_backward(const void* grad, int grad_bf16, int64_t grad
   static const FoldTriu fold_triu = AUTOREC_PICK(fold_triu);
   static const auto from_bf16 = AUTOREC_PICK(floats_from_bf16);
   const int o = triu_offset(first, second, P, F);
-  if (across_samples(o, D)) {
-    static const BackwardBlock backward_block = AUTOREC_PICK(backward_block);
-    std::vector<int32_t> pair(F * F, -1);  // (i, j) -> its pair, both ways
-    for (int64_t i = 0, p = 0; i < F; ++i)
-      for (int64_t j = i + o; j < F; ++j, ++p) pair[i * F + j] = pair[j * F + i] = static_cast<int32_t>(p);
-#pragma omp parallel num_threads(threads < 1 ? 1 : threads)
-    {
-      const std::unique_ptr<v16[]> xs(new v16[(F + 8) * D]()), gs(new v16[P + 16]);
-#pragma omp for schedule(static)
-      for (int64_t b0 = 0; b0 < B; b0 += 16)
-        backward_block(grad, grad_bf16, grad_stride, x, b0, static_cast<int>(std::min<int64_t>(16, B - b0)), F,
-                       D, pair.data(), P, n, dx, xs.get(), gs.get());
-    }
-    return 0;
-  }
+  if (across_samples(o, D))
+    return backward_across(grad, grad_bf16, grad_stride, In{x, F * D, F, x, 0}, B, F, D, o, P, n,
+                           Out{dx, F * D, F, dx, 0}, threads);
 #pragma omp parallel num_threads(threads < 1 ? 1 : threads)
   {
     // xp's columns past D stay zero; acc is fold_triu's dx
@@ -448,6 +475,33 @@ int64_t autorec_pair_dots_backward(const void* grad, int grad_bf16, int64_t grad
     }
   }
   return 0;
+}
+
+// The same as autorec_pair_dots_forward for x in two parts (see Parts): x0 [B, n0 vectors]
+// with rows s0 floats apart, x1 [B, F - n0 vectors] with rows s1 apart. Only across samples:
+// returns -3 (nothing written) for pairs not in torchrec's order or D not a multiple of 16.
+int64_t autorec_pair_dots_forward_parts(const float* x0, int64_t s0, int64_t n0, const float* x1, int64_t s1,
+                                        int64_t B, int64_t F, int64_t D, const int64_t* first,
+                                        const int64_t* second, int64_t P, int64_t n, int64_t pad, void* out,
+                                        int out_bf16, int threads) {
+  if (F > kMaxF) return -1;
+  if (!pairs_in_range(first, second, P, F)) return -2;
+  const int o = triu_offset(first, second, P, F);
+  if (!across_samples(o, D)) return -3;
+  return forward_across(In{x0, s0, n0, x1, s1}, B, F, D, o, P, n, pad, out, out_bf16, threads);
+}
+
+// Its backward: dx0 (rows t0 floats apart) and dx1 (rows t1 apart) laid out as x0 and x1.
+int64_t autorec_pair_dots_backward_parts(const void* grad, int grad_bf16, int64_t grad_stride, const float* x0,
+                                         int64_t s0, int64_t n0, const float* x1, int64_t s1, int64_t B, int64_t F,
+                                         int64_t D, const int64_t* first, const int64_t* second, int64_t P,
+                                         int64_t n, float* dx0, int64_t t0, float* dx1, int64_t t1, int threads) {
+  if (D > kMaxD) return -1;
+  if (!pairs_in_range(first, second, P, F)) return -2;
+  const int o = triu_offset(first, second, P, F);
+  if (!across_samples(o, D)) return -3;
+  return backward_across(grad, grad_bf16, grad_stride, In{x0, s0, n0, x1, s1}, B, F, D, o, P, n,
+                         Out{dx0, t0, n0, dx1, t1}, threads);
 }
 
 }  // extern "C"

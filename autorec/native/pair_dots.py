@@ -103,6 +103,71 @@ def backward(grad: torch.Tensor, x: torch.Tensor, first: torch.Tensor, second: t
     return dx
 
 
+def _forward_parts_fn() -> Any | None:
+    return build.load("pair_dots", "autorec_pair_dots_forward_parts", build.PAIR_DOTS_FORWARD_PARTS_ARGS)
+
+
+def _backward_parts_fn() -> Any | None:
+    return build.load("pair_dots", "autorec_pair_dots_backward_parts", build.PAIR_DOTS_BACKWARD_PARTS_ARGS)
+
+
+def parts_eligible(x0: torch.Tensor, x1: torch.Tensor) -> bool:
+    """Whether the dots of ``cat([x0, x1], 1)`` can be read from the two parts where they lie:
+    each :func:`eligible`, of one batch and D, D a multiple of 16, F in all at most 64, each
+    sample's vectors contiguous within its part (its rows may be apart)."""
+    return (eligible(x0) and eligible(x1) and x0.shape[0] == x1.shape[0] and x0.shape[2] == x1.shape[2]
+            and x0.shape[2] % 16 == 0 and x0.shape[1] + x1.shape[1] <= MAX_VECTORS
+            and all(t.stride(2) == 1 and t.stride(1) == t.shape[2] for t in (x0, x1)))
+
+
+def forward_parts(x0: torch.Tensor, x1: torch.Tensor, first: torch.Tensor, second: torch.Tensor,
+                  passthrough: int, pad: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """:func:`forward` of ``cat([x0, x1], 1)``, read from the parts (callers check
+    :func:`parts_eligible`; the pairs must be in torchrec's order)."""
+    fn = _forward_parts_fn()
+    if fn is None:
+        raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
+    first, second = first.long().contiguous(), second.long().contiguous()
+    (b, n0, d), f = x0.shape, x0.shape[1] + x1.shape[1]
+    _check_pairs(first, second, f)
+    out = x0.new_empty(b, passthrough * d + first.numel() + pad, dtype=dtype)
+    _raise_parts(fn(x0.data_ptr(), x0.stride(0), n0, x1.data_ptr(), x1.stride(0), b, f, d, first.data_ptr(),
+                    second.data_ptr(), first.numel(), passthrough, pad, out.data_ptr(),
+                    int(dtype == torch.bfloat16), torch.get_num_threads()), f)
+    return out
+
+
+def backward_parts(grad: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor, first: torch.Tensor,
+                   second: torch.Tensor, passthrough: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`backward` of :func:`forward_parts`: (dx0, dx1) shaped as x0 and x1."""
+    fn = _backward_parts_fn()
+    if fn is None:
+        raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
+    first, second = first.long().contiguous(), second.long().contiguous()
+    if grad.dtype != torch.bfloat16:
+        grad = grad.float()
+    if grad.stride(-1) != 1:
+        grad = grad.contiguous()
+    (b, n0, d), f = x0.shape, x0.shape[1] + x1.shape[1]
+    _check_pairs(first, second, f)
+    if grad.shape[0] != b or grad.shape[1] < passthrough * d + first.numel():
+        raise ValueError(f"pair dots: gradient {tuple(grad.shape)} for {b} samples of "
+                         f"{passthrough * d} + {first.numel()} outputs")
+    dx0, dx1 = torch.empty(x0.shape), torch.empty(x1.shape)
+    _raise_parts(fn(grad.data_ptr(), int(grad.dtype == torch.bfloat16), grad.stride(0), x0.data_ptr(),
+                    x0.stride(0), n0, x1.data_ptr(), x1.stride(0), b, f, d, first.data_ptr(),
+                    second.data_ptr(), first.numel(), passthrough, dx0.data_ptr(), dx0.stride(0),
+                    dx1.data_ptr(), dx1.stride(0), torch.get_num_threads()), f)
+    return dx0, dx1
+
+
+def _raise_parts(code: int, f: int) -> None:
+    build.raise_on(code, "pair dots", {-1: f"pair dots: {f} vectors of more than {MAX_DIM} per sample",
+                                       -2: f"pairs: a vector index outside [0, {f})",
+                                       -3: "pair dots from two parts: the pairs must be in torchrec's order "
+                                           "and D a multiple of 16"})
+
+
 def _check_pairs(first: torch.Tensor, second: torch.Tensor, f: int) -> None:
     """The pairs' shapes (their values are checked by the kernel, without a host read)."""
     if first.shape != second.shape or first.dim() != 1:

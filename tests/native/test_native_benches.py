@@ -37,7 +37,8 @@ class Case:
 
 
 CASES = (
-    Case("native_dots", native_dots, "forward", dots_bench, TorchDots, "dlrm", 1, 1e-6),
+    # a DLRM step reads the dots' input in parts (the dense vector, the pooled embeddings)
+    Case("native_dots", native_dots, "forward_parts", dots_bench, TorchDots, "dlrm", 1, 1e-6),
     # Wukong normalises each layer's output over D and the FM's where it is <= 64 wide
     Case("native_layer_norm", native_norm, "layer_norm", norm_bench, norm_bench.TorchNorm, "wukong", 2, 1e-5,
          norm_bench.KernelNorm),
@@ -90,3 +91,19 @@ def test_dots_across_samples_times_this_kernel_against_a_commits(tmp_path: Any, 
     refused = r"--against 'not-a-commit': git has no autorec/native/pair_dots\.cpp"
     with pytest.raises(ValueError, match=refused):
         bench.earlier_library("not-a-commit", tmp_path / "other")
+
+
+def test_dots_parts_before_arm_concatenates_and_trains_alike(monkeypatch: Any) -> None:
+    """``benchmarks/dots_parts``: the default arm reads the dots' input in parts, the hooked one
+    concatenates it; the same losses and weights bit for bit."""
+    from benchmarks import dots_parts
+
+    calls: list[bool] = []
+    real = native_dots.forward_parts
+    monkeypatch.setattr(native_dots, "forward_parts", lambda *a, **k: calls.append(True) or real(*a, **k))
+    new, before, batches = new_and_before(dots_parts.Concatenated, "dlrm")
+    for batch in batches:
+        assert new.train_step(batch)[0] == before.train_step(batch)[0]
+    assert len(calls) == len(batches)
+    for (name, a), (_, b) in zip(new.model.named_parameters(), before.model.named_parameters(), strict=True):
+        assert torch.equal(a, b), name

@@ -188,3 +188,35 @@ def _recording(fn: Any, name: str, calls: list[str]) -> Any:
         calls.append(name)
         return fn(*args, **kwargs)
     return wrapped
+
+
+@pytest.mark.parametrize(("f", "d", "n"), [(27, 16, 1), (40, 64, 2), (3, 16, 0)])
+def test_two_parts_give_the_concatenations_dots_bit_for_bit(f: int, d: int, n: int) -> None:
+    """The dense vector and the pooled embeddings read where they lie (the second part's rows
+    apart, as a slice of a wider tensor): the output and each part's gradient are those of the
+    concatenated x, in both dtypes."""
+    torch.manual_seed(f + d)
+    first, second = torch.triu_indices(f, f, offset=1)
+    x = torch.randn(37, f, d)
+    x0, x1 = x[:, :1].clone(), torch.randn(37, f + 2, d)[:, 2:f + 1]
+    x1.copy_(x[:, 1:])
+    assert not x1.is_contiguous() and native.parts_eligible(x0, x1)
+    pad = -(n * d + first.numel()) % d
+    for dtype in (torch.float32, torch.bfloat16):
+        out = native.forward_parts(x0, x1, first, second, n, pad, dtype)
+        assert torch.equal(out, native.forward(x, first, second, n, pad, dtype))
+        grad = torch.randn(out.shape).to(dtype)
+        dx0, dx1 = native.backward_parts(grad, x0, x1, first, second, n)
+        assert torch.equal(torch.cat([dx0, dx1], 1), native.backward(grad, x, first, second, n))
+
+
+def test_two_parts_refuse_pairs_out_of_order_and_other_widths() -> None:
+    first, second = torch.triu_indices(5, 5, offset=1)
+    x0, x1 = torch.randn(4, 1, 16), torch.randn(4, 4, 16)
+    with pytest.raises(ValueError, match="the pairs must be in torchrec's order and D a multiple of 16"):
+        native.forward_parts(x0, x1, first.flip(0), second.flip(0), 0, 0)
+    assert not native.parts_eligible(torch.randn(4, 1, 8), torch.randn(4, 4, 8))
+    assert not native.parts_eligible(x0, torch.randn(4, 16, 4).transpose(1, 2))  # vectors not contiguous
+    with torch.no_grad():  # outside the kernel's reach, pair_dots_parts concatenates
+        got = gram.pair_dots_parts(torch.randn(4, 1, 8), torch.randn(4, 4, 8), first, second)
+    assert got.shape == (4, first.numel())
