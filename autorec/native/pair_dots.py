@@ -86,16 +86,10 @@ def backward(grad: torch.Tensor, x: torch.Tensor, first: torch.Tensor, second: t
     if fn is None:
         raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
     x, first, second = x.contiguous(), first.long().contiguous(), second.long().contiguous()
-    if grad.dtype != torch.bfloat16:
-        grad = grad.float()
-    if grad.stride(-1) != 1:
-        grad = grad.contiguous()
     b, f, d = x.shape
     _check_pairs(first, second, f)
+    grad = _gradient_rows(grad, b, passthrough * d, first.numel())
     dx = torch.empty_like(x)
-    if grad.shape[0] != b or grad.shape[1] < passthrough * d + first.numel():
-        raise ValueError(f"pair dots: gradient {tuple(grad.shape)} for {b} samples of "
-                         f"{passthrough * d} + {first.numel()} outputs")
     _raise_on(fn(grad.data_ptr(), int(grad.dtype == torch.bfloat16), grad.stride(0), x.data_ptr(), b, f, d,
                  first.data_ptr(), second.data_ptr(), first.numel(), passthrough, dx.data_ptr(),
                  torch.get_num_threads()),
@@ -125,11 +119,7 @@ def forward_parts(x0: torch.Tensor, x1: torch.Tensor, first: torch.Tensor, secon
     """:func:`forward` of ``cat([x0, x1], 1)``, read from the parts (callers check
     :func:`parts_eligible`; the pairs must be in torchrec's order)."""
     fn = _forward_parts_fn()
-    if fn is None:
-        raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
-    first, second = first.long().contiguous(), second.long().contiguous()
-    (b, n0, d), f = x0.shape, x0.shape[1] + x1.shape[1]
-    _check_pairs(first, second, f)
+    first, second, (b, n0, d, f) = _parts_call(fn, x0, x1, first, second)
     out = x0.new_empty(b, passthrough * d + first.numel() + pad, dtype=dtype)
     _raise_parts(fn(x0.data_ptr(), x0.stride(0), n0, x1.data_ptr(), x1.stride(0), b, f, d, first.data_ptr(),
                     second.data_ptr(), first.numel(), passthrough, pad, out.data_ptr(),
@@ -141,18 +131,8 @@ def backward_parts(grad: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor, first
                    second: torch.Tensor, passthrough: int) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`backward` of :func:`forward_parts`: (dx0, dx1) shaped as x0 and x1."""
     fn = _backward_parts_fn()
-    if fn is None:
-        raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
-    first, second = first.long().contiguous(), second.long().contiguous()
-    if grad.dtype != torch.bfloat16:
-        grad = grad.float()
-    if grad.stride(-1) != 1:
-        grad = grad.contiguous()
-    (b, n0, d), f = x0.shape, x0.shape[1] + x1.shape[1]
-    _check_pairs(first, second, f)
-    if grad.shape[0] != b or grad.shape[1] < passthrough * d + first.numel():
-        raise ValueError(f"pair dots: gradient {tuple(grad.shape)} for {b} samples of "
-                         f"{passthrough * d} + {first.numel()} outputs")
+    first, second, (b, n0, d, f) = _parts_call(fn, x0, x1, first, second)
+    grad = _gradient_rows(grad, b, passthrough * d, first.numel())
     dx0, dx1 = torch.empty(x0.shape), torch.empty(x1.shape)
     _raise_parts(fn(grad.data_ptr(), int(grad.dtype == torch.bfloat16), grad.stride(0), x0.data_ptr(),
                     x0.stride(0), n0, x1.data_ptr(), x1.stride(0), b, f, d, first.data_ptr(),
@@ -161,11 +141,36 @@ def backward_parts(grad: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor, first
     return dx0, dx1
 
 
+def _parts_call(fn: Any | None, x0: torch.Tensor, x1: torch.Tensor, first: torch.Tensor,
+                second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int, int, int]]:
+    """The pairs as the kernels take them and (B, F0, D, F) of two parts, the kernel ``fn``
+    present (a RuntimeError where it is not)."""
+    if fn is None:
+        raise RuntimeError("the native pair-dots kernel is unavailable (see the log)")
+    first, second = first.long().contiguous(), second.long().contiguous()
+    (b, n0, d), f = x0.shape, x0.shape[1] + x1.shape[1]
+    _check_pairs(first, second, f)
+    return first, second, (b, n0, d, f)
+
+
 def _raise_parts(code: int, f: int) -> None:
     build.raise_on(code, "pair dots", {-1: f"pair dots: {f} vectors of more than {MAX_DIM} per sample",
                                        -2: f"pairs: a vector index outside [0, {f})",
                                        -3: "pair dots from two parts: the pairs must be in torchrec's order "
                                            "and D a multiple of 16"})
+
+
+def _gradient_rows(grad: torch.Tensor, b: int, passed: int, dots: int) -> torch.Tensor:
+    """``grad`` as the kernels read it: bf16 or fp32, its values contiguous within a row (rows
+    may be apart); a ValueError unless it has ``b`` rows of at least ``passed + dots`` values."""
+    if grad.dtype != torch.bfloat16:
+        grad = grad.float()
+    if grad.stride(-1) != 1:
+        grad = grad.contiguous()
+    if grad.shape[0] != b or grad.shape[1] < passed + dots:
+        raise ValueError(f"pair dots: gradient {tuple(grad.shape)} for {b} samples of "
+                         f"{passed} + {dots} outputs")
+    return grad
 
 
 def _check_pairs(first: torch.Tensor, second: torch.Tensor, f: int) -> None:
