@@ -205,8 +205,8 @@ def pair_dots_parts(x0: torch.Tensor, x1: torch.Tensor, first: torch.Tensor, sec
     parts where the native kernel can (:func:`autorec.native.pair_dots.parts_eligible`, eager, the
     pairs in torchrec's order, as :class:`~autorec.blocks.dlrm.PairwiseDots` gives them): DLRM's
     dense vector and pooled embeddings then skip their concatenation, a pass over the batch's
-    vectors each way. Elsewhere it concatenates and calls :func:`pair_dots`. The same values bit
-    for bit either way.
+    vectors (its backward, a split into views, cost nothing). Elsewhere it concatenates and calls
+    :func:`pair_dots`. The same values bit for bit either way.
 
     Shapes: x0 [B, F0, D], x1 [B, F1, D], first and second [P] -> [B, passthrough * D + P + pad].
 
