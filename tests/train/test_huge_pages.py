@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from autorec.config.train import TrainSettings
 from autorec.data import load_dataset
 from autorec.presets import preset
 from autorec.train import huge_pages
@@ -15,6 +14,7 @@ from autorec.train.cpu_lookup import fused_tables
 from autorec.train.huge_pages import HUGE_PAGE, aligned_span, back_with_huge_pages, kernel_version, thp_mode
 from autorec.train.records import TrainConfig
 from autorec.train.trainer import Trainer
+from tests.train.switches import check_switch_on_by_default
 
 REASON = huge_pages.unsupported()
 needs_collapse = pytest.mark.skipif(REASON is not None, reason=f"no huge pages here: {REASON}")
@@ -115,16 +115,5 @@ def test_a_trainer_puts_its_tables_on_huge_pages_and_trains_the_same(monkeypatch
     assert torch.equal(a.weights_host, b.weights_host) and torch.equal(a.momentum1_host, b.momentum1_host)
 
 
-def test_on_by_default_and_off_by_setting() -> None:
-    assert TrainConfig().huge_pages is True
-    assert TrainSettings().to_kwargs()["huge_pages"] is True
-    assert TrainSettings(huge_pages=False).to_kwargs()["huge_pages"] is False
-    with pytest.raises(ValueError, match="huge_pages"):
-        TrainSettings(huge_pages="sometimes")
-
-
-def test_the_train_command_turns_it_off() -> None:
-    from autorec.cli.main import build_parser
-
-    assert build_parser().parse_args(["train", "--no-huge-pages"]).huge_pages is False
-    assert build_parser().parse_args(["train"]).huge_pages is True
+def test_on_by_default_and_off_by_setting_or_flag() -> None:
+    check_switch_on_by_default("huge_pages")

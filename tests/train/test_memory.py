@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from autorec.config.train import TrainSettings
-from autorec.train.records import TrainConfig
+from tests.train.switches import check_switch_on_by_default
 
 # A Trainer (or a one-shot supernet's training) built with the setting on or off, then four 24 MiB
 # buffers taken, written and freed eight times over: the minor page faults of each round. Off,
@@ -71,19 +70,5 @@ def test_a_trainer_keeps_freed_buffers_mapped_for_reuse(built: str) -> None:
     assert sum(f < 100 for f in kept[2:]) >= 4  # and most of rounds 3-8 fault nothing
 
 
-def test_on_by_default_and_off_by_setting() -> None:
-    assert TrainConfig().keep_freed_memory is True
-    assert TrainSettings().to_kwargs()["keep_freed_memory"] is True
-    assert TrainSettings(keep_freed_memory=False).to_kwargs()["keep_freed_memory"] is False
-    with pytest.raises(ValueError, match="keep_freed_memory"):
-        TrainSettings(keep_freed_memory="sometimes")
-
-
-def test_the_train_command_turns_it_off() -> None:
-    """``autorec train --no-keep-freed-memory`` reaches the trainer's config (and the flag on by
-    default is not a store_true that can never be turned off)."""
-    from autorec.cli.main import build_parser
-
-    args = build_parser().parse_args(["train", "--no-keep-freed-memory"])
-    assert args.keep_freed_memory is False
-    assert build_parser().parse_args(["train"]).keep_freed_memory is True
+def test_on_by_default_and_off_by_setting_or_flag() -> None:
+    check_switch_on_by_default("keep_freed_memory")
