@@ -1,11 +1,12 @@
-"""DLRM's dots read from the dense vector and the pooled embeddings where they lie, against the
-two concatenated first (what ``RecModel.forward`` did before ``takes_parts``).
+"""The first block reading the dense vector and the pooled embeddings where they lie (DLRM's dots,
+Wukong's first layer: ``takes_parts``), against the two concatenated first (what
+``RecModel.forward`` did before ``takes_parts``).
 
 Two Trainers of the preset, the default and one whose first block carries a no-op forward
 pre-hook (a hooked block gets the concatenated tensor: ``RecModel.forward``), on the same batches
 in alternating rounds (``benchmarks/step_ab.py``), on the scale workload.
 
-    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.dots_parts [--rounds 12] [--autocast off]
+    OMP_NUM_THREADS=2 .venv/bin/python -m benchmarks.dots_parts [--rounds 12] [--presets wukong]
 
 Flat keys ``dots_parts_<preset>[_bf16]_{new,before}_step_ms`` and
 ``dots_parts_<preset>[_bf16]_speedup`` (before over new, paired by round; with ``_min``,
@@ -21,7 +22,7 @@ from benchmarks.step_ab import before_after_main
 
 
 class Concatenated(Trainer):
-    """A Trainer whose model concatenates the dots' input (a no-op hook on its first block)."""
+    """A Trainer whose model concatenates its first block's input (a no-op hook on that block)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -110,22 +110,35 @@ def test_under_autocast_the_last_block_reaches_the_over_arch_in_bf16_with_the_sa
     assert not quantised.layers[-1].feeds_linear
 
 
+def _spy_on_parts(name: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets a 1 each time ``name``'s first block runs its kernel on X in parts."""
+    from autorec.native import pair_dots as native_dots
+    from autorec.native import wukong_layer as native_wukong
+
+    calls: list[int] = []
+    if name == "dlrm":
+        real = native_dots.forward_parts
+        monkeypatch.setattr(native_dots, "forward_parts", lambda *a, **k: calls.append(1) or real(*a, **k))
+    else:
+        head = native_wukong.head
+        monkeypatch.setattr(native_wukong, "head", lambda x, *a, **k: (
+            calls.append(1) if not isinstance(x, torch.Tensor) else None) or head(x, *a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("name", ["dlrm", "wukong"])
 @pytest.mark.parametrize("dim", [16, 8])
 @pytest.mark.parametrize("low", [False, True], ids=["fp32", "bf16-autocast"])
-def test_dlrm_reads_its_dots_input_in_parts_with_the_same_training(dim, low, monkeypatch):
-    """DLRM's dots read the dense vector and the pooled embeddings where they lie (no
-    concatenation): the logits and every gradient are those of the concatenated input bit for
-    bit; a hook on the block gets the concatenated tensor, and D 8 (no kernel for parts) takes
-    the concatenation inside the block."""
-    from autorec.blocks import dlrm as dlrm_block
-    from autorec.native import pair_dots as native_dots
-
-    calls = []
-    real = native_dots.forward_parts
-    monkeypatch.setattr(native_dots, "forward_parts", lambda *a, **k: calls.append(1) or real(*a, **k))
+def test_the_first_block_reads_its_input_in_parts_with_the_same_training(name, dim, low, monkeypatch):
+    """DLRM's dots and Wukong's first layer read the dense vector and the pooled embeddings where
+    they lie (no concatenation): the logits and every gradient are those of the concatenated
+    input bit for bit; a hook on the block gets the concatenated tensor, and D 8 (no kernel for
+    parts) takes the concatenation inside the block."""
+    calls = _spy_on_parts(name, monkeypatch)
     torch.manual_seed(0)
     schema = Schema(dense=("d0", "d1", "d2"), sparse=tuple(SparseFeature(f"s{i}", 10 + i) for i in range(5)))
-    model = build_model(preset("dlrm", schema, dim=dim))
+    model = build_model(preset(name, schema, dim=dim))
+    assert type(model.layers[0]).takes_parts
     sparse = KeyedJaggedTensor.from_lengths_sync([f"s{i}" for i in range(5)], torch.arange(5 * 37) % 10,
                                                  torch.ones(5 * 37, dtype=torch.long))
     dense = torch.randn(37, 3)
@@ -144,4 +157,3 @@ def test_dlrm_reads_its_dots_input_in_parts_with_the_same_training(dim, low, mon
     assert calls == ([1] if dim == 16 else [])  # the parts path ran once, in the unhooked pass
     assert torch.equal(results[0][0], results[1][0])
     assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[1][1], strict=True))
-    assert dlrm_block.DotInteraction.takes_parts

@@ -72,8 +72,9 @@ def plain_maps(*modules: nn.Module | None) -> list[nn.Linear]:
     return maps if plain else []
 
 
-def native_layer(x: torch.Tensor, proj: torch.Tensor, maps: list[nn.Linear], fm_norm: nn.LayerNorm,
-                 mlp: Callable[[torch.Tensor], torch.Tensor], norm: nn.LayerNorm, n_fm: int, n_lcb: int,
+def native_layer(x: torch.Tensor | list[torch.Tensor], proj: torch.Tensor, maps: list[nn.Linear],
+                 fm_norm: nn.LayerNorm, mlp: Callable[[torch.Tensor], torch.Tensor], norm: nn.LayerNorm,
+                 n_fm: int, n_lcb: int,
                  fm_dtype: torch.dtype = torch.float32,
                  out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """A Wukong layer on the kernels of :mod:`autorec.native.wukong_layer` (callers check
@@ -81,7 +82,8 @@ def native_layer(x: torch.Tensor, proj: torch.Tensor, maps: list[nn.Linear], fm_
     W_R^T], the FM and ``fm_norm`` in one pass, ``mlp`` on the FM's values (``fm_dtype``), then
     the LCB rows, the residual and ``norm`` over D in another (``out_dtype``).
 
-    Shapes: x [B, F, D], proj [F, k] -> [B, n_fm + n_lcb, D]."""
+    Shapes: x [B, F, D] (or its two parts [B, F0, D] and [B, F - F0, D], read where they lie),
+    proj [F, k] -> [B, n_fm + n_lcb, D]."""
     wcat = torch.cat([proj, *(m.weight.t() for m in maps)], dim=1)
     fm, base = native_wukong.head(x, wcat, fm_norm.weight, fm_norm.bias, fm_norm.eps, k=proj.shape[1],
                                   n_fm=n_fm, n_lcb=n_lcb, fm_dtype=fm_dtype)
@@ -113,6 +115,7 @@ class WukongLayer(InteractionBlock):
     """
 
     config_type = WukongConfig
+    takes_parts = True  # the dense vector and pooled embeddings, read by the kernels where they lie
 
     def __init__(self, config: WukongConfig, num_in: int, dim: int) -> None:
         super().__init__(config, num_in, dim)
@@ -121,7 +124,14 @@ class WukongLayer(InteractionBlock):
         self.residual = nn.Identity() if num_in == self.num_out else FeatureLinear(num_in, self.num_out)
         self.norm = FloatLayerNorm(dim)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
+        """[B, F_in, D], or its parts (``takes_parts``: the dense vector [B, 1, D] and the pooled
+        embeddings [B, F_in - 1, D]) -> [B, n_fm + n_lcb, D]."""
+        if not isinstance(x, torch.Tensor):
+            maps = self._plain_maps()
+            if maps and native_wukong.parts_eligible(x[0], x[1], self.fmb.n_fm):
+                return self._native(x, maps)
+            x = torch.cat(x, dim=1)  # every other path takes X whole
         # The FM projection Y, the LCB and a projecting residual all map over the feature axis
         # of the same X: they share one contiguous X^T instead of transposing X each (two preset
         # layers' forward and backward on the CPU: 1.09x in fp32, 1.03x in bf16).
@@ -161,7 +171,7 @@ class WukongLayer(InteractionBlock):
         return self.norm(out + residual)
 
 
-    def _native(self, x: torch.Tensor, maps: list[nn.Linear]) -> torch.Tensor:
+    def _native(self, x: torch.Tensor | list[torch.Tensor], maps: list[nn.Linear]) -> torch.Tensor:
         """The layer on the kernels of :mod:`autorec.native.wukong_layer`: one pass before the FM's
         MLP (the maps, the FM and its norm; the LCB rows and the residual summed) and one after it
         (the MLP's rows added, the norm over D), each sample in cache. All in fp32; under autocast
@@ -169,7 +179,8 @@ class WukongLayer(InteractionBlock):
         cast them, and so does the last layer's output the over-arch's. Wukong's step on the CPU:
         BENCHMARKS.md, "Wukong's layer in two compiled passes"."""
         fmb = self.fmb
-        low = torch.bfloat16 if autocast_output(x) == torch.bfloat16 else torch.float32
+        last = x if isinstance(x, torch.Tensor) else x[-1]  # (the pooled embeddings' part)
+        low = torch.bfloat16 if autocast_output(last) == torch.bfloat16 else torch.float32
         # the FM's values in bf16 where a plain linear takes them, and the last layer's output
         # where it feeds the over-arch's plain linear (feeds_linear)
         return native_layer(x, fmb.proj, maps, fmb.norm, fmb.mlp, self.norm, fmb.n_fm, self.config.n_lcb,

@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "rows.h"
 #include "simd.h"
 
 namespace {
@@ -163,23 +164,6 @@ AUTOREC_INLINE void store_row(void* dst, int bf16, int64_t at, int m, v16 v) {
     copy_some(static_cast<float*>(dst) + at, reinterpret_cast<const float*>(&v), m);
   }
 }
-
-// A batch's vectors in two parts (one where n0 = F): sample b's vector f (D floats) at
-// p0 + b * s0 + f * D for f < n0, else at p1 + b * s1 + (f - n0) * D; strides in floats. DLRM's
-// dense vector and its pooled embeddings are read where they lie, with no concatenation.
-template <typename T>
-struct Parts {
-  T* p0;
-  int64_t s0, n0;
-  T* p1;
-  int64_t s1;
-  AUTOREC_INLINE T* row(int64_t b, int64_t f, int64_t D) const {
-    return f < n0 ? p0 + b * s0 + f * D : p1 + b * s1 + (f - n0) * D;
-  }
-  AUTOREC_INLINE int64_t stride(int64_t f) const { return f < n0 ? s0 : s1; }
-};
-using In = Parts<const float>;
-using Out = Parts<float>;
 
 // xs[f * D + d] = x[b0 + s, f, d] in lane s, for the block's `count` samples (zeros past them).
 template <int DC>

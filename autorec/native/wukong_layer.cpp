@@ -19,6 +19,7 @@
 #include <omp.h>
 #include <vector>
 
+#include "rows.h"
 #include "simd.h"
 
 namespace {
@@ -84,39 +85,44 @@ AUTOREC_INLINE float dot_of(const float* a, const float* b, int64_t n) {
 template <int DC>
 constexpr int kChains = DC == 1 ? 8 : DC == 2 ? 4 : 2;
 
+using InRows = Rows<const float>;
+using OutRows = Rows<float>;
+
 // out[r, :] = sum_i a[i * a_stride + r * a_step] * rows[i, :] (+ add[r, :]) for r in [r0, r0 + R),
-// i in [0, m): R weighted sums of the m rows of `rows` (D floats apart) at once, so that each row
-// loaded serves all R. R is a constant, so the accumulators stay in registers.
+// i in [0, m): R weighted sums of the m rows of `rows` at once, so that each row loaded serves
+// all R. R is a constant, so the accumulators stay in registers. `add` may be null (its a).
 template <int DC, int R>
-AUTOREC_INLINE void weighted_block(const float* a, int64_t a_stride, int64_t a_step, const float* rows, int64_t m,
-                                   int64_t r0, int64_t D, const float* add, float* out) {
+AUTOREC_INLINE void weighted_block(const float* a, int64_t a_stride, int64_t a_step, const InRows& rows, int64_t m,
+                                   int64_t r0, int64_t D, const InRows& add, const OutRows& out) {
   v16 acc[R][DC] = {};
-  if (add != nullptr)
-    for (int r = 0; r < R; ++r) load_row<DC>(add + (r0 + r) * D, acc[r]);
+  if (add.a != nullptr)
+    for (int r = 0; r < R; ++r) load_row<DC>(add.at(r0 + r, D), acc[r]);
   for (int64_t i = 0; i < m; ++i) {
     v16 v[DC];
-    load_row<DC>(rows + i * D, v);
+    load_row<DC>(rows.at(i, D), v);
     const float* w = a + i * a_stride + r0 * a_step;
     for (int r = 0; r < R; ++r)
       for (int q = 0; q < DC; ++q) acc[r][q] += w[r * a_step] * v[q];
   }
-  for (int r = 0; r < R; ++r) store_row<DC>(out + (r0 + r) * D, acc[r]);
+  for (int r = 0; r < R; ++r) store_row<DC>(out.at(r0 + r, D), acc[r]);
 }
 
 // weighted_block over r in [0, n): kChains<DC> rows at a time, the rest one by one.
 template <int DC>
-AUTOREC_INLINE void weighted_rows(const float* a, int64_t a_stride, int64_t a_step, const float* rows, int64_t m,
-                                  int64_t n, int64_t D, const float* add, float* out) {
+AUTOREC_INLINE void weighted_rows(const float* a, int64_t a_stride, int64_t a_step, const InRows& rows, int64_t m,
+                                  int64_t n, int64_t D, const InRows& add, const OutRows& out) {
   constexpr int R = kChains<DC>;
   int64_t r0 = 0;
   for (; r0 + R <= n; r0 += R) weighted_block<DC, R>(a, a_stride, a_step, rows, m, r0, D, add, out);
   for (; r0 < n; ++r0) weighted_block<DC, 1>(a, a_stride, a_step, rows, m, r0, D, add, out);
 }
 
+constexpr InRows kNoRows{nullptr, 0, nullptr};
+
 // pt[c, :] = sum_f wcat[f, c] x[f, :] for c in [0, c1): the maps over the feature axis.
 template <int DC>
-AUTOREC_INLINE void maps(const float* x, const float* wcat, const Shape& s, int64_t c1, float* pt) {
-  weighted_rows<DC>(wcat, s.C, 1, x, s.F, c1, s.D, nullptr, pt);
+AUTOREC_INLINE void maps(const InRows& x, const float* wcat, const Shape& s, int64_t c1, float* pt) {
+  weighted_rows<DC>(wcat, s.C, 1, x, s.F, c1, s.D, kNoRows, rows_at(pt));
 }
 
 // The sums of a, b, c and d's 16 lanes, as [sum a, sum b, sum c, sum d]: halving pairs of
@@ -136,10 +142,10 @@ AUTOREC_INLINE v4 hsum4(v16 a, v16 b, v16 c, v16 d) {
 // z[f * k + j] = <x[f, :], pt[j, :]>: X (X^T Y), flattened as the FM block flattens it; the
 // dots four at a time (hsum4).
 template <int DC>
-AUTOREC_INLINE void fm_products(const float* x, const float* pt, const Shape& s, float* z) {
+AUTOREC_INLINE void fm_products(const InRows& x, const float* pt, const Shape& s, float* z) {
   for (int64_t f = 0; f < s.F; ++f) {
     v16 xv[DC];
-    load_row<DC>(x + f * s.D, xv);
+    load_row<DC>(x.at(f, s.D), xv);
     float* zf = z + f * s.k;
     int64_t j = 0;
     for (; j + 4 <= s.k; j += 4) {
@@ -161,7 +167,7 @@ AUTOREC_INLINE void fm_products(const float* x, const float* pt, const Shape& s,
 
 // One sample's FM interactions normalised (fm, fp32), its base rows and the norm's mean and rstd.
 template <int DC>
-AUTOREC_INLINE void head_forward(const float* x, const float* wcat, const float* gamma, const float* beta,
+AUTOREC_INLINE void head_forward(const InRows& x, const float* wcat, const float* gamma, const float* beta,
                                  float eps, const Shape& s, float* pt, float* z, float* fm, float* base,
                                  float* stats) {
   maps<DC>(x, wcat, s, s.C, pt);
@@ -177,7 +183,7 @@ AUTOREC_INLINE void head_forward(const float* x, const float* wcat, const float*
   for (i = 0; i < s.f_out; ++i) {
     v16 row[DC] = {}, add[DC];
     if (i >= s.n_fm) load_row<DC>(pt + (s.k + i - s.n_fm) * s.D, row);
-    load_row<DC>(s.proj ? pt + (s.k + s.n_lcb + i) * s.D : x + i * s.D, add);
+    load_row<DC>(s.proj ? pt + (s.k + s.n_lcb + i) * s.D : x.at(i, s.D), add);
     for (int q = 0; q < DC; ++q) row[q] += add[q];
     store_row<DC>(base + i * s.D, row);
   }
@@ -186,9 +192,9 @@ AUTOREC_INLINE void head_forward(const float* x, const float* wcat, const float*
 // One sample's dx and the maps' output gradient dpt [C, D], given the gradients of its fm (dfm,
 // fp32) and base rows; the norm's gradients added into this thread's sums.
 template <int DC>
-AUTOREC_INLINE void head_backward(const float* x, const float* wcat, const float* gamma, const float* stats,
+AUTOREC_INLINE void head_backward(const InRows& x, const float* wcat, const float* gamma, const float* stats,
                                   const float* dfm, const float* dbase, const Shape& s, float* pt, float* z,
-                                  float* dz, float* dpt, float* dx, float* dgamma, float* dbeta) {
+                                  float* dz, float* dpt, const OutRows& dx, float* dgamma, float* dbeta) {
   maps<DC>(x, wcat, s, s.k, pt);  // only Y's columns: the FM's products are recomputed
   fm_products<DC>(x, pt, s, z);
   const int64_t n = s.F * s.k;
@@ -211,27 +217,29 @@ AUTOREC_INLINE void head_backward(const float* x, const float* wcat, const float
   const float mg = sum_of(dz, n) / static_cast<float>(n), mgx = dot_of(dz, z, n) / static_cast<float>(n);
   for (i = 0; i + 16 <= n; i += 16) store16(dz + i, (load16(dz + i) - mg - load16(z + i) * mgx) * rstd);
   for (; i < n; ++i) dz[i] = (dz[i] - mg - z[i] * mgx) * rstd;
-  weighted_rows<DC>(dz, s.k, 1, x, s.F, s.k, s.D, nullptr, dpt);  // d(X^T Y)[:, j] = sum_f dz[f, j] x[f, :]
+  weighted_rows<DC>(dz, s.k, 1, x, s.F, s.k, s.D, kNoRows, rows_at(dpt));  // d(X^T Y)[:, j] = sum_f dz[f, j] x[f, :]
   std::memcpy(dpt + s.k * s.D, dbase + s.n_fm * s.D, sizeof(float) * s.n_lcb * s.D);
   if (s.proj) std::memcpy(dpt + (s.k + s.n_lcb) * s.D, dbase, sizeof(float) * s.f_out * s.D);
   // dx[f, :] = sum_j dz[f, j] pt[j, :] + sum_c wcat[f, c] dpt[c, :] (+ dbase[f, :], the identity residual)
-  weighted_rows<DC>(dz, 1, s.k, pt, s.k, s.F, s.D, s.proj ? nullptr : dbase, dx);
-  weighted_rows<DC>(wcat, 1, s.C, dpt, s.C, s.F, s.D, dx, dx);
+  weighted_rows<DC>(dz, 1, s.k, rows_at<const float>(pt), s.k, s.F, s.D,
+                    s.proj ? kNoRows : rows_at(dbase), dx);
+  const InRows dx_in{dx.a, dx.n0, dx.b};
+  weighted_rows<DC>(wcat, 1, s.C, rows_at<const float>(dpt), s.C, s.F, s.D, dx_in, dx);
 }
 
-// dw[f, c, :] += x_b[f, :] * dpt_b[c, :] over the `count` samples b of a block (x their rows,
-// dpt their [C, D] gradients one after another): the maps' weight gradient, summed over D at
-// the end. R samples' rows of x are held in registers, so that each pass over dw (F * C * D
+// dw[f, c, :] += x_b[f, :] * dpt_b[c, :] over the `count` samples b of a block (xs[b] their
+// rows, dpt their [C, D] gradients one after another): the maps' weight gradient, summed over D
+// at the end. R samples' rows of x are held in registers, so that each pass over dw (F * C * D
 // floats, past L1 at the preset's sizes) serves R samples.
 template <int DC, int S, int CB>
-AUTOREC_INLINE void weight_block(const float* x, const float* dpt, int64_t b0, int64_t f, int64_t c0, const Shape& s,
-                                 float* dw) {
+AUTOREC_INLINE void weight_block(const InRows* xs, const float* dpt, int64_t b0, int64_t f, int64_t c0,
+                                 const Shape& s, float* dw) {
   v16 acc[CB][DC];
   float* dwf = dw + (f * s.C + c0) * s.D;
   for (int c = 0; c < CB; ++c) load_row<DC>(dwf + c * s.D, acc[c]);
   for (int r = 0; r < S; ++r) {
     v16 xv[DC];
-    load_row<DC>(x + ((b0 + r) * s.F + f) * s.D, xv);
+    load_row<DC>(xs[b0 + r].at(f, s.D), xv);
     const float* d = dpt + ((b0 + r) * s.C + c0) * s.D;
     for (int c = 0; c < CB; ++c)
       for (int q = 0; q < DC; ++q) acc[c][q] += xv[q] * load16(d + c * s.D + q * 16);
@@ -240,21 +248,21 @@ AUTOREC_INLINE void weight_block(const float* x, const float* dpt, int64_t b0, i
 }
 
 template <int DC, int S>
-AUTOREC_INLINE void weight_samples(const float* x, const float* dpt, int64_t b0, const Shape& s, float* dw) {
+AUTOREC_INLINE void weight_samples(const InRows* xs, const float* dpt, int64_t b0, const Shape& s, float* dw) {
   constexpr int CB = kChains<DC>;  // columns updated at once: independent chains of FMAs
   for (int64_t f = 0; f < s.F; ++f) {
     int64_t c0 = 0;
-    for (; c0 + CB <= s.C; c0 += CB) weight_block<DC, S, CB>(x, dpt, b0, f, c0, s, dw);
-    for (; c0 < s.C; ++c0) weight_block<DC, S, 1>(x, dpt, b0, f, c0, s, dw);
+    for (; c0 + CB <= s.C; c0 += CB) weight_block<DC, S, CB>(xs, dpt, b0, f, c0, s, dw);
+    for (; c0 < s.C; ++c0) weight_block<DC, S, 1>(xs, dpt, b0, f, c0, s, dw);
   }
 }
 
 template <int DC>
-AUTOREC_INLINE void weight_grads(const float* x, const float* dpt, int count, const Shape& s, float* dw) {
+AUTOREC_INLINE void weight_grads(const InRows* xs, const float* dpt, int count, const Shape& s, float* dw) {
   if (count == 8)
-    weight_samples<DC, 8>(x, dpt, 0, s, dw);
+    weight_samples<DC, 8>(xs, dpt, 0, s, dw);
   else
-    for (int b = 0; b < count; ++b) weight_samples<DC, 1>(x, dpt, b, s, dw);
+    for (int b = 0; b < count; ++b) weight_samples<DC, 1>(xs, dpt, b, s, dw);
 }
 
 // One sample's y = LN_D(base + [m; 0]) (m fp32 here), each row's mean and rstd kept.
@@ -318,21 +326,21 @@ AUTOREC_INLINE void tail_backward(const float* dy, const float* base, const floa
 
 #define HEAD_FORWARD(DC) head_forward<DC>(x, wcat, gamma, beta, eps, s, pt, z, fm, base, stats)
 #define HEAD_BACKWARD(DC) head_backward<DC>(x, wcat, gamma, stats, dfm, dbase, s, pt, z, dz, dpt, dx, dgamma, dbeta)
-#define WEIGHT_GRADS(DC) weight_grads<DC>(x, dpt, count, s, dw)
+#define WEIGHT_GRADS(DC) weight_grads<DC>(xs, dpt, count, s, dw)
 #define TAIL_FORWARD(DC) tail_forward<DC>(base, m, gamma, beta, eps, s, y, stats)
 #define TAIL_BACKWARD(DC) tail_backward<DC>(dy, base, m, gamma, stats, s, dbase, dgamma, dbeta)
 #define SAMPLE_KERNELS(SUFFIX, TARGET)                                                                      \
-  TARGET void head_forward_##SUFFIX(const float* x, const float* wcat, const float* gamma, const float* beta, \
+  TARGET void head_forward_##SUFFIX(const InRows& x, const float* wcat, const float* gamma, const float* beta, \
                                     float eps, const Shape& s, float* pt, float* z, float* fm, float* base,  \
                                     float* stats) {                                                          \
     AUTOREC_BY_CHUNKS(s.D, HEAD_FORWARD)                                                                     \
   }                                                                                                          \
-  TARGET void head_backward_##SUFFIX(const float* x, const float* wcat, const float* gamma, const float* stats, \
+  TARGET void head_backward_##SUFFIX(const InRows& x, const float* wcat, const float* gamma, const float* stats, \
                                      const float* dfm, const float* dbase, const Shape& s, float* pt, float* z, \
-                                     float* dz, float* dpt, float* dx, float* dgamma, float* dbeta) {         \
+                                     float* dz, float* dpt, const OutRows& dx, float* dgamma, float* dbeta) { \
     AUTOREC_BY_CHUNKS(s.D, HEAD_BACKWARD)                                                                    \
   }                                                                                                          \
-  TARGET void weight_grads_##SUFFIX(const float* x, const float* dpt, int count, const Shape& s, float* dw) {  \
+  TARGET void weight_grads_##SUFFIX(const InRows* xs, const float* dpt, int count, const Shape& s, float* dw) { \
     AUTOREC_BY_CHUNKS(s.D, WEIGHT_GRADS)                                                                     \
   }                                                                                                          \
   TARGET void tail_forward_##SUFFIX(const float* base, const float* m, const float* gamma, const float* beta, \
@@ -346,11 +354,11 @@ AUTOREC_INLINE void tail_backward(const float* dy, const float* base, const floa
   }
 AUTOREC_FOR_EACH_TARGET(SAMPLE_KERNELS)
 
-using HeadForward = void (*)(const float*, const float*, const float*, const float*, float, const Shape&, float*,
+using HeadForward = void (*)(const InRows&, const float*, const float*, const float*, float, const Shape&, float*,
                              float*, float*, float*, float*);
-using HeadBackward = void (*)(const float*, const float*, const float*, const float*, const float*, const float*,
-                              const Shape&, float*, float*, float*, float*, float*, float*, float*);
-using WeightGrads = void (*)(const float*, const float*, int, const Shape&, float*);
+using HeadBackward = void (*)(const InRows&, const float*, const float*, const float*, const float*, const float*,
+                              const Shape&, float*, float*, float*, float*, const OutRows&, float*, float*);
+using WeightGrads = void (*)(const InRows*, const float*, int, const Shape&, float*);
 using TailForward = void (*)(const float*, const float*, const float*, const float*, float, const Shape&, float*,
                              float*);
 using TailBackward = void (*)(const float*, const float*, const float*, const float*, const float*, const Shape&,
@@ -370,20 +378,29 @@ int64_t check_tail(int64_t D, int64_t n_fm, int64_t f_out) {
   return n_fm < 1 || f_out < n_fm ? -3 : 0;
 }
 
+// 0 where x's parts fit the shape (each part's rows at least its vectors apart), else -3.
+int64_t check_parts(const In& x, const Shape& s) {
+  if (x.n0 < 1 || x.n0 > s.F || x.s0 < x.n0 * s.D) return -3;
+  return x.n0 == s.F || x.s1 >= (s.F - x.n0) * s.D ? 0 : -3;
+}
+
 int team(int threads) { return threads < 1 ? 1 : threads; }
 
 }  // namespace
 
 extern "C" {
 
-// fm [B, F * k] (fp32, or bf16 with fm_bf16), base [B, f_out, D], stats [B, 2]. Returns 0, or
-// -1 / -3 (see check), nothing written.
-int64_t autorec_wukong_head_forward(const float* x, int64_t B, int64_t F, int64_t D, const float* wcat, int64_t C,
-                                    int64_t k, int64_t n_fm, int64_t n_lcb, int proj, const float* gamma,
-                                    const float* beta, float eps, void* fm, int fm_bf16, float* base, float* stats,
-                                    int threads) {
+// fm [B, F * k] (fp32, or bf16 with fm_bf16), base [B, f_out, D], stats [B, 2] from x in two
+// parts (rows.h): x0 [B, n0 vectors] with rows s0 floats apart, x1 [B, F - n0 vectors] with rows
+// s1 apart (n0 = F: x0 alone). Returns 0, or -1 / -3 (see check, check_parts), nothing written.
+int64_t autorec_wukong_head_forward(const float* x0, int64_t s0, int64_t n0, const float* x1, int64_t s1, int64_t B,
+                                    int64_t F, int64_t D, const float* wcat, int64_t C, int64_t k, int64_t n_fm,
+                                    int64_t n_lcb, int proj, const float* gamma, const float* beta, float eps,
+                                    void* fm, int fm_bf16, float* base, float* stats, int threads) {
   const Shape s{F, D, C, k, n_fm, n_lcb, n_fm + n_lcb, proj};
+  const In x{x0, s0, n0, x1, s1};
   if (const int64_t bad = check(s)) return bad;
+  if (const int64_t bad = check_parts(x, s)) return bad;
   static const HeadForward sample = AUTOREC_PICK(head_forward);
   static const auto to_bf16 = AUTOREC_PICK(bf16_from_floats);
   const int64_t n = F * k;
@@ -393,7 +410,7 @@ int64_t autorec_wukong_head_forward(const float* x, int64_t B, int64_t F, int64_
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
       float* out = fm_bf16 ? row.data() : static_cast<float*>(fm) + b * n;
-      sample(x + b * F * D, wcat, gamma, beta, eps, s, pt.data(), z.data(), out, base + b * s.f_out * D,
+      sample(x.sample(b), wcat, gamma, beta, eps, s, pt.data(), z.data(), out, base + b * s.f_out * D,
              stats + 2 * b);
       if (fm_bf16) to_bf16(out, n, static_cast<uint16_t*>(fm) + b * n);
     }
@@ -401,14 +418,20 @@ int64_t autorec_wukong_head_forward(const float* x, int64_t B, int64_t F, int64_
   return 0;
 }
 
-// dx [B, F, D], dwcat [F, C], dgamma and dbeta [F * k] (all overwritten) from dfm [B, F * k]
-// (fp32, or bf16 with dfm_bf16) and dbase [B, f_out, D].
-int64_t autorec_wukong_head_backward(const float* x, int64_t B, int64_t F, int64_t D, const float* wcat, int64_t C,
-                                     int64_t k, int64_t n_fm, int64_t n_lcb, int proj, const float* gamma,
-                                     const float* stats, const void* dfm, int dfm_bf16, const float* dbase,
-                                     float* dx, float* dwcat, float* dgamma, float* dbeta, int threads) {
+// dx in x's two parts (dx0 with rows t0 floats apart, dx1 with rows t1 apart), dwcat [F, C],
+// dgamma and dbeta [F * k] (all overwritten) from dfm [B, F * k] (fp32, or bf16 with dfm_bf16)
+// and dbase [B, f_out, D]; x in parts as the forward's.
+int64_t autorec_wukong_head_backward(const float* x0, int64_t s0, int64_t n0, const float* x1, int64_t s1, int64_t B,
+                                     int64_t F, int64_t D, const float* wcat, int64_t C, int64_t k, int64_t n_fm,
+                                     int64_t n_lcb, int proj, const float* gamma, const float* stats, const void* dfm,
+                                     int dfm_bf16, const float* dbase, float* dx0, int64_t t0, float* dx1, int64_t t1,
+                                     float* dwcat, float* dgamma, float* dbeta, int threads) {
   const Shape s{F, D, C, k, n_fm, n_lcb, n_fm + n_lcb, proj};
+  const In x{x0, s0, n0, x1, s1};
+  const Out dx{dx0, t0, n0, dx1, t1};
   if (const int64_t bad = check(s)) return bad;
+  if (const int64_t bad = check_parts(x, s)) return bad;
+  if (const int64_t bad = check_parts(In{dx0, t0, n0, dx1, t1}, s)) return bad;
   static const HeadBackward sample = AUTOREC_PICK(head_backward);
   static const WeightGrads weight_sums = AUTOREC_PICK(weight_grads);
   static const auto from_bf16 = AUTOREC_PICK(floats_from_bf16);
@@ -422,6 +445,7 @@ int64_t autorec_wukong_head_backward(const float* x, int64_t B, int64_t F, int64
   {
     std::vector<float> pt(k * D), z(n), dz(n), dpt(kBlock * C * D), row(dfm_bf16 ? n : 0), norm(2 * n);
     std::vector<float> dw(F * C * D);
+    InRows xs[kBlock];
 #pragma omp for schedule(static)
     for (int64_t part = 0; part < parts; ++part) {
       std::fill(dw.begin(), dw.end(), 0.0f);
@@ -430,15 +454,16 @@ int64_t autorec_wukong_head_backward(const float* x, int64_t B, int64_t F, int64
       for (int64_t b0 = lo; b0 < hi; b0 += kBlock) {
         const int count = static_cast<int>(hi - b0 < kBlock ? hi - b0 : kBlock);
         for (int64_t b = b0; b < b0 + count; ++b) {
+          xs[b - b0] = x.sample(b);
           const float* g = static_cast<const float*>(dfm) + b * n;
           if (dfm_bf16) {
             from_bf16(static_cast<const uint16_t*>(dfm) + b * n, n, row.data());
             g = row.data();
           }
-          sample(x + b * F * D, wcat, gamma, stats + 2 * b, g, dbase + b * s.f_out * D, s, pt.data(), z.data(),
-                 dz.data(), dpt.data() + (b - b0) * C * D, dx + b * F * D, norm.data(), norm.data() + n);
+          sample(xs[b - b0], wcat, gamma, stats + 2 * b, g, dbase + b * s.f_out * D, s, pt.data(), z.data(),
+                 dz.data(), dpt.data() + (b - b0) * C * D, dx.sample(b), norm.data(), norm.data() + n);
         }
-        weight_sums(x + b0 * F * D, dpt.data(), count, s, dw.data());
+        weight_sums(xs, dpt.data(), count, s, dw.data());
       }
       std::vector<float>& mine = sums[part];
       mine.resize(F * C + 2 * n);

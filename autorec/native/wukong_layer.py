@@ -18,7 +18,11 @@ Everything is computed in fp32. Under bf16 autocast ``fm`` is written in bf16 wh
 takes it (what that linear would cast it to) and the MLP's bf16 output is read as it is; torch's
 path rounds X and the maps' weights to bf16 for the products, the kernel does not.
 
-Shapes: x [B, F, D] fp32 with D a multiple of 16 up to 64, wcat [F, C] -> fm [B, F * k],
+The head reads X whole or in two parts (the model's dense vector and its pooled embeddings,
+each sample's rows in place, with no concatenation) and gives each part its gradient.
+
+Shapes: x [B, F, D] fp32 with D a multiple of 16 up to 64 (or its parts [B, F0, D] and
+[B, F - F0, D]), wcat [F, C] -> fm [B, F * k],
 base [B, n_fm + n_lcb, D]; base and m [B, n_fm * D] -> y [B, n_fm + n_lcb, D].
 
 Example:
@@ -33,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -63,10 +68,33 @@ def eligible(x: torch.Tensor, n_fm: int) -> bool:
             and not torch.compiler.is_compiling() and not torch.compiler.is_exporting() and available())
 
 
+def parts_eligible(x0: torch.Tensor, x1: torch.Tensor, n_fm: int) -> bool:
+    """Whether a Wukong layer on ``cat([x0, x1], 1)`` can read its input in the two parts where
+    they lie: x1 :func:`eligible`, x0 [B, F0, D] of the same batch and D in fp32 or bf16 (the
+    dense arch's output under autocast; widened to fp32 as the concatenation would), each
+    sample's vectors contiguous within x1."""
+    return (eligible(x1, n_fm) and x0.dtype in (torch.float32, torch.bfloat16) and x0.dim() == 3
+            and x0.device.type == "cpu" and x0.shape[0] == x1.shape[0] and x0.shape[2] == x1.shape[2]
+            and x1.stride(2) == 1 and x1.stride(1) == x1.shape[2])
+
+
 def _check(code: int, what: str) -> None:
     build.raise_on(code, f"wukong layer: {what}",
                    {-1: f"wukong layer: {what}: D must be a multiple of 16 up to {MAX_DIM}",
                     -3: f"wukong layer: {what}: the sizes do not fit together"})
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """``x`` [B, F, D] fp32 with each sample's vectors one after another (samples may be apart)."""
+    x = x.detach().float()
+    return x if x.stride(2) == 1 and x.stride(1) == x.shape[2] else x.contiguous()
+
+
+def _parts(x0: torch.Tensor, x1: torch.Tensor | None) -> tuple[int, int, int, int, int]:
+    """The kernels' x0, s0, n0, x1, s1 of X in parts (x1 None: x0 alone)."""
+    if x1 is None:
+        return x0.data_ptr(), x0.stride(0), x0.shape[1], x0.data_ptr(), 0
+    return x0.data_ptr(), x0.stride(0), x0.shape[1], x1.data_ptr(), x1.stride(0)
 
 
 def _low(t: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -78,44 +106,49 @@ def _low(t: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 class _Head(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, wcat: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
-                eps: float, sizes: tuple[int, int, int],
+    def forward(ctx: Any, x0: torch.Tensor, x1: torch.Tensor | None, wcat: torch.Tensor, gamma: torch.Tensor,
+                beta: torch.Tensor, eps: float, sizes: tuple[int, int, int],
                 fm_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         k, n_fm, n_lcb = sizes
-        x, wcat = x.detach().contiguous(), wcat.detach().float().contiguous()
+        ctx.x0_dtype = x0.dtype
+        x0, wcat = _rows(x0), wcat.detach().float().contiguous()
+        x1 = None if x1 is None else _rows(x1)
         gamma, beta = gamma.detach().float().contiguous(), beta.detach().float().contiguous()
-        b, f, d = x.shape
+        b, d, f = x0.shape[0], x0.shape[2], x0.shape[1] + (0 if x1 is None else x1.shape[1])
         c = wcat.shape[1]
         proj = int(c != k + n_lcb)
-        fm = x.new_empty(b, f * k, dtype=fm_dtype)
-        base, stats = x.new_empty(b, n_fm + n_lcb, d), x.new_empty(b, 2)
+        fm = x0.new_empty(b, f * k, dtype=fm_dtype)
+        base, stats = x0.new_empty(b, n_fm + n_lcb, d), x0.new_empty(b, 2)
         fn = _fn("autorec_wukong_head_forward", build.WUKONG_HEAD_FORWARD_ARGS)
         if fn is None:
             raise RuntimeError("the native Wukong layer kernel is unavailable (see the log)")
-        _check(fn(x.data_ptr(), b, f, d, wcat.data_ptr(), c, k, n_fm, n_lcb, proj, gamma.data_ptr(),
+        _check(fn(*_parts(x0, x1), b, f, d, wcat.data_ptr(), c, k, n_fm, n_lcb, proj, gamma.data_ptr(),
                   beta.data_ptr(), eps, fm.data_ptr(), int(fm_dtype == torch.bfloat16), base.data_ptr(),
-                  stats.data_ptr(), torch.get_num_threads()), f"x {tuple(x.shape)}, maps {tuple(wcat.shape)}")
-        ctx.save_for_backward(x, wcat, gamma, stats)
+                  stats.data_ptr(), torch.get_num_threads()),
+               f"x {_described(x0, x1)}, maps {tuple(wcat.shape)}")
+        ctx.save_for_backward(x0, x1, wcat, gamma, stats)
         ctx.sizes = sizes
         return fm, base
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, dfm: torch.Tensor, dbase: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, wcat, gamma, stats = ctx.saved_tensors
+        x0, x1, wcat, gamma, stats = ctx.saved_tensors
         k, n_fm, n_lcb = ctx.sizes
-        b, f, d = x.shape
+        b, d, f = x0.shape[0], x0.shape[2], x0.shape[1] + (0 if x1 is None else x1.shape[1])
         c = wcat.shape[1]
         dfm, low = _low(dfm)
         dbase = dbase.float().contiguous()
-        dx, dwcat = torch.empty_like(x), torch.empty_like(wcat)
-        dgamma, dbeta = torch.empty_like(gamma), torch.empty_like(gamma)
+        dx0 = torch.empty(x0.shape)
+        dx1 = None if x1 is None else torch.empty(x1.shape)
+        dwcat, dgamma, dbeta = torch.empty_like(wcat), torch.empty_like(gamma), torch.empty_like(gamma)
         fn = _fn("autorec_wukong_head_backward", build.WUKONG_HEAD_BACKWARD_ARGS)
-        _check(fn(x.data_ptr(), b, f, d, wcat.data_ptr(), c, k, n_fm, n_lcb, int(c != k + n_lcb),
-                  gamma.data_ptr(), stats.data_ptr(), dfm.data_ptr(), low, dbase.data_ptr(), dx.data_ptr(),
-                  dwcat.data_ptr(), dgamma.data_ptr(), dbeta.data_ptr(), torch.get_num_threads()),
-               f"x {tuple(x.shape)}, maps {tuple(wcat.shape)}")
-        return dx, dwcat, dgamma, dbeta, None, None, None
+        _check(fn(*_parts(x0, x1), b, f, d, wcat.data_ptr(), c, k, n_fm, n_lcb, int(c != k + n_lcb),
+                  gamma.data_ptr(), stats.data_ptr(), dfm.data_ptr(), low, dbase.data_ptr(), dx0.data_ptr(),
+                  dx0.stride(0), dx0.data_ptr() if dx1 is None else dx1.data_ptr(),
+                  0 if dx1 is None else dx1.stride(0), dwcat.data_ptr(), dgamma.data_ptr(), dbeta.data_ptr(),
+                  torch.get_num_threads()), f"x {_described(x0, x1)}, maps {tuple(wcat.shape)}")
+        return dx0.to(ctx.x0_dtype), dx1, dwcat, dgamma, dbeta, None, None, None
 
 
 class _Tail(torch.autograd.Function):
@@ -154,15 +187,34 @@ class _Tail(torch.autograd.Function):
         return dbase, dm, dgamma, dbeta, None, None
 
 
-def head(x: torch.Tensor, wcat: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float, *, k: int,
-         n_fm: int, n_lcb: int, fm_dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+def head(x: torch.Tensor | Sequence[torch.Tensor], wcat: torch.Tensor, gamma: torch.Tensor,
+         beta: torch.Tensor, eps: float, *, k: int, n_fm: int, n_lcb: int,
+         fm_dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """(fm, base) of X [B, F, D] and the maps ``wcat`` = [Y | W_L^T | W_R^T] [F, C] (W_R^T only
     with a projecting residual, else the residual is X): fm = LN(flatten(X (X^T Y))) with
     ``gamma``, ``beta`` and ``eps`` over its F * k values, in ``fm_dtype`` (fp32 or bf16);
-    base = [0; W_L X] + residual, [B, n_fm + n_lcb, D] fp32."""
+    base = [0; W_L X] + residual, [B, n_fm + n_lcb, D] fp32. X may come as its two parts
+    (x0 [B, F0, D], x1 [B, F - F0, D]; see :func:`parts_eligible`), read where they lie, each
+    part then given its own gradient."""
     if fm_dtype not in (torch.float32, torch.bfloat16):
         raise ValueError(f"wukong layer: fm dtype {fm_dtype}, expected torch.float32 or torch.bfloat16")
-    return _Head.apply(x, wcat, gamma, beta, eps, (k, n_fm, n_lcb), fm_dtype)
+    x0, x1 = (x, None) if isinstance(x, torch.Tensor) else _two(x)
+    return _Head.apply(x0, x1, wcat, gamma, beta, eps, (k, n_fm, n_lcb), fm_dtype)
+
+
+def _two(parts: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """X's two parts, checked to fit together (a ValueError naming them where they do not)."""
+    if len(parts) != 2:
+        raise ValueError(f"wukong layer: X in {len(parts)} parts, expected a tensor or two parts")
+    x0, x1 = parts
+    if x0.dim() != 3 or x1.dim() != 3 or x0.shape[0] != x1.shape[0] or x0.shape[2] != x1.shape[2]:
+        raise ValueError(f"wukong layer: X's parts {tuple(x0.shape)} and {tuple(x1.shape)}, expected "
+                         "[B, F0, D] and [B, F - F0, D]")
+    return x0, x1
+
+
+def _described(x0: torch.Tensor, x1: torch.Tensor | None) -> str:
+    return str(tuple(x0.shape)) if x1 is None else f"in parts {tuple(x0.shape)} + {tuple(x1.shape)}"
 
 
 def tail(base: torch.Tensor, m: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float,

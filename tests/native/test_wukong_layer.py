@@ -124,6 +124,31 @@ def test_the_threads_split_the_samples_and_repeat_bit_for_bit(threads: int) -> N
         torch.testing.assert_close(grad, other[1][name], rtol=1e-4, atol=1e-5, msg=name)  # sums in parts
 
 
+@pytest.mark.parametrize(("n0", "d", "proj"), [(1, 16, True), (3, 32, False), (9, 16, True)])
+def test_x_in_two_parts_is_read_where_it_lies_with_the_same_values_and_gradients(n0: int, d: int,
+                                                                                 proj: bool) -> None:
+    """X in two parts (the second's samples apart, as a slice of a wider tensor; the first in
+    bf16, as the dense arch's output under autocast) gives the values of X concatenated and each
+    part its share of the gradient, bit for bit."""
+    torch.manual_seed(n0 + d)
+    f, k, n_fm, n_lcb = 11, 3, 4, 7
+    f_out = n_fm + n_lcb
+    wide = torch.randn(29, f - n0 + 2, d)[:, 1:-1]  # rows of a sample together, samples apart
+    x0, wcat = torch.randn(29, n0, d).bfloat16(), torch.randn(f, k + n_lcb + (f_out if proj else 0))
+    gamma, beta = torch.rand(f * k) + 0.5, torch.randn(f * k)
+    dfm, dbase = torch.randn(29, f * k), torch.randn(29, f_out, d)
+    runs = []
+    for parts in (True, False):
+        a0, a1, w = x0.clone().requires_grad_(), wide.clone().requires_grad_(), wcat.clone().requires_grad_()
+        x = [a0, a1] if parts else torch.cat([a0, a1], dim=1)  # cat widens x0 to fp32
+        fm, base = native.head(x, w, gamma, beta, 1e-5, k=k, n_fm=n_fm, n_lcb=n_lcb)
+        torch.autograd.backward([fm, base], [dfm, dbase])
+        runs.append((fm, base, a0.grad, a1.grad, w.grad))
+    assert runs[0][2].dtype == torch.bfloat16
+    for got, expected in zip(runs[0], runs[1], strict=True):
+        assert torch.equal(got, expected)
+
+
 def test_bad_sizes_are_refused_by_name() -> None:
     x, ones = torch.randn(2, 3, 16), torch.ones(6)
     with pytest.raises(ValueError, match=r"x \(2, 3, 16\), maps \(3, 4\): the sizes do not fit together"):
@@ -132,6 +157,13 @@ def test_bad_sizes_are_refused_by_name() -> None:
         native.head(torch.randn(2, 3, 8), torch.randn(3, 3), ones, ones, 1e-5, k=2, n_fm=2, n_lcb=1)
     with pytest.raises(ValueError, match=r"fm dtype torch\.float16, expected torch\.float32 or torch\.bf"):
         native.head(x, torch.randn(3, 3), ones, ones, 1e-5, k=2, n_fm=2, n_lcb=1, fm_dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"X in 3 parts, expected a tensor or two parts"):
+        native.head([x, x, x], torch.randn(9, 3), ones, ones, 1e-5, k=2, n_fm=2, n_lcb=1)
+    sizes = {"k": 2, "n_fm": 2, "n_lcb": 1}
+    with pytest.raises(ValueError, match=r"X's parts \(2, 1, 16\) and \(3, 2, 16\), expected \[B, F0, D\]"):
+        native.head([x[:, :1], torch.randn(3, 2, 16)], torch.randn(3, 3), ones, ones, 1e-5, **sizes)
+    with pytest.raises(ValueError, match=r"x in parts \(2, 1, 16\) \+ \(2, 2, 16\), maps \(3, 4\): the size"):
+        native.head([x[:, :1], x[:, 1:]], torch.randn(3, 4), ones, ones, 1e-5, **sizes)
     with pytest.raises(ValueError, match=r"base \(2, 3, 16\), MLP output \(2, 64\): the sizes do not fit"):
         native.tail(torch.randn(2, 3, 16), torch.randn(2, 64), torch.ones(16), torch.zeros(16), 1e-5)
     with pytest.raises(ValueError, match=r"output dtype torch\.float16, expected torch\.float32"):
