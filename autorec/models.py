@@ -6,12 +6,12 @@ import torch
 from torch import nn
 from torchrec.modules.embedding_configs import DataType, EmbeddingBagConfig, PoolingType
 from torchrec.modules.embedding_modules import EmbeddingBagCollection
+from torchrec.modules.mlp import MLP
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor, KeyedTensor
 
 from autorec.arch import ArchSpec
 from autorec.blocks import build_block
 from autorec.blocks.base import first_linear, global_forward_hooks
-from autorec.blocks.relu_mlp import ReluMLP
 from autorec.blocks.towers import Towers
 from autorec.precision.layers import quantise_model
 
@@ -104,7 +104,7 @@ class RecModel(nn.Module):
             f: nn.Linear(t.dim, dim, bias=False)
             for t in spec.tables if t.dim != dim for f in t.features
         })
-        self.dense_arch = ReluMLP(spec.n_dense, [*spec.dense_arch, dim]) if spec.n_dense else None
+        self.dense_arch = MLP(spec.n_dense, [*spec.dense_arch, dim]) if spec.n_dense else None
         self.towers = None
         if spec.towers is not None:  # DMT: each feature group compressed by its tower module
             position = {f: i for i, f in enumerate(spec.feature_names)}
@@ -118,7 +118,7 @@ class RecModel(nn.Module):
             num = block.num_out
         self.layers = nn.Sequential(*layers)
         self.num_final = num
-        self.over_arch = nn.Sequential(ReluMLP(num * dim, list(spec.over_arch)),
+        self.over_arch = nn.Sequential(MLP(num * dim, list(spec.over_arch)),
                                        nn.Linear(spec.over_arch[-1], 1))
         quantise_model(self)  # each part's dense modules in its precision (fp32: unchanged)
         if layers:  # a quantised first linear takes its input as it did, in the block's dtype

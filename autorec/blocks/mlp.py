@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torchrec.modules.mlp import MLP
 
 from autorec.arch import MLPConfig
 from autorec.blocks.base import InteractionBlock
 from autorec.blocks.registry import BlockKind, ScalingRule, SearchRules, register_kind
-from autorec.blocks.relu_mlp import ReluMLP
 
 
 class FeatureLinear(nn.Module):
@@ -49,7 +49,7 @@ def mlp_to_rows(in_size: int, hidden: tuple[int, ...], num_out: int, dim: int) -
     """
     layers: list[nn.Module] = []
     if hidden:
-        layers.append(ReluMLP(in_size, list(hidden)))
+        layers.append(MLP(in_size, list(hidden)))
         in_size = hidden[-1]
     layers.append(nn.Linear(in_size, num_out * dim))
     return nn.Sequential(*layers)

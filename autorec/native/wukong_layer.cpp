@@ -107,27 +107,14 @@ AUTOREC_INLINE void weighted_block(const float* a, int64_t a_stride, int64_t a_s
   for (int r = 0; r < R; ++r) store_row<DC>(out.at(r0 + r, D), acc[r]);
 }
 
-// weighted_block of the last `rest` < R rows from r0, all at once: one by one, each would wait on
-// its single chain of FMAs (F = 27 leaves 3 rows, as many cycles as the 24 before them).
-template <int DC, int R>
-AUTOREC_INLINE void weighted_rest(const float* a, int64_t a_stride, int64_t a_step, const InRows& rows, int64_t m,
-                                  int64_t r0, int64_t rest, int64_t D, const InRows& add, const OutRows& out) {
-  if constexpr (R > 0) {
-    if (rest == R)
-      weighted_block<DC, R>(a, a_stride, a_step, rows, m, r0, D, add, out);
-    else
-      weighted_rest<DC, R - 1>(a, a_stride, a_step, rows, m, r0, rest, D, add, out);
-  }
-}
-
-// weighted_block over r in [0, n): kChains<DC> rows at a time, then the rest together.
+// weighted_block over r in [0, n): kChains<DC> rows at a time, the rest one by one.
 template <int DC>
 AUTOREC_INLINE void weighted_rows(const float* a, int64_t a_stride, int64_t a_step, const InRows& rows, int64_t m,
                                   int64_t n, int64_t D, const InRows& add, const OutRows& out) {
   constexpr int R = kChains<DC>;
   int64_t r0 = 0;
   for (; r0 + R <= n; r0 += R) weighted_block<DC, R>(a, a_stride, a_step, rows, m, r0, D, add, out);
-  weighted_rest<DC, R - 1>(a, a_stride, a_step, rows, m, r0, n - r0, D, add, out);
+  for (; r0 < n; ++r0) weighted_block<DC, 1>(a, a_stride, a_step, rows, m, r0, D, add, out);
 }
 
 constexpr InRows kNoRows{nullptr, 0, nullptr};
