@@ -143,7 +143,7 @@ class RecModel(nn.Module):
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
         """Logits [B] of X0 [B, F0, D] (:meth:`embed`'s): the interaction layers and the over-arch."""
-        return self.over_arch(self.layers(x).flatten(1)).squeeze(-1)
+        return self.over_arch(self._run_layers(x).flatten(1)).squeeze(-1)
 
     def forward(self, dense: torch.Tensor, sparse: KeyedJaggedTensor) -> torch.Tensor:
         """Logits [B]. Where the first block reads its input in parts (``takes_parts``, DLRM's
@@ -152,8 +152,19 @@ class RecModel(nn.Module):
         concatenation of the whole batch's vectors; else :meth:`head` of :meth:`embed`."""
         parts = self.embed_parts(dense, sparse)
         if len(parts) > 1 and self._reads_parts():
-            return self.over_arch(self.layers(parts).flatten(1)).squeeze(-1)
+            return self.over_arch(self._run_layers(parts).flatten(1)).squeeze(-1)
         return self.head(torch.cat(parts, dim=1) if len(parts) > 1 else parts[0])
+
+    def _run_layers(self, x: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
+        """``self.layers(x)``, or the whole stack run as one by its blocks' ``stack_forward``
+        (Wukong's: each layer's tail with the next one's head) where the blocks have one and it
+        applies (None where not), unless a hook on ``layers`` would see the difference."""
+        run = getattr(type(self.layers[0]), "stack_forward", None) if len(self.layers) else None
+        if run is not None and not (self.layers._forward_hooks or self.layers._forward_pre_hooks):
+            out = run(list(self.layers), x)
+            if out is not None:
+                return out
+        return self.layers(x)
 
     def _reads_parts(self) -> bool:
         first = self.layers[0] if len(self.layers) else None

@@ -3,7 +3,9 @@ Recommendation"): a factorization machine block beside a linear compress block."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -72,22 +74,55 @@ def plain_maps(*modules: nn.Module | None) -> list[nn.Linear]:
     return maps if plain else []
 
 
-def native_layer(x: torch.Tensor | list[torch.Tensor], proj: torch.Tensor, maps: list[nn.Linear],
-                 fm_norm: nn.LayerNorm, mlp: Callable[[torch.Tensor], torch.Tensor], norm: nn.LayerNorm,
-                 n_fm: int, n_lcb: int,
-                 fm_dtype: torch.dtype = torch.float32,
-                 out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """A Wukong layer on the kernels of :mod:`autorec.native.wukong_layer` (callers check
-    :func:`~autorec.native.wukong_layer.eligible` and :func:`plain_maps`): the maps X^T [Y | W_L^T |
-    W_R^T], the FM and ``fm_norm`` in one pass, ``mlp`` on the FM's values (``fm_dtype``), then
-    the LCB rows, the residual and ``norm`` over D in another (``out_dtype``).
+@dataclass(frozen=True)
+class NativeArgs:
+    """What the kernels of :mod:`autorec.native.wukong_layer` take for one layer: its maps
+    ``wcat`` = [Y | W_L^T | W_R^T] [F, C], FM norm, FM MLP, norm over D, sizes (k, n_fm, n_lcb),
+    the FM values' dtype (the MLP's input) and the output's."""
 
-    Shapes: x [B, F, D] (or its two parts [B, F0, D] and [B, F - F0, D], read where they lie),
-    proj [F, k] -> [B, n_fm + n_lcb, D]."""
-    wcat = torch.cat([proj, *(m.weight.t() for m in maps)], dim=1)
-    fm, base = native_wukong.head(x, wcat, fm_norm.weight, fm_norm.bias, fm_norm.eps, k=proj.shape[1],
-                                  n_fm=n_fm, n_lcb=n_lcb, fm_dtype=fm_dtype)
-    return native_wukong.tail(base, mlp(fm), norm.weight, norm.bias, norm.eps, out_dtype)
+    wcat: torch.Tensor
+    fm_norm: nn.LayerNorm
+    mlp: Callable[[torch.Tensor], torch.Tensor]
+    norm: nn.LayerNorm
+    sizes: tuple[int, int, int]
+    fm_dtype: torch.dtype
+    out_dtype: torch.dtype
+
+
+def native_args(proj: torch.Tensor, maps: list[nn.Linear], fm_norm: nn.LayerNorm,
+                mlp: Callable[[torch.Tensor], torch.Tensor], norm: nn.LayerNorm, n_fm: int, n_lcb: int,
+                fm_dtype: torch.dtype = torch.float32, out_dtype: torch.dtype = torch.float32) -> NativeArgs:
+    """A layer's :class:`NativeArgs` from its FM projection Y ``proj`` [F, k] and the plain linears
+    of its LCB and projecting residual (:func:`plain_maps`)."""
+    return NativeArgs(wcat=torch.cat([proj, *(m.weight.t() for m in maps)], dim=1), fm_norm=fm_norm, mlp=mlp,
+                      norm=norm, sizes=(proj.shape[1], n_fm, n_lcb), fm_dtype=fm_dtype, out_dtype=out_dtype)
+
+
+def _norm(norm: nn.LayerNorm) -> tuple[torch.Tensor, torch.Tensor, float]:
+    return norm.weight, norm.bias, norm.eps
+
+
+def run_native(layers: Sequence[NativeArgs], x: torch.Tensor | list[torch.Tensor]) -> torch.Tensor:
+    """Wukong layers one after another on the kernels (callers check
+    :func:`~autorec.native.wukong_layer.eligible` and :func:`plain_maps`): the first's head (the
+    maps, the FM and its norm in one pass), each layer's MLP, each layer's tail (the LCB rows, the
+    residual, the norm over D) with the next layer's head in one pass
+    (:func:`~autorec.native.wukong_layer.mid`: a layer's output between them is never written),
+    the last layer's tail.
+
+    Shapes: x [B, F, D] (or its two parts [B, F0, D] and [B, F - F0, D], read where they lie)
+    -> [B, n_fm + n_lcb, D] of the last layer."""
+    first, last = layers[0], layers[-1]
+    k, n_fm, n_lcb = first.sizes
+    fm, base = native_wukong.head(x, first.wcat, *_norm(first.fm_norm), k=k, n_fm=n_fm, n_lcb=n_lcb,
+                                  fm_dtype=first.fm_dtype)
+    m = first.mlp(fm)
+    for before, layer in itertools.pairwise(layers):
+        k, n_fm, n_lcb = layer.sizes
+        fm, base = native_wukong.mid(base, m, _norm(before.norm), layer.wcat, _norm(layer.fm_norm), k=k,
+                                     n_fm=n_fm, n_lcb=n_lcb, fm_dtype=layer.fm_dtype)
+        m = layer.mlp(fm)
+    return native_wukong.tail(base, m, *_norm(last.norm), last.out_dtype)
 
 
 class WukongLayer(InteractionBlock):
@@ -171,6 +206,40 @@ class WukongLayer(InteractionBlock):
         return self.norm(out + residual)
 
 
+    @staticmethod
+    def stack_forward(layers: Sequence[nn.Module],
+                      x: torch.Tensor | list[torch.Tensor]) -> torch.Tensor | None:
+        """``layers`` (a model's interaction stack) run as one: each layer's tail with the next
+        one's head (:func:`run_native`), where there are two or more, every one a Wukong layer
+        that would run on the kernels and without a hook of its own (a hook sees a layer's
+        output, which this run never writes), outside
+        :func:`autorec.native.wukong_layer.stack_disabled`; else None (run them one by one). The
+        same values and gradients."""
+        if len(layers) < 2 or not native_wukong.STACK.on:
+            return None
+        if any(type(layer) is not WukongLayer or _hooked(layer) or layer.fmb.n_fm < 1 for layer in layers):
+            return None
+        maps = [layer._plain_maps() for layer in layers]  # type: ignore[union-attr]
+        if isinstance(x, torch.Tensor):
+            fits = native_wukong.eligible(x, layers[0].fmb.n_fm)  # type: ignore[union-attr]
+        else:
+            fits = native_wukong.parts_eligible(x[0], x[1], layers[0].fmb.n_fm)  # type: ignore[union-attr]
+        if not (fits and all(maps)):
+            return None
+        last = x if isinstance(x, torch.Tensor) else x[-1]
+        return run_native([layer._native_args(last, m)  # type: ignore[union-attr]
+                           for layer, m in zip(layers, maps, strict=True)], x)
+
+    def _native_args(self, x: torch.Tensor, maps: list[nn.Linear]) -> NativeArgs:
+        """This layer's :class:`NativeArgs` on input like ``x``: all in fp32; under autocast the
+        FM's values reach the MLP's plain linear in autocast's dtype, as that linear would cast
+        them, and so does the last layer's output the over-arch's (``feeds_linear``)."""
+        fmb = self.fmb
+        low = torch.bfloat16 if autocast_output(x) == torch.bfloat16 else torch.float32
+        return native_args(fmb.proj, maps, fmb.norm, fmb.mlp, self.norm, fmb.n_fm, self.config.n_lcb,
+                           fm_dtype=low if type(first_linear(fmb.mlp)) is nn.Linear else torch.float32,
+                           out_dtype=low if self.feeds_linear else torch.float32)
+
     def _native(self, x: torch.Tensor | list[torch.Tensor], maps: list[nn.Linear]) -> torch.Tensor:
         """The layer on the kernels of :mod:`autorec.native.wukong_layer`: one pass before the FM's
         MLP (the maps, the FM and its norm; the LCB rows and the residual summed) and one after it
@@ -178,14 +247,13 @@ class WukongLayer(InteractionBlock):
         the FM's values reach the MLP's plain linear in autocast's dtype, as that linear would
         cast them, and so does the last layer's output the over-arch's. Wukong's step on the CPU:
         BENCHMARKS.md, "Wukong's layer in two compiled passes"."""
-        fmb = self.fmb
         last = x if isinstance(x, torch.Tensor) else x[-1]  # (the pooled embeddings' part)
-        low = torch.bfloat16 if autocast_output(last) == torch.bfloat16 else torch.float32
-        # the FM's values in bf16 where a plain linear takes them, and the last layer's output
-        # where it feeds the over-arch's plain linear (feeds_linear)
-        return native_layer(x, fmb.proj, maps, fmb.norm, fmb.mlp, self.norm, fmb.n_fm, self.config.n_lcb,
-                            fm_dtype=low if type(first_linear(fmb.mlp)) is nn.Linear else torch.float32,
-                            out_dtype=low if self.feeds_linear else torch.float32)
+        return run_native([self._native_args(last, maps)], x)
+
+
+def _hooked(module: nn.Module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                or module._backward_pre_hooks)
 
 
 class WukongRules(SearchRules):

@@ -53,6 +53,10 @@ WUKONG_HEAD_FORWARD_ARGS = (_P, _I, _I, _P, _I, _I, _I, _I, _P, _I, _I, _I, _I, 
                             _P, _C)
 WUKONG_HEAD_BACKWARD_ARGS = (_P, _I, _I, _P, _I, _I, _I, _I, _P, _I, _I, _I, _I, _C, _P, _P, _P, _C, _P, _P,
                              _I, _P, _I, _P, _P, _P, _C)
+WUKONG_MID_FORWARD_ARGS = (_P, _P, _C, _I, _I, _I, _I, _P, _P, _F, _P, _P, _I, _I, _I, _I, _C, _P, _P, _F,
+                           _P, _C, _P, _P, _C)
+WUKONG_MID_BACKWARD_ARGS = (_P, _P, _C, _I, _I, _I, _I, _P, _P, _F, _P, _P, _I, _I, _I, _I, _C, _P, _P, _P,
+                            _C, _P, _P, _P, _P, _P, _P, _P, _P, _C)
 WUKONG_TAIL_FORWARD_ARGS = (_P, _P, _C, _I, _I, _I, _I, _P, _P, _F, _P, _C, _P, _C)
 WUKONG_TAIL_BACKWARD_ARGS = (_P, _C, _P, _P, _C, _I, _I, _I, _I, _P, _P, _P, _P, _P, _P, _C)
 

@@ -19,7 +19,9 @@ takes it (what that linear would cast it to) and the MLP's bf16 output is read a
 path rounds X and the maps' weights to bf16 for the products, the kernel does not.
 
 The head reads X whole or in two parts (the model's dense vector and its pooled embeddings,
-each sample's rows in place, with no concatenation) and gives each part its gradient.
+each sample's rows in place, with no concatenation) and gives each part its gradient. Between
+two stacked layers, :func:`mid` runs the first one's tail and the second one's head as one
+pass (``wukong_mid.cpp``), so the layer's output and its gradient never leave L1.
 
 Shapes: x [B, F, D] fp32 with D a multiple of 16 up to 64 (or its parts [B, F0, D] and
 [B, F - F0, D]), wcat [F, C] -> fm [B, F * k],
@@ -47,11 +49,13 @@ from autorec.native import build
 
 SWITCH = build.Switch()
 disabled = SWITCH.disabled  # inside, torch's path runs (A/B benchmarks, tests)
+STACK = build.Switch()
+stack_disabled = STACK.disabled  # inside, stacked layers run one by one on the kernels, no mid
 MAX_DIM = 64
 
 
 def _fn(symbol: str, args: tuple[Any, ...]) -> Any | None:
-    return build.load("wukong_layer", symbol, args)
+    return build.load("wukong_mid" if "_mid_" in symbol else "wukong_layer", symbol, args)
 
 
 def available() -> bool:
@@ -225,3 +229,69 @@ def tail(base: torch.Tensor, m: torch.Tensor, gamma: torch.Tensor, beta: torch.T
     if y_dtype not in (torch.float32, torch.bfloat16):
         raise ValueError(f"wukong layer: output dtype {y_dtype}, expected torch.float32 or torch.bfloat16")
     return _Tail.apply(base, m, gamma, beta, eps, y_dtype)
+
+
+class _Mid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, base1: torch.Tensor, m1: torch.Tensor, gamma1: torch.Tensor, beta1: torch.Tensor,
+                wcat: torch.Tensor, fm_gamma: torch.Tensor, fm_beta: torch.Tensor, eps: tuple[float, float],
+                sizes: tuple[int, int, int], fm_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        k, n_fm, n_lcb = sizes
+        base1 = base1.detach().contiguous()
+        m1, m1_low = _low(m1.detach().flatten(1))
+        gamma1, beta1, wcat, fm_gamma, fm_beta = (t.detach().float().contiguous()
+                                                  for t in (gamma1, beta1, wcat, fm_gamma, fm_beta))
+        b, f, d = base1.shape
+        c = wcat.shape[1]
+        fm = base1.new_empty(b, f * k, dtype=fm_dtype)
+        base, stats = base1.new_empty(b, n_fm + n_lcb, d), base1.new_empty(b, 2)
+        stats1 = base1.new_empty(b, f, 2)
+        fn = _fn("autorec_wukong_mid_forward", build.WUKONG_MID_FORWARD_ARGS)
+        if fn is None:
+            raise RuntimeError("the native Wukong layer kernel is unavailable (see the log)")
+        _check(fn(base1.data_ptr(), m1.data_ptr(), m1_low, b, d, m1.shape[1] // d, f, gamma1.data_ptr(),
+                  beta1.data_ptr(), eps[0], stats1.data_ptr(), wcat.data_ptr(), c, k, n_fm, n_lcb,
+                  int(c != k + n_lcb), fm_gamma.data_ptr(), fm_beta.data_ptr(), eps[1], fm.data_ptr(),
+                  int(fm_dtype == torch.bfloat16), base.data_ptr(), stats.data_ptr(),
+                  torch.get_num_threads()),
+               f"base {tuple(base1.shape)}, MLP output {tuple(m1.shape)}, maps {tuple(wcat.shape)}")
+        ctx.save_for_backward(base1, m1, gamma1, beta1, stats1, wcat, fm_gamma, stats)
+        ctx.eps, ctx.sizes = eps, sizes
+        return fm, base
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, dfm: torch.Tensor, dbase: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        base1, m1, gamma1, beta1, stats1, wcat, fm_gamma, stats = ctx.saved_tensors
+        k, n_fm, n_lcb = ctx.sizes
+        b, f, d = base1.shape
+        c = wcat.shape[1]
+        dfm, low = _low(dfm)
+        dbase = dbase.float().contiguous()
+        dbase1, dm1 = torch.empty_like(base1), torch.empty_like(m1)
+        dgamma1, dbeta1, dwcat = torch.empty_like(gamma1), torch.empty_like(gamma1), torch.empty_like(wcat)
+        dfm_gamma, dfm_beta = torch.empty_like(fm_gamma), torch.empty_like(fm_gamma)
+        fn = _fn("autorec_wukong_mid_backward", build.WUKONG_MID_BACKWARD_ARGS)
+        _check(fn(base1.data_ptr(), m1.data_ptr(), int(m1.dtype == torch.bfloat16), b, d, m1.shape[1] // d, f,
+                  gamma1.data_ptr(), beta1.data_ptr(), ctx.eps[0], stats1.data_ptr(), wcat.data_ptr(), c, k,
+                  n_fm, n_lcb, int(c != k + n_lcb), fm_gamma.data_ptr(), stats.data_ptr(), dfm.data_ptr(),
+                  low, dbase.data_ptr(), dbase1.data_ptr(), dm1.data_ptr(), dgamma1.data_ptr(),
+                  dbeta1.data_ptr(), dwcat.data_ptr(), dfm_gamma.data_ptr(), dfm_beta.data_ptr(),
+                  torch.get_num_threads()),
+               f"base {tuple(base1.shape)}")
+        return dbase1, dm1, dgamma1, dbeta1, dwcat, dfm_gamma, dfm_beta, None, None, None
+
+
+def mid(base1: torch.Tensor, m1: torch.Tensor, norm1: tuple[torch.Tensor, torch.Tensor, float],
+        wcat: torch.Tensor, fm_norm: tuple[torch.Tensor, torch.Tensor, float], *, k: int, n_fm: int,
+        n_lcb: int, fm_dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`head` of :func:`tail` ``(base1, m1)`` in one pass: a layer's tail (its norm over D
+    ``norm1`` = (gamma, beta, eps)) and the next layer's head (maps ``wcat``, FM norm ``fm_norm``,
+    sizes and ``fm_dtype`` as :func:`head` takes them), with the layer's output between them
+    never written (the backward recomputes it). The same values and gradients as the two apart.
+
+    Shapes: base1 [B, F, D], m1 [B, n_fm1 * D] -> fm [B, F * k], base [B, n_fm + n_lcb, D]."""
+    if fm_dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"wukong layer: fm dtype {fm_dtype}, expected torch.float32 or torch.bfloat16")
+    return _Mid.apply(base1, m1, norm1[0], norm1[1], wcat, fm_norm[0], fm_norm[1], (norm1[2], fm_norm[2]),
+                      (k, n_fm, n_lcb), fm_dtype)

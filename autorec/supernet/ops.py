@@ -25,7 +25,7 @@ from autorec.blocks.dhen import _interaction_module
 from autorec.blocks.gram import pair_dots
 from autorec.blocks.layout import FloatLayerNorm
 from autorec.blocks.mlp import FeatureLinear
-from autorec.blocks.wukong import native_layer, plain_maps
+from autorec.blocks.wukong import native_args, plain_maps, run_native
 from autorec.native import wukong_layer as native_wukong
 from autorec.precision.layers import PrecisionAware, quant_linear
 from autorec.supernet.masked_mlp import MaskedMLP
@@ -133,7 +133,8 @@ class SuperWukong(SuperBlock):
         mlp = partial(self.mlp, weights=self.weights(weights, "mlp"))
         maps = plain_maps(self.lcb, self.residual)
         if maps and native_wukong.eligible(x, self.n_fm):  # the layer's kernels, as WukongLayer's
-            out = native_layer(x, proj, maps, self.fm_norm, mlp, self.norm, self.n_fm, self.n_lcb)
+            args = native_args(proj, maps, self.fm_norm, mlp, self.norm, self.n_fm, self.n_lcb)
+            out = run_native([args], x)
         else:
             fm = mlp(self.fm_norm(torch.bmm(x, torch.einsum("bfd,fk->bdk", x, proj)).flatten(1)))
             parts = [fm.view(-1, self.n_fm, self.dim)] + ([] if self.lcb is None else [self.lcb(x)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -158,3 +159,49 @@ def test_one_product_under_bf16_autocast_matches_the_modules(num_in: int) -> Non
     want = torch.autograd.grad(separate.float().sum(), [x, layer.fmb.proj])
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, atol=5e-2, rtol=5e-2)
+
+
+
+@pytest.mark.parametrize("low", [False, True], ids=["fp32", "bf16-autocast"])
+def test_a_model_runs_its_wukong_stack_as_one_with_the_same_training(low: bool, monkeypatch) -> None:
+    """A model's stacked Wukong layers run each layer's tail with the next one's head in one
+    pass (``native.mid``, twice for three layers) with the logits and every gradient of the
+    layers one by one, bit for bit; a hook on a layer (which sees that layer's output) or on the
+    stack, or a single layer, runs them one by one."""
+    from autorec.arch import ArchSpec, TableSpec
+    from autorec.models import build_model
+    from autorec.native import wukong_layer as native
+
+    if not native.available():
+        pytest.skip("no C++ compiler here")
+    calls: list[int] = []
+    real = native.mid
+    monkeypatch.setattr(native, "mid", lambda *a, **k: calls.append(1) or real(*a, **k))
+    torch.manual_seed(0)
+    layer = WukongConfig(n_fm=3, n_lcb=2, rank=4, mlp=(16,))
+    tables = tuple(TableSpec(name=f"t{i}", features=(f"f{i}",), num_embeddings=9, dim=16) for i in range(4))
+    spec = ArchSpec(name="w", dim=16, tables=tables, n_dense=0, layers=(layer,) * 3, over_arch=(8,))
+    model = build_model(spec)
+    x = torch.randn(23, 4, 16)
+    runs = []  # model.head: X0 -> logits, the interaction stack and the over-arch
+    for stack in (True, False):
+        model.zero_grad()
+        leaf = x.clone().requires_grad_()
+        context = torch.enable_grad() if stack else native.stack_disabled()
+        with context, torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+            logits = model.head(leaf)
+        logits.float().sum().backward()
+        runs.append([logits.detach(), leaf.grad] + [p.grad.clone() for p in model.parameters()
+                                                      if p.grad is not None])
+    assert calls == [1, 1]  # two tail-and-head passes, in the stacked run only
+    assert all(torch.equal(a, b) for a, b in zip(runs[0], runs[1], strict=True))
+    for hooked in (model.layers[1], model.layers):
+        handle = hooked.register_forward_hook(lambda m, i, o: None)
+        calls.clear()
+        model.head(x)
+        handle.remove()
+        assert calls == []
+    single = build_model(dataclasses.replace(spec, layers=(layer,)))
+    calls.clear()
+    single.head(x)
+    assert calls == []

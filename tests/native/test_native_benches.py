@@ -107,3 +107,21 @@ def test_dots_parts_before_arm_concatenates_and_trains_alike(monkeypatch: Any) -
     assert len(calls) == len(batches)
     for (name, a), (_, b) in zip(new.model.named_parameters(), before.model.named_parameters(), strict=True):
         assert torch.equal(a, b), name
+
+
+def test_wukong_stack_before_arm_runs_the_layers_one_by_one_and_trains_alike(monkeypatch: Any) -> None:
+    """``benchmarks/wukong_stack``: the default arm runs the preset's two layers with the first's
+    tail and the second's head in one pass (once a step), the other one by one; the same losses
+    and weights bit for bit."""
+    from autorec.native import wukong_layer as native_wukong
+    from benchmarks import wukong_stack
+
+    calls: list[bool] = []
+    real = native_wukong.mid
+    monkeypatch.setattr(native_wukong, "mid", lambda *a, **k: calls.append(True) or real(*a, **k))
+    new, before, batches = new_and_before(wukong_stack.OneByOne, "wukong")
+    for batch in batches:
+        assert new.train_step(batch)[0] == before.train_step(batch)[0]
+    assert len(calls) == len(batches) and native_wukong.STACK.on
+    for (name, a), (_, b) in zip(new.model.named_parameters(), before.model.named_parameters(), strict=True):
+        assert torch.equal(a, b), name

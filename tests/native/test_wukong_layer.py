@@ -149,6 +149,38 @@ def test_x_in_two_parts_is_read_where_it_lies_with_the_same_values_and_gradients
         assert torch.equal(got, expected)
 
 
+@pytest.mark.parametrize(("low", "proj"), [(False, True), (True, False), (True, True)])
+def test_a_tail_and_the_next_head_in_one_pass_give_the_values_and_gradients_of_the_two(low: bool,
+                                                                                      proj: bool) -> None:
+    """mid(base1, m1) is head(tail(base1, m1)) bit for bit, values and every gradient, with the
+    MLP's output and the FM's values in bf16 (autocast's) or fp32."""
+    torch.manual_seed(int(low) + 2 * int(proj))
+    b, f, d, n_fm1, k, n_fm = 19, 6, 32, 4, 3, 2
+    n_lcb = 5 if proj else f - n_fm  # (an identity residual keeps F)
+    f_out = n_fm + n_lcb
+    dtype = torch.bfloat16 if low else torch.float32
+    base1, m1 = torch.randn(b, f, d), torch.randn(b, n_fm1 * d).to(dtype)
+    norm1 = (torch.rand(d) + 0.5, torch.randn(d))
+    wcat = torch.randn(f, k + n_lcb + (f_out if proj else 0))
+    fm_norm = (torch.rand(f * k) + 0.5, torch.randn(f * k))
+    dfm, dbase = torch.randn(b, f * k).to(dtype), torch.randn(b, f_out, d)
+    runs = []
+    for fused in (True, False):
+        leaves = [t.clone().requires_grad_() for t in (base1, m1, *norm1, wcat, *fm_norm)]
+        a, m, g1, b1, w, g2, b2 = leaves
+        if fused:
+            fm, base = native.mid(a, m, (g1, b1, 1e-5), w, (g2, b2, 1e-6), k=k, n_fm=n_fm, n_lcb=n_lcb,
+                                  fm_dtype=dtype)
+        else:
+            y = native.tail(a, m, g1, b1, 1e-5)
+            fm, base = native.head(y, w, g2, b2, 1e-6, k=k, n_fm=n_fm, n_lcb=n_lcb, fm_dtype=dtype)
+        torch.autograd.backward([fm, base], [dfm, dbase])
+        runs.append([fm, base, *(leaf.grad for leaf in leaves)])
+    assert runs[0][3].dtype == dtype  # m1's gradient in m1's dtype
+    for got, expected in zip(runs[0], runs[1], strict=True):
+        assert torch.equal(got, expected)
+
+
 def test_bad_sizes_are_refused_by_name() -> None:
     x, ones = torch.randn(2, 3, 16), torch.ones(6)
     with pytest.raises(ValueError, match=r"x \(2, 3, 16\), maps \(3, 4\): the sizes do not fit together"):
@@ -166,6 +198,12 @@ def test_bad_sizes_are_refused_by_name() -> None:
         native.head([x[:, :1], x[:, 1:]], torch.randn(3, 4), ones, ones, 1e-5, **sizes)
     with pytest.raises(ValueError, match=r"base \(2, 3, 16\), MLP output \(2, 64\): the sizes do not fit"):
         native.tail(torch.randn(2, 3, 16), torch.randn(2, 64), torch.ones(16), torch.zeros(16), 1e-5)
+    with pytest.raises(ValueError, match=r"base \(2, 3, 16\), MLP output \(2, 64\), maps \(3, 3\): the size"):
+        native.mid(torch.randn(2, 3, 16), torch.randn(2, 64), (torch.ones(16), torch.zeros(16), 1e-5),
+                   torch.randn(3, 3), (ones, ones, 1e-5), **sizes)  # 4 MLP rows for 3 vectors
+    with pytest.raises(ValueError, match=r"base \(2, 3, 16\), MLP output \(2, 32\), maps \(3, 4\): the size"):
+        native.mid(torch.randn(2, 3, 16), torch.randn(2, 32), (torch.ones(16), torch.zeros(16), 1e-5),
+                   torch.randn(3, 4), (ones, ones, 1e-5), **sizes)
     with pytest.raises(ValueError, match=r"output dtype torch\.float16, expected torch\.float32"):
         native.tail(torch.randn(2, 3, 16), torch.randn(2, 32), torch.ones(16), torch.zeros(16), 1e-5,
                     torch.float16)
