@@ -29,6 +29,15 @@ const float* fp32_row(const void* m, int bf16, int64_t b, int64_t w, float* buf)
   return buf;
 }
 
+// The first layer's tail: F vectors out, n_fm1 of them its MLP's rows.
+Shape tail_shape(int64_t D, int64_t n_fm1, int64_t F) { return {F, D, 0, 0, n_fm1, F - n_fm1, F, 0}; }
+
+// 0 where the head's shape s and the tail's t hold together (check, check_tail), else -1 or -3.
+int64_t check_mid(const Shape& s, const Shape& t) {
+  if (const int64_t bad = check(s)) return bad;
+  return check_tail(t.D, t.n_fm, t.F);
+}
+
 }  // namespace
 
 extern "C" {
@@ -40,9 +49,8 @@ int64_t autorec_wukong_mid_forward(const float* base1, const void* m1, int m1_bf
                                    float* stats1, const float* wcat, int64_t C, int64_t k, int64_t n_fm,
                                    int64_t n_lcb, int proj, const float* fm_gamma, const float* fm_beta, float eps,
                                    void* fm, int fm_bf16, float* base, float* stats, int threads) {
-  const Shape s{F, D, C, k, n_fm, n_lcb, n_fm + n_lcb, proj}, t{F, D, 0, 0, n_fm1, F - n_fm1, F, 0};
-  if (const int64_t bad = check(s)) return bad;
-  if (const int64_t bad = check_tail(D, n_fm1, F)) return bad;
+  const Shape s{F, D, C, k, n_fm, n_lcb, n_fm + n_lcb, proj}, t = tail_shape(D, n_fm1, F);
+  if (const int64_t bad = check_mid(s, t)) return bad;
   static const TailForward tail = AUTOREC_PICK(tail_forward);
   static const HeadForward head = AUTOREC_PICK(head_forward);
   static const auto to_bf16 = AUTOREC_PICK(bf16_from_floats);
@@ -74,9 +82,8 @@ int64_t autorec_wukong_mid_backward(const float* base1, const void* m1, int m1_b
                                     const void* dfm, int dfm_bf16, const float* dbase, float* dbase1, void* dm1,
                                     float* dgamma1, float* dbeta1, float* dwcat, float* dfm_gamma, float* dfm_beta,
                                     int threads) {
-  const Shape s{F, D, C, k, n_fm, n_lcb, n_fm + n_lcb, proj}, t{F, D, 0, 0, n_fm1, F - n_fm1, F, 0};
-  if (const int64_t bad = check(s)) return bad;
-  if (const int64_t bad = check_tail(D, n_fm1, F)) return bad;
+  const Shape s{F, D, C, k, n_fm, n_lcb, n_fm + n_lcb, proj}, t = tail_shape(D, n_fm1, F);
+  if (const int64_t bad = check_mid(s, t)) return bad;
   static const TailForward tail = AUTOREC_PICK(tail_forward);
   static const HeadBackward head = AUTOREC_PICK(head_backward);
   static const TailBackward tail_back = AUTOREC_PICK(tail_backward);
