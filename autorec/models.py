@@ -160,11 +160,10 @@ class RecModel(nn.Module):
         (Wukong's: each layer's tail with the next one's head) where the blocks have one and it
         applies (None where not), unless a hook on ``layers`` would see the difference."""
         run = getattr(type(self.layers[0]), "stack_forward", None) if len(self.layers) else None
+        out = None
         if run is not None and not (self.layers._forward_hooks or self.layers._forward_pre_hooks):
             out = run(list(self.layers), x)
-            if out is not None:
-                return out
-        return self.layers(x)
+        return self.layers(x) if out is None else out
 
     def _reads_parts(self) -> bool:
         first = self.layers[0] if len(self.layers) else None

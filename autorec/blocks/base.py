@@ -7,6 +7,7 @@ building (``out_features``), so cost models and search spaces size a stack witho
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
@@ -28,6 +29,14 @@ class InteractionBlock(nn.Module):
     # vector [B, 1, D], then the pooled embeddings [B, F - 1, D]) with no concatenation; its
     # forward then takes such a list as well as one [B, F, D] tensor (see RecModel.forward).
     takes_parts: ClassVar[bool] = False
+
+    @staticmethod
+    def stack_forward(layers: Sequence[nn.Module],
+                      x: torch.Tensor | list[torch.Tensor]) -> torch.Tensor | None:
+        """A model's interaction stack ``layers`` (this kind first) on ``x`` run as one, where a
+        kind can do better than block by block (Wukong: each layer's tail with the next one's
+        head); None, the default, runs the blocks one by one (see RecModel)."""
+        return None
 
     def __init__(self, config: BlockConfig, num_in: int, dim: int) -> None:
         super().__init__()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -217,18 +218,19 @@ class WukongLayer(InteractionBlock):
         same values and gradients."""
         if len(layers) < 2 or not native_wukong.STACK.on:
             return None
-        if any(type(layer) is not WukongLayer or _hooked(layer) or layer.fmb.n_fm < 1 for layer in layers):
+        if any(type(layer) is not WukongLayer for layer in layers):
             return None
-        maps = [layer._plain_maps() for layer in layers]  # type: ignore[union-attr]
-        if isinstance(x, torch.Tensor):
-            fits = native_wukong.eligible(x, layers[0].fmb.n_fm)  # type: ignore[union-attr]
-        else:
-            fits = native_wukong.parts_eligible(x[0], x[1], layers[0].fmb.n_fm)  # type: ignore[union-attr]
+        stack = cast(list[WukongLayer], list(layers))
+        if any(_hooked(layer) or layer.fmb.n_fm < 1 for layer in stack) or not native_wukong.mid_available():
+            return None
+        maps = [layer._plain_maps() for layer in stack]
+        n_fm = stack[0].fmb.n_fm
+        fits = (native_wukong.eligible(x, n_fm) if isinstance(x, torch.Tensor)
+                else native_wukong.parts_eligible(x[0], x[1], n_fm))
         if not (fits and all(maps)):
             return None
         last = x if isinstance(x, torch.Tensor) else x[-1]
-        return run_native([layer._native_args(last, m)  # type: ignore[union-attr]
-                           for layer, m in zip(layers, maps, strict=True)], x)
+        return run_native([layer._native_args(last, m) for layer, m in zip(stack, maps, strict=True)], x)
 
     def _native_args(self, x: torch.Tensor, maps: list[nn.Linear]) -> NativeArgs:
         """This layer's :class:`NativeArgs` on input like ``x``: all in fp32; under autocast the

@@ -54,13 +54,18 @@ stack_disabled = STACK.disabled  # inside, stacked layers run one by one on the 
 MAX_DIM = 64
 
 
-def _fn(symbol: str, args: tuple[Any, ...]) -> Any | None:
-    return build.load("wukong_mid" if "_mid_" in symbol else "wukong_layer", symbol, args)
+def _fn(symbol: str, args: tuple[Any, ...], source: str = "wukong_layer") -> Any | None:
+    return build.load(source, symbol, args)
 
 
 def available() -> bool:
     """Whether the kernel could be built and loaded here."""
     return _fn("autorec_wukong_head_forward", build.WUKONG_HEAD_FORWARD_ARGS) is not None
+
+
+def mid_available() -> bool:
+    """Whether :func:`mid`'s kernel (``wukong_mid.cpp``) could be built and loaded here."""
+    return _fn("autorec_wukong_mid_forward", build.WUKONG_MID_FORWARD_ARGS, "wukong_mid") is not None
 
 
 def eligible(x: torch.Tensor, n_fm: int) -> bool:
@@ -246,7 +251,7 @@ class _Mid(torch.autograd.Function):
         fm = base1.new_empty(b, f * k, dtype=fm_dtype)
         base, stats = base1.new_empty(b, n_fm + n_lcb, d), base1.new_empty(b, 2)
         stats1 = base1.new_empty(b, f, 2)
-        fn = _fn("autorec_wukong_mid_forward", build.WUKONG_MID_FORWARD_ARGS)
+        fn = _fn("autorec_wukong_mid_forward", build.WUKONG_MID_FORWARD_ARGS, "wukong_mid")
         if fn is None:
             raise RuntimeError("the native Wukong layer kernel is unavailable (see the log)")
         _check(fn(base1.data_ptr(), m1.data_ptr(), m1_low, b, d, m1.shape[1] // d, f, gamma1.data_ptr(),
@@ -271,7 +276,7 @@ class _Mid(torch.autograd.Function):
         dbase1, dm1 = torch.empty_like(base1), torch.empty_like(m1)
         dgamma1, dbeta1, dwcat = torch.empty_like(gamma1), torch.empty_like(gamma1), torch.empty_like(wcat)
         dfm_gamma, dfm_beta = torch.empty_like(fm_gamma), torch.empty_like(fm_gamma)
-        fn = _fn("autorec_wukong_mid_backward", build.WUKONG_MID_BACKWARD_ARGS)
+        fn = _fn("autorec_wukong_mid_backward", build.WUKONG_MID_BACKWARD_ARGS, "wukong_mid")
         _check(fn(base1.data_ptr(), m1.data_ptr(), int(m1.dtype == torch.bfloat16), b, d, m1.shape[1] // d, f,
                   gamma1.data_ptr(), beta1.data_ptr(), ctx.eps[0], stats1.data_ptr(), wcat.data_ptr(), c, k,
                   n_fm, n_lcb, int(c != k + n_lcb), fm_gamma.data_ptr(), stats.data_ptr(), dfm.data_ptr(),
