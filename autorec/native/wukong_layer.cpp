@@ -7,6 +7,16 @@
 
 #include "wukong_sample.h"
 
+namespace {
+
+// 0 where x's parts fit the shape (each part's rows at least its vectors apart), else -3.
+int64_t check_parts(const In& x, const Shape& s) {
+  if (x.n0 < 1 || x.n0 > s.F || x.s0 < x.n0 * s.D) return -3;
+  return x.n0 == s.F || x.s1 >= (s.F - x.n0) * s.D ? 0 : -3;
+}
+
+}  // namespace
+
 extern "C" {
 
 // fm [B, F * k] (fp32, or bf16 with fm_bf16), base [B, f_out, D], stats [B, 2] from x in two
@@ -54,7 +64,7 @@ int64_t autorec_wukong_head_backward(const float* x0, int64_t s0, int64_t n0, co
   static const HeadBackward sample = AUTOREC_PICK(head_backward);
   static const WeightGrads weight_sums = AUTOREC_PICK(weight_grads);
   static const auto from_bf16 = AUTOREC_PICK(floats_from_bf16);
-  const int64_t n = F * k, dc = D / 16, parts = team(threads);
+  const int64_t n = F * k, parts = team(threads);
   constexpr int64_t kBlock = 8;  // samples whose dpt weight_grads takes at once
   // Each part of the batch (`parts` of them, fixed by the caller's thread count whatever team
   // OpenMP forms) sums dW [F * C] (over D), dgamma and dbeta on its own; the parts' sums are
@@ -86,25 +96,11 @@ int64_t autorec_wukong_head_backward(const float* x0, int64_t s0, int64_t n0, co
       }
       std::vector<float>& mine = sums[part];
       mine.resize(F * C + 2 * n);
-      for (int64_t i = 0; i < F * C; ++i) {
-        v16 t = load16(dw.data() + i * D);
-        for (int64_t q = 1; q < dc; ++q) t += load16(dw.data() + i * D + q * 16);
-        mine[i] = hsum(t);
-      }
+      lane_sums(dw.data(), F * C, D, mine.data());
       std::memcpy(mine.data() + F * C, norm.data(), sizeof(float) * 2 * n);
     }
   }
-  std::fill(dwcat, dwcat + F * C, 0.0f);
-  std::fill(dgamma, dgamma + n, 0.0f);
-  std::fill(dbeta, dbeta + n, 0.0f);
-  for (const std::vector<float>& part : sums) {
-    if (part.empty()) continue;
-    for (int64_t i = 0; i < F * C; ++i) dwcat[i] += part[i];
-    for (int64_t i = 0; i < n; ++i) {
-      dgamma[i] += part[F * C + i];
-      dbeta[i] += part[F * C + n + i];
-    }
-  }
+  add_parts(sums, {{dwcat, F * C}, {dgamma, n}, {dbeta, n}});
   return 0;
 }
 
@@ -177,15 +173,7 @@ int64_t autorec_wukong_tail_backward(const void* dy, int dy_bf16, const float* b
       }
     }
   }
-  std::fill(dgamma, dgamma + D, 0.0f);
-  std::fill(dbeta, dbeta + D, 0.0f);
-  for (const std::vector<float>& part : sums) {
-    if (part.empty()) continue;
-    for (int64_t d = 0; d < D; ++d) {
-      dgamma[d] += part[d];
-      dbeta[d] += part[D + d];
-    }
-  }
+  add_parts(sums, {{dgamma, D}, {dbeta, D}});
   return 0;
 }
 

@@ -90,7 +90,7 @@ int64_t autorec_wukong_mid_backward(const float* base1, const void* m1, int m1_b
   static const WeightGrads weight_sums = AUTOREC_PICK(weight_grads);
   static const auto from_bf16 = AUTOREC_PICK(floats_from_bf16);
   static const auto to_bf16 = AUTOREC_PICK(bf16_from_floats);
-  const int64_t n = F * k, w = n_fm1 * D, dc = D / 16, parts = team(threads);
+  const int64_t n = F * k, w = n_fm1 * D, parts = team(threads);
   constexpr int64_t kBlock = 8;  // samples whose dpt weight_grads takes at once (as the head's)
   std::vector<std::vector<float>> sums(parts);  // each part's dW, FM norm and tail norm sums
 #pragma omp parallel num_threads(parts)
@@ -131,32 +131,12 @@ int64_t autorec_wukong_mid_backward(const float* base1, const void* m1, int m1_b
       }
       std::vector<float>& mine = sums[part];
       mine.resize(F * C + 2 * n + 2 * D);
-      for (int64_t i = 0; i < F * C; ++i) {
-        v16 sum = load16(dw.data() + i * D);
-        for (int64_t q = 1; q < dc; ++q) sum += load16(dw.data() + i * D + q * 16);
-        mine[i] = hsum(sum);
-      }
+      lane_sums(dw.data(), F * C, D, mine.data());
       std::memcpy(mine.data() + F * C, norm.data(), sizeof(float) * 2 * n);
       std::memcpy(mine.data() + F * C + 2 * n, tail_norm.data(), sizeof(float) * 2 * D);
     }
   }
-  std::fill(dwcat, dwcat + F * C, 0.0f);
-  std::fill(dfm_gamma, dfm_gamma + n, 0.0f);
-  std::fill(dfm_beta, dfm_beta + n, 0.0f);
-  std::fill(dgamma1, dgamma1 + D, 0.0f);
-  std::fill(dbeta1, dbeta1 + D, 0.0f);
-  for (const std::vector<float>& part : sums) {
-    if (part.empty()) continue;
-    for (int64_t i = 0; i < F * C; ++i) dwcat[i] += part[i];
-    for (int64_t i = 0; i < n; ++i) {
-      dfm_gamma[i] += part[F * C + i];
-      dfm_beta[i] += part[F * C + n + i];
-    }
-    for (int64_t d = 0; d < D; ++d) {
-      dgamma1[d] += part[F * C + 2 * n + d];
-      dbeta1[d] += part[F * C + 2 * n + D + d];
-    }
-  }
+  add_parts(sums, {{dwcat, F * C}, {dfm_gamma, n}, {dfm_beta, n}, {dgamma1, D}, {dbeta1, D}});
   return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "rows.h"
@@ -380,12 +381,37 @@ int64_t check_tail(int64_t D, int64_t n_fm, int64_t f_out) {
   return n_fm < 1 || f_out < n_fm ? -3 : 0;
 }
 
-// 0 where x's parts fit the shape (each part's rows at least its vectors apart), else -3.
-int64_t check_parts(const In& x, const Shape& s) {
-  if (x.n0 < 1 || x.n0 > s.F || x.s0 < x.n0 * s.D) return -3;
-  return x.n0 == s.F || x.s1 >= (s.F - x.n0) * s.D ? 0 : -3;
+int team(int threads) { return threads < 1 ? 1 : threads; }
+
+// out[i] = the sum of the D lanes of dw's row i, for rows [0, rows): a part's weight gradient
+// (summed over D at the end, see weight_grads) into its share of the parts' sums.
+void lane_sums(const float* dw, int64_t rows, int64_t D, float* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    v16 t = load16(dw + i * D);
+    for (int64_t q = 16; q < D; q += 16) t += load16(dw + i * D + q);
+    out[i] = hsum(t);
+  }
 }
 
-int team(int threads) { return threads < 1 ? 1 : threads; }
+// A backward's outputs, each `size` floats, summed over the batch's parts.
+struct Sum {
+  float* out;
+  int64_t size;
+};
+
+// Every output of `outs` (overwritten) = its segment of each part's sums, added in the parts'
+// order, so a run repeats bit for bit at the same thread count; a part's sums are its outputs'
+// segments one after another (an empty part, one no thread took, is skipped).
+void add_parts(const std::vector<std::vector<float>>& parts, std::initializer_list<Sum> outs) {
+  for (const Sum& o : outs) std::fill(o.out, o.out + o.size, 0.0f);
+  for (const std::vector<float>& part : parts) {
+    if (part.empty()) continue;
+    const float* p = part.data();
+    for (const Sum& o : outs) {
+      for (int64_t i = 0; i < o.size; ++i) o.out[i] += p[i];
+      p += o.size;
+    }
+  }
+}
 
 }  // namespace

@@ -93,20 +93,29 @@ def test_dots_across_samples_times_this_kernel_against_a_commits(tmp_path: Any, 
         bench.earlier_library("not-a-commit", tmp_path / "other")
 
 
+def _calls_of_bit_for_bit_arms(module: ModuleType, entry: str, before: type, preset: str,
+                               monkeypatch: Any) -> tuple[int, int]:
+    """(calls of ``module.entry``, steps) over a bit-for-bit A/B benchmark's two arms stepping on
+    the same batches: the same losses and weights, asserted here."""
+    calls: list[bool] = []
+    real = getattr(module, entry)
+    monkeypatch.setattr(module, entry, lambda *a, **k: calls.append(True) or real(*a, **k))
+    new, other, batches = new_and_before(before, preset)
+    for batch in batches:
+        assert new.train_step(batch)[0] == other.train_step(batch)[0]
+    for (name, a), (_, b) in zip(new.model.named_parameters(), other.model.named_parameters(), strict=True):
+        assert torch.equal(a, b), name
+    return len(calls), len(batches)
+
+
 def test_dots_parts_before_arm_concatenates_and_trains_alike(monkeypatch: Any) -> None:
-    """``benchmarks/dots_parts``: the default arm reads the dots' input in parts, the hooked one
-    concatenates it; the same losses and weights bit for bit."""
+    """``benchmarks/dots_parts``: the default arm reads the dots' input in parts (once a step),
+    the hooked one concatenates it; the same losses and weights bit for bit."""
     from benchmarks import dots_parts
 
-    calls: list[bool] = []
-    real = native_dots.forward_parts
-    monkeypatch.setattr(native_dots, "forward_parts", lambda *a, **k: calls.append(True) or real(*a, **k))
-    new, before, batches = new_and_before(dots_parts.Concatenated, "dlrm")
-    for batch in batches:
-        assert new.train_step(batch)[0] == before.train_step(batch)[0]
-    assert len(calls) == len(batches)
-    for (name, a), (_, b) in zip(new.model.named_parameters(), before.model.named_parameters(), strict=True):
-        assert torch.equal(a, b), name
+    calls, steps = _calls_of_bit_for_bit_arms(native_dots, "forward_parts", dots_parts.Concatenated, "dlrm",
+                                              monkeypatch)
+    assert calls == steps
 
 
 def test_wukong_stack_before_arm_runs_the_layers_one_by_one_and_trains_alike(monkeypatch: Any) -> None:
@@ -116,12 +125,6 @@ def test_wukong_stack_before_arm_runs_the_layers_one_by_one_and_trains_alike(mon
     from autorec.native import wukong_layer as native_wukong
     from benchmarks import wukong_stack
 
-    calls: list[bool] = []
-    real = native_wukong.mid
-    monkeypatch.setattr(native_wukong, "mid", lambda *a, **k: calls.append(True) or real(*a, **k))
-    new, before, batches = new_and_before(wukong_stack.OneByOne, "wukong")
-    for batch in batches:
-        assert new.train_step(batch)[0] == before.train_step(batch)[0]
-    assert len(calls) == len(batches) and native_wukong.STACK.on
-    for (name, a), (_, b) in zip(new.model.named_parameters(), before.model.named_parameters(), strict=True):
-        assert torch.equal(a, b), name
+    calls, steps = _calls_of_bit_for_bit_arms(native_wukong, "mid", wukong_stack.OneByOne, "wukong",
+                                              monkeypatch)
+    assert calls == steps and native_wukong.STACK.on
